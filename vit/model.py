@@ -1,0 +1,166 @@
+"""A small Vision Transformer ("An Image is Worth 16x16 Words", Dosovitskiy et al. 2020).
+
+One readable file: config dataclass, attention, block, model. Shapes are noted where tensors are
+reshaped. B = batch, N = number of patches, T = 1 + N tokens ([CLS] first), D = embedding dim,
+H = heads, Dh = D // H.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, asdict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class ViTConfig:
+    """Every hyper-parameter of the model. The trainer builds its CLI flags from these fields,
+    so the defaults here are the one place the bundled checkpoint's architecture is defined."""
+
+    image_size: int = 28      # square input, pixels
+    channels: int = 1         # 1 for MNIST / Fashion-MNIST
+    patch_size: int = 4       # 28 / 4 = a 7x7 grid of patches: readable attention maps
+    dim: int = 64             # token width D
+    depth: int = 6            # transformer blocks
+    heads: int = 4            # attention heads per block (D must divide by it)
+    mlp_dim: int = 128        # hidden width of each block's MLP
+    dropout: float = 0.0      # dropout on attention output / MLP / embeddings
+    num_classes: int = 10
+
+    def __post_init__(self) -> None:
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                f"image_size {self.image_size} is not divisible by patch_size {self.patch_size}")
+        if self.dim % self.heads:
+            raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}")
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "dropout":
+                if not 0.0 <= v < 1.0:
+                    raise ValueError(f"dropout must be in [0, 1), got {v}")
+            elif v < 1:
+                raise ValueError(f"{f.name} must be a positive integer, got {v}")
+
+    @property
+    def grid(self) -> int:
+        """Patches per side (7 for 28 px images in 4 px patches)."""
+        return self.image_size // self.patch_size
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid ** 2
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with two paths over the same weights.
+
+    The fused path (`scaled_dot_product_attention`) is used for training and plain inference; the
+    explicit path computes softmax(QK^T / sqrt(Dh)) itself so it can hand back the per-head weights
+    the app visualises. `nn.MultiheadAttention` is not used because its fast path never returns
+    per-head weights.
+    """
+
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0):
+        super().__init__()
+        self.heads = heads
+        self.scale = (dim // heads) ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+        self.dropout = dropout
+        self.proj_drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
+        B, T, D = x.shape
+        # (B, T, 3D) -> (B, T, 3, H, Dh) -> (3, B, H, T, Dh)
+        qkv = self.qkv(x).reshape(B, T, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        if return_attention:
+            attn = (q @ k.transpose(-2, -1)) * self.scale            # (B, H, T, T)
+            attn = attn.softmax(dim=-1)
+            out = attn @ v                                          # (B, H, T, Dh)
+        else:
+            attn = None
+            out = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.dropout if self.training else 0.0)
+        out = out.transpose(1, 2).reshape(B, T, D)                  # (B, T, D)
+        return self.proj_drop(self.proj(out)), attn
+
+
+class MLP(nn.Sequential):
+    def __init__(self, dim: int, hidden: int, dropout: float = 0.0):
+        super().__init__(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout),
+                         nn.Linear(hidden, dim), nn.Dropout(dropout))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + Attn(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, cfg: ViTConfig):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.dim)
+        self.attn = Attention(cfg.dim, cfg.heads, cfg.dropout)
+        self.norm2 = nn.LayerNorm(cfg.dim)
+        self.mlp = MLP(cfg.dim, cfg.mlp_dim, cfg.dropout)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
+        a, attn = self.attn(self.norm1(x), return_attention)
+        x = x + a
+        x = x + self.mlp(self.norm2(x))
+        return x, attn
+
+
+class ViT(nn.Module):
+    def __init__(self, cfg: ViTConfig):
+        super().__init__()
+        self.cfg = cfg
+        # A conv with kernel = stride = patch size is exactly "cut into patches, flatten, project".
+        self.patch_embed = nn.Conv2d(cfg.channels, cfg.dim, cfg.patch_size, stride=cfg.patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + cfg.num_patches, cfg.dim))
+        self.pos_drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
+        self.norm = nn.LayerNorm(cfg.dim)
+        self.head = nn.Linear(cfg.dim, cfg.num_classes)
+        self.apply(self._init_weights)
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        nn.init.trunc_normal_(self.cls_token, std=0.02)
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Conv2d)):
+            nn.init.trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward_features(self, x: torch.Tensor, return_attention: bool = False):
+        """Images (B, C, S, S) -> normalised tokens (B, T, D) and, if asked, the attention
+        weights of every block stacked as (B, depth, H, T, T)."""
+        x = self.patch_embed(x)                        # (B, D, grid, grid)
+        x = x.flatten(2).transpose(1, 2)               # (B, N, D), patches in row-major order
+        cls = self.cls_token.expand(x.shape[0], -1, -1)
+        x = torch.cat([cls, x], dim=1) + self.pos_embed  # (B, T, D)
+        x = self.pos_drop(x)
+        maps = []
+        for blk in self.blocks:
+            x, attn = blk(x, return_attention)
+            maps.append(attn)
+        x = self.norm(x)
+        return x, (torch.stack(maps, dim=1) if return_attention else None)
+
+    def forward_head(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(tokens[:, 0])                 # classify from the [CLS] token
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False):
+        tokens, attn = self.forward_features(x, return_attention)
+        logits = self.forward_head(tokens)
+        return (logits, attn) if return_attention else logits
