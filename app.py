@@ -1,0 +1,275 @@
+"""ViT Explorer: draw or upload a digit, see what a Vision Transformer predicts and where it looks.
+
+This file only builds the page and wires events; the work lives in the `vit` package.
+Run: `python app.py` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT; VIT_DEVICE picks the device).
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+
+from vit import explain as ex
+from vit.checkpoint import CheckpointError
+from vit.examples import write_examples
+from vit.inference import Predictor, find_checkpoints
+from vit.preprocess import PreprocessError
+
+ROOT = Path(__file__).resolve().parent
+CHECKPOINTS = find_checkpoints(ROOT / "checkpoints")
+DEFAULT_MODEL = next(iter(CHECKPOINTS), None)
+EXAMPLES = write_examples(Path(tempfile.gettempdir()) / "vit-explorer-examples")
+PICK_SIZE = 336                      # pixels of the clickable patch picture
+_predictors: dict[str, Predictor] = {}
+
+
+def get_predictor(name: str | None) -> Predictor:
+    """Load a checkpoint once per process; raise gr.Error with the loader's one-line message."""
+    if not name or name not in CHECKPOINTS:
+        raise gr.Error(f"No model named {name!r}. Available: {', '.join(CHECKPOINTS) or 'none'}.")
+    if name not in _predictors:
+        try:
+            _predictors[name] = Predictor(CHECKPOINTS[name])
+        except CheckpointError as e:
+            raise gr.Error(f"Can't load the model {name!r}: {e}") from None
+    return _predictors[name]
+
+
+def _empty(message: str):
+    """The page's resting state: no prediction, no pictures, a hint."""
+    return (message, None, None, None, None, None, None, None, None)
+
+
+def _views(p: Predictor, a, shared: bool, layer: int, head: int, patch: int):
+    """All pictures for one analysis."""
+    attn, grid = a.explanation.attn, p.grid
+    roll = ex.rollout(attn)[0, 1:].reshape(grid, grid)
+    return (
+        ex.patch_grid_picture(a.img28, grid),
+        ex.token_strip(a.img28, grid),
+        ex.attention_grid_picture(a.img28, a.explanation.cls_maps, shared_scale=shared),
+        ex.single_map_picture(a.img28, roll, "rollout: share of the final [CLS]"),
+        *_explorer(p, a, layer, head, patch),
+    )
+
+
+def _explorer(p: Predictor, a, layer: int, head: int, patch: int):
+    cfg = p.model.cfg   # sliders may come from another model: keep them in range
+    layer, head = min(int(layer), cfg.depth) - 1, min(int(head), cfg.heads) - 1
+    row = ex.patch_attention_row(a.explanation.attn, layer, head, patch, p.grid)
+    return (ex.patch_grid_picture(a.img28, p.grid, PICK_SIZE, marked=patch),
+            ex.single_map_picture(a.img28, row, f"patch {patch + 1} → patches, layer {layer + 1}, "
+                                                f"head {head + 1}", marked=patch))
+
+
+def _headline(p: Predictor, probs: np.ndarray) -> str:
+    order = np.argsort(probs)[::-1]
+    best, second = order[0], order[1]
+    text = f"### The model reads this as **{p.class_names[best]}** ({100 * probs[best]:.1f} %)"
+    if probs[best] < 0.6:
+        text += f"\nNot sure: it could also be **{p.class_names[second]}** ({100 * probs[second]:.1f} %)."
+    return text
+
+
+def analyse(image, model_name, shared, layer, head, patch, from_canvas: bool):
+    p = get_predictor(model_name)
+    try:
+        a = p.analyse(image)
+    except PreprocessError as e:
+        if from_canvas:   # an empty or erased canvas is a resting state, not an error
+            return _empty(f"### ✏️ Draw a {_noun(p)} in the box")
+        gr.Warning(str(e))
+        return _empty(f"### ⚠️ {e}")
+    return (_headline(p, a.probs), p.label(a.probs), *_views(p, a, shared, layer, head, patch),
+            {"source": image, "from_canvas": from_canvas, "analysis": a})
+
+
+def _noun(p: Predictor) -> str:
+    return "digit" if p.style == "digits" else "piece of clothing"
+
+
+def analyse_drawing(image, model_name, shared, layer, head, patch):
+    return analyse(image, model_name, shared, layer, head, patch, from_canvas=True)
+
+
+def analyse_upload(image, model_name, shared, layer, head, patch):
+    if image is None:
+        return _empty("### Upload a picture, or pick an example below")
+    return analyse(image, model_name, shared, layer, head, patch, from_canvas=False)
+
+
+def rescale(state, model_name, shared):
+    if state is None:
+        return None
+    a = state["analysis"]
+    return ex.attention_grid_picture(a.img28, a.explanation.cls_maps, shared_scale=shared)
+
+
+def explore(state, model_name, layer, head, patch):
+    if state is None:
+        return None, None
+    return _explorer(get_predictor(model_name), state["analysis"], layer, head, patch)
+
+
+def pick_patch(state, model_name, layer, head, evt: gr.SelectData):
+    p = get_predictor(model_name)
+    patch = ex.patch_at(evt.index[0], evt.index[1], PICK_SIZE, p.grid)
+    if state is None:
+        return patch, None, None
+    return patch, *_explorer(p, state["analysis"], layer, head, patch)
+
+
+def reanalyse(state, model_name, shared, layer, head, patch):
+    """After a model switch: the same input, through the new model."""
+    if state is None:
+        return _empty(f"### ✏️ Draw a {_noun(get_predictor(model_name))} in the box")
+    return analyse(state["source"], model_name, shared, layer, head, patch, state["from_canvas"])
+
+
+def classify(path):
+    """API: one image file -> {class: probability} from the default model."""
+    if path is None:
+        raise gr.Error("Send an image file.")
+    p = get_predictor(DEFAULT_MODEL)
+    try:
+        return p.label(p.analyse(path).probs)
+    except PreprocessError as e:
+        raise gr.Error(str(e)) from None
+
+
+def choose_model(name, previous):
+    """Switch models; on a broken checkpoint say why and stay on the previous one."""
+    try:
+        p = get_predictor(name)
+    except gr.Error as e:
+        gr.Warning(e.message)
+        return gr.update(value=previous), previous, gr.update()
+    return gr.update(), name, p.card()
+
+
+# Select the brush as soon as the page loads: Gradio's Sketchpad starts with no tool chosen, and a
+# first-time visitor's drag would draw nothing.
+JS = """
+() => {
+  const pick = () => {
+    const b = document.querySelector('#drawpad button[aria-label="Brush"]');
+    if (!b) return false;
+    b.click();
+    return true;
+  };
+  if (!pick()) {
+    const timer = setInterval(() => { if (pick()) clearInterval(timer); }, 150);
+    setTimeout(() => clearInterval(timer), 20000);
+  }
+}
+"""
+CSS = """
+#drawpad canvas { touch-action: none; }
+.hint { color: #555; font-size: 0.95em; }
+"""
+
+
+def build() -> gr.Blocks:
+    with gr.Blocks(title="ViT Explorer") as demo:
+        gr.Markdown("# ViT Explorer\nDraw a digit (or upload a picture). A small Vision Transformer, "
+                    "trained from scratch, cuts it into patches, reads them as a sequence of tokens and "
+                    "predicts the class. Below: what it sees, and where every attention head looks.")
+        state = gr.State(None)
+        patch = gr.State(24)                       # the clicked patch (0-based); 24 = centre of 7x7
+        current_model = gr.State(DEFAULT_MODEL)
+        model = gr.Dropdown(list(CHECKPOINTS), value=DEFAULT_MODEL, label="Model",
+                            info="checkpoints found in checkpoints/", visible=len(CHECKPOINTS) > 1)
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=5, min_width=380):
+                with gr.Tabs():
+                    with gr.Tab("Draw", id="draw"):
+                        pad = gr.Sketchpad(
+                            type="numpy", image_mode="RGBA", canvas_size=(420, 420),
+                            brush=gr.Brush(default_size=16, colors=["#000000"], color_mode="fixed"),
+                            eraser=gr.Eraser(default_size=24), layers=False, transforms=(),
+                            label="Draw here (mouse, pen or finger)", elem_id="drawpad",
+                            height=560)
+                    with gr.Tab("Upload", id="upload"):
+                        upload = gr.Image(type="filepath", image_mode=None,
+                                          sources=["upload", "clipboard"], label="Upload or paste a picture",
+                                          elem_id="upload", height=420)
+                        gr.Examples(EXAMPLES, inputs=upload, label="Examples (drawn by this project's code)",
+                                    examples_per_page=10, cache_examples=False)
+            with gr.Column(scale=4, min_width=320):
+                status = gr.Markdown("### ✏️ Draw a digit in the box", elem_id="status")
+                label = gr.Label(num_top_classes=10, label="Prediction (probability per class)",
+                                 elem_id="prediction")
+        gr.Markdown("## What the model sees\nYour input, cropped, scaled and centred like the training "
+                    "data, at 28×28 pixels, cut into a grid of patches. Each patch becomes one token; "
+                    "a learned [CLS] token is put in front and the answer is read from it.")
+        with gr.Row():
+            seen = gr.Image(label="Input with its patch grid (patch numbers = token order)",
+                            interactive=False, height=340, buttons=["download"])
+            strip = gr.Image(label="The token sequence: [CLS], then patches 1…N",
+                             interactive=False, buttons=["download"])
+        gr.Markdown("## Where each head looks\nFor every layer (rows) and head (columns): how much the "
+                    "[CLS] token attends to each patch. Bright = more attention. Rollout combines all "
+                    "layers (Abnar & Zuidema 2020) into one map of what the final answer draws on.")
+        shared = gr.Checkbox(True, label="One colour scale for all maps (untick: scale each map "
+                                         "to its own maximum)")
+        with gr.Row():
+            grid_img = gr.Image(label="[CLS] attention, layers × heads", interactive=False, scale=3,
+                                buttons=["download", "fullscreen"])
+            roll_img = gr.Image(label="Attention rollout", interactive=False, scale=2,
+                                buttons=["download"])
+        gr.Markdown("## Explore one patch\nClick a patch on the left to see where *that patch* looks in "
+                    "the chosen layer and head (its own row of the attention matrix).")
+        with gr.Row():
+            depth, heads = _shape()
+            layer = gr.Slider(1, depth, value=depth, step=1, label="Layer")
+            head = gr.Slider(1, heads, value=1, step=1, label="Head")
+        with gr.Row():
+            pick_img = gr.Image(label="Click a patch", interactive=False, height=380)
+            row_img = gr.Image(label="That patch's attention", interactive=False, height=380)
+        with gr.Accordion("About this model", open=False):
+            card = gr.Markdown(_card(DEFAULT_MODEL))
+
+        outs = [status, label, seen, strip, grid_img, roll_img, pick_img, row_img, state]
+        ins = [model, shared, layer, head, patch]
+        pad.change(analyse_drawing, [pad, *ins], outs, trigger_mode="always_last",
+                   show_progress="hidden", api_name="analyse_drawing")
+        upload.change(analyse_upload, [upload, *ins], outs, show_progress="hidden",
+                      api_name="analyse_upload")
+        shared.change(rescale, [state, model, shared], grid_img, show_progress="hidden",
+                      api_visibility="private")
+        for s in (layer, head):
+            s.change(explore, [state, model, layer, head, patch], [pick_img, row_img],
+                     show_progress="hidden", trigger_mode="always_last", api_visibility="private")
+        pick_img.select(pick_patch, [state, model, layer, head], [patch, pick_img, row_img],
+                        show_progress="hidden", api_visibility="private")
+        model.change(choose_model, [model, current_model], [model, current_model, card],
+                     api_visibility="private").then(
+            reanalyse, [state, *ins], outs, show_progress="hidden", api_visibility="private")
+        api_file = gr.File(visible=False, type="filepath")
+        api_label = gr.Label(visible=False)
+        api_file.upload(classify, api_file, api_label, api_name="classify")
+    return demo
+
+
+def _shape():
+    try:
+        cfg = get_predictor(DEFAULT_MODEL).model.cfg
+        return cfg.depth, cfg.heads
+    except gr.Error:
+        return 1, 1
+
+
+def _card(name) -> str:
+    try:
+        return get_predictor(name).card()
+    except gr.Error as e:
+        return f"⚠️ {e.message}"
+
+
+demo = build()
+demo.queue(max_size=64, default_concurrency_limit=2)
+
+if __name__ == "__main__":
+    demo.launch(js=JS, css=CSS, show_error=True)

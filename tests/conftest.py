@@ -1,0 +1,69 @@
+"""Shared fixtures: a tiny IDX data set written by the tests themselves, and helpers."""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+HAS_MNIST = (SHARED_DATA / "MNIST" / "raw" / "t10k-images-idx3-ubyte").is_file()
+sys.path.insert(0, str(ROOT))
+
+# Arguments for a model small enough to train in seconds.
+TINY_MODEL = ["--dim", "16", "--depth", "2", "--heads", "2", "--mlp-dim", "32"]
+
+
+def write_idx(path: Path, array: np.ndarray, compress: bool = False) -> None:
+    """IDX: 0x00 0x00 0x08 ndim, big-endian int32 sizes, then uint8 data."""
+    data = bytes([0, 0, 8, array.ndim]) + struct.pack(f">{array.ndim}i", *array.shape) \
+        + array.astype(np.uint8).tobytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if compress:
+        with gzip.open(str(path) + ".gz", "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+
+
+def synthetic_digits(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n 28x28 white-on-black renderings of the project's own stroke digits, jittered."""
+    from vit.examples import render_digit
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, n)
+    images = np.empty((n, 28, 28), np.uint8)
+    for i, d in enumerate(labels):
+        im = render_digit(str(d), size=28, width=int(rng.integers(2, 4)),
+                          offset=tuple(rng.uniform(-8, 8, 2)), angle=float(rng.uniform(-12, 12)))
+        images[i] = 255 - np.asarray(im)
+    return images, labels
+
+
+def write_dataset(root: Path, folder: str = "MNIST", n_train: int = 320, n_test: int = 80,
+                  flat: bool = False, compress: bool = False) -> Path:
+    """A tiny data set in torchvision's layout (root/folder/raw/...) or flat in root."""
+    raw = root if flat else root / folder / "raw"
+    for train, n, seed in ((True, n_train, 1), (False, n_test, 2)):
+        images, labels = synthetic_digits(n, seed)
+        prefix = "train" if train else "t10k"
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", images, compress)
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", labels, compress)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("data"))
+
+
+def run_module(module: str, *args, timeout: float = 300, cwd=None, **kw) -> subprocess.CompletedProcess:
+    """`python -m module args…` from the project root, as a user would type it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd or ROOT,
+                          capture_output=True, text=True, timeout=timeout, env=env, **kw)

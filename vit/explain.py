@@ -1,0 +1,281 @@
+"""What the model looks at: attention maps, attention rollout, and the pictures the app shows.
+
+Pure functions of numpy arrays (no server, no pyplot): heat maps are composed with numpy and a
+matplotlib colormap's lookup table, and labels are drawn with PIL, which keeps a full response in
+a few milliseconds.
+
+Shapes: depth L, heads H, tokens T = 1 + N ([CLS] first), patch grid G x G with N = G*G.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+from PIL import Image, ImageDraw, ImageFont
+
+from .model import ViT
+
+
+@dataclass
+class Explanation:
+    probs: np.ndarray        # (classes,) softmax probabilities
+    attn: np.ndarray         # (L, H, T, T) attention weights, rows sum to 1
+    grid: int                # G
+
+    @property
+    def cls_maps(self) -> np.ndarray:
+        """(L, H, G, G): how much [CLS] attends to each patch, per layer and head."""
+        return cls_attention(self.attn, self.grid)
+
+
+@torch.no_grad()
+def explain(model: ViT, x: torch.Tensor) -> Explanation:
+    """One normalised image (1, C, S, S) -> probabilities and every layer's attention."""
+    device = next(model.parameters()).device
+    logits, attn = model(x.to(device), return_attention=True)
+    probs = logits.float().softmax(-1)[0].cpu().numpy()
+    return Explanation(probs, attn[0].float().cpu().numpy(), model.cfg.grid)
+
+
+def cls_attention(attn: np.ndarray, grid: int) -> np.ndarray:
+    """(L, H, T, T) -> (L, H, G, G): row 0 ([CLS]) without its self-attention column."""
+    L, H = attn.shape[:2]
+    return attn[:, :, 0, 1:].reshape(L, H, grid, grid)
+
+
+def rollout(attn: np.ndarray) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020): (L, H, T, T) -> (T, T), rows summing to 1.
+
+    Heads are averaged; each layer's residual connection is modelled by adding the identity
+    (0.5 A + 0.5 I) and renormalising rows; layers compose by matrix product, first layer
+    rightmost. Row 0 says how much each input token contributes to the final [CLS].
+    """
+    T = attn.shape[-1]
+    result = np.eye(T)
+    for layer in attn.astype(np.float64):
+        a = 0.5 * layer.mean(0) + 0.5 * np.eye(T)
+        a /= a.sum(-1, keepdims=True)
+        result = a @ result
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Pictures. All return uint8 RGB arrays (H, W, 3). Everything that does not depend on the input
+# (grid lines, numbers, labels, colour-bar gradients) is drawn once into cached layers; per request
+# only numpy indexing and blending run, a few milliseconds in all.
+
+CMAP = "inferno"
+GRID_COLOUR = (0, 150, 255)
+MARK_COLOUR = (0, 255, 120)
+
+
+@lru_cache(maxsize=4)
+def _lut(name: str = CMAP) -> np.ndarray:
+    from matplotlib import colormaps
+    return (colormaps[name](np.linspace(0, 1, 256))[:, :3] * 255).astype(np.uint8)  # (256, 3)
+
+
+@lru_cache(maxsize=8)
+def _font(size: int):
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1
+        return ImageFont.load_default()
+
+
+def _up(a: np.ndarray, rep: int) -> np.ndarray:
+    """Nearest-neighbour upsampling of the first two axes by an integer factor."""
+    return np.repeat(np.repeat(a, rep, axis=0), rep, axis=1)
+
+
+def colorize(values: np.ndarray, vmax: float, vmin: float = 0.0) -> np.ndarray:
+    """Values -> RGB uint8 through the colormap on [vmin, vmax]."""
+    t = np.clip((values - vmin) / max(vmax - vmin, 1e-12), 0, 1)
+    return _lut()[(t * 255).astype(np.uint8)]
+
+
+def _digit_rgb(img28: np.ndarray, size: int) -> np.ndarray:
+    """(28, 28) in [0, 1] -> grey RGB (size, size, 3), nearest-neighbour so pixels stay visible."""
+    g = (np.clip(img28, 0, 1) * 255).astype(np.uint8)
+    return _up(np.repeat(g[..., None], 3, axis=2), size // img28.shape[0])
+
+
+def heat_overlay(img28: np.ndarray, grid_map: np.ndarray, vmax: float, size: int = 112,
+                 alpha: float = 0.65) -> np.ndarray:
+    """A (G, G) map, upsampled block-wise to the patches it describes, blended over the digit.
+    `size` must be a multiple of 28."""
+    G = grid_map.shape[0]
+    # Blend at 28x28 (patch cells are whole pixels there), then upsample once: 16x less work.
+    heat = _up(colorize(grid_map, vmax), img28.shape[0] // G).astype(np.float32)   # (28, 28, 3)
+    digit = np.clip(img28, 0, 1)[..., None].astype(np.float32) * 255
+    return _up((alpha * heat + (1 - alpha) * digit).astype(np.uint8), size // img28.shape[0])
+
+
+def _layer_from_pil(im: Image.Image):
+    """RGBA PIL image -> its visible pixels only: (index, rgb (K, 3), alpha (K, 1)). Grid lines
+    and labels cover a few % of a picture, so blending just those is ~20x cheaper."""
+    a = np.asarray(im, dtype=np.float32)
+    idx = np.nonzero(a[..., 3] > 0)
+    return idx, a[idx][:, :3], a[idx][:, 3:] / 255.0
+
+
+def _composite(base: np.ndarray, layer) -> np.ndarray:
+    """Blend a cached layer onto a uint8 RGB picture, in place."""
+    idx, rgb, alpha = layer
+    base[idx] = (base[idx] * (1 - alpha) + rgb * alpha).astype(np.uint8)
+    return base
+
+
+@lru_cache(maxsize=16)
+def _grid_layer(size: int, grid: int, numbers: bool, colour=GRID_COLOUR):
+    """Transparent layer with the patch grid and (optionally) the patch numbers 1..N."""
+    im = Image.new("RGBA", (size, size), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(im)
+    cell = size / grid
+    for i in range(grid + 1):
+        p = min(size - 1, round(i * cell))
+        draw.line([(p, 0), (p, size)], fill=colour + (255,), width=1)
+        draw.line([(0, p), (size, p)], fill=colour + (255,), width=1)
+    if numbers:
+        font = _font(max(9, int(cell) // 4))
+        for p in range(grid * grid):
+            r, c = divmod(p, grid)
+            draw.text((c * cell + 3, r * cell + 2), str(p + 1), fill=(255, 200, 0, 255), font=font)
+    return _layer_from_pil(im)
+
+
+def _mark(img: np.ndarray, patch: int, grid: int, width: int = 3) -> np.ndarray:
+    """Outline one patch (0-based) in place."""
+    cell = img.shape[1] // grid
+    r, c = divmod(patch, grid)
+    y0, x0, y1, x1 = r * cell, c * cell, (r + 1) * cell, (c + 1) * cell
+    img[y0:y0 + width, x0:x1] = img[y1 - width:y1, x0:x1] = MARK_COLOUR
+    img[y0:y1, x0:x0 + width] = img[y0:y1, x1 - width:x1] = MARK_COLOUR
+    return img
+
+
+def patch_grid_picture(img28: np.ndarray, grid: int, size: int = 336,
+                       marked: int | None = None) -> np.ndarray:
+    """What the model sees: the 28x28 input, upscaled, with the patch grid and patch numbers
+    (1..N in the order the transformer reads them). `marked` outlines one patch (0-based)."""
+    out = _composite(_digit_rgb(img28, size), _grid_layer(size, grid, True))
+    return out if marked is None else _mark(out, marked, grid)
+
+
+@lru_cache(maxsize=4)
+def _strip_template(grid: int, per_row: int, tile: int):
+    """Background, [CLS] box and labels of the token strip, plus each token's top-left corner."""
+    tokens = grid * grid + 1
+    gap, label_h = 4, 14
+    rows = -(-tokens // per_row)
+    W, H = per_row * (tile + gap) + gap, rows * (tile + label_h + gap) + gap
+    im = Image.new("RGB", (W, H), (250, 250, 250))
+    draw = ImageDraw.Draw(im)
+    font = _font(10)
+    corners = []
+    for t in range(tokens):
+        r, c = divmod(t, per_row)
+        x, y = gap + c * (tile + gap), gap + r * (tile + label_h + gap)
+        corners.append((y, x))
+        if t == 0:
+            draw.rectangle([x, y, x + tile - 1, y + tile - 1], fill=(30, 90, 200))
+            draw.text((x + 2, y + tile // 2 - 6), "CLS", fill="white", font=font)
+        else:
+            draw.rectangle([x - 1, y - 1, x + tile, y + tile], outline=(180, 180, 180))
+        draw.text((x + 1, y + tile + 1), "cls" if t == 0 else str(t), fill=(60, 60, 60), font=font)
+    return np.asarray(im), corners
+
+
+def token_strip(img28: np.ndarray, grid: int, per_row: int = 25, tile: int = 28) -> np.ndarray:
+    """The token sequence the transformer reads: [CLS], then patch 1..N in row-major order."""
+    N, p = grid * grid, img28.shape[0] // grid
+    # (28, 28) -> (G, p, G, p) -> (G, G, p, p) -> (N, p, p): patches in reading order
+    patches = img28.reshape(grid, p, grid, p).transpose(0, 2, 1, 3).reshape(N, p, p)
+    template, corners = _strip_template(grid, per_row, tile)
+    out = template.copy()
+    tiles = _up((np.clip(patches, 0, 1) * 255).astype(np.uint8).transpose(1, 2, 0), tile // p)
+    for t, (y, x) in enumerate(corners[1:]):
+        out[y:y + tile, x:x + tile] = tiles[..., t, None]
+    return out
+
+
+@lru_cache(maxsize=16)
+def _colorbar_template(width: int, title: str):
+    im = Image.new("RGB", (width, 44), "white")
+    draw = ImageDraw.Draw(im)
+    x0, x1 = 48, width - 68
+    im.paste(Image.fromarray(np.repeat(colorize(np.linspace(0, 1, x1 - x0), 1.0)[None], 12, 0)),
+             (x0, 18))
+    draw.text((8, 17), "0", fill="black", font=_font(12))
+    draw.text((x0, 2), title, fill="black", font=_font(12))
+    return im, x1 + 6
+
+
+def _colorbar(width: int, vmax: float, title: str) -> np.ndarray:
+    template, x = _colorbar_template(width, title)
+    im = template.copy()
+    ImageDraw.Draw(im).text((x, 17), f"{vmax:.2f}", fill="black", font=_font(12))
+    return np.asarray(im)
+
+
+@lru_cache(maxsize=8)
+def _attention_grid_template(L: int, H: int, tile: int):
+    left, top, gap = 64, 22, 6
+    W = left + H * (tile + gap)
+    im = Image.new("RGB", (W, top + L * (tile + gap)), "white")
+    draw = ImageDraw.Draw(im)
+    font = _font(13)
+    for h in range(H):
+        draw.text((left + h * (tile + gap) + tile // 2 - 20, 4), f"head {h + 1}", fill="black", font=font)
+    for l in range(L):
+        draw.text((6, top + l * (tile + gap) + tile // 2 - 7), f"layer {l + 1}", fill="black", font=font)
+    corners = [[(top + l * (tile + gap), left + h * (tile + gap)) for h in range(H)] for l in range(L)]
+    return np.asarray(im), corners
+
+
+def attention_grid_picture(img28: np.ndarray, cls_maps: np.ndarray, shared_scale: bool = True,
+                           tile: int = 112) -> np.ndarray:
+    """Every layer (rows) x every head (columns): [CLS] attention over the patches, blended on the
+    digit. One colour scale for all maps (stated in the colour bar) or, with shared_scale=False,
+    each map scaled to its own maximum."""
+    L, H = cls_maps.shape[:2]
+    template, corners = _attention_grid_template(L, H, tile)
+    out = template.copy()
+    vmax_all = float(cls_maps.max())
+    for l in range(L):
+        for h in range(H):
+            m = cls_maps[l, h]
+            y, x = corners[l][h]
+            out[y:y + tile, x:x + tile] = heat_overlay(
+                img28, m, vmax_all if shared_scale else float(m.max()), tile)
+    title = ("[CLS] attention weight, one scale for all maps" if shared_scale
+             else "each map scaled to its own maximum (bar: the largest)")
+    return np.concatenate([out, _colorbar(out.shape[1], vmax_all, title)], axis=0)
+
+
+def single_map_picture(img28: np.ndarray, grid_map: np.ndarray, title: str, size: int = 336,
+                       marked: int | None = None) -> np.ndarray:
+    """One (G, G) map over the digit, with the patch grid, a colour bar, and optionally one patch
+    outlined (the patch whose attention row this is)."""
+    vmax = float(grid_map.max())
+    G = grid_map.shape[0]
+    out = _composite(heat_overlay(img28, grid_map, vmax, size), _grid_layer(size, G, False, (90, 90, 90)))
+    if marked is not None:
+        _mark(out, marked, G)
+    return np.concatenate([out, _colorbar(size, vmax, title)], axis=0)
+
+
+def patch_at(x: float, y: float, size: int, grid: int) -> int:
+    """The 0-based patch index under pixel (x, y) of a size x size picture of the grid."""
+    cell = size / grid
+    c = min(grid - 1, max(0, int(x // cell)))
+    r = min(grid - 1, max(0, int(y // cell)))
+    return r * grid + c
+
+
+def patch_attention_row(attn: np.ndarray, layer: int, head: int, patch: int, grid: int) -> np.ndarray:
+    """(G, G): where patch `patch` (0-based) looks in that layer and head — its own attention row
+    (token 1 + patch), restricted to the patch tokens."""
+    return attn[layer, head, 1 + patch, 1:].reshape(grid, grid)

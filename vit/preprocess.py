@@ -1,0 +1,259 @@
+"""Make any picture of a digit (or a garment) look like the data the model was trained on.
+
+MNIST was made like this: the digit's ink was cropped to its bounding box, scaled to fit a 20x20
+box keeping its aspect ratio (anti-aliased), and placed in a 28x28 image so that its centre of mass
+sits at the centre. White ink on black. `to_model_image` repeats those steps for a drawing, a photo
+or a scan; `preprocess` adds the model's normalisation. Fashion-MNIST instead fills the whole 28x28
+frame and centres the bounding box, which `style="objects"` does.
+
+Everything here is a pure function of its input: the app, the CLI and the tests call the same code.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MAX_PIXELS = 40_000_000      # ~6300x6300: beyond this we refuse before decoding (memory, time)
+WORK_SIDE = 1024             # larger inputs are area-downscaled to this first: no visible change at 28 px
+INK_THRESHOLD = 0.25         # fraction of the ink's contrast that counts as "ink" for the bounding box
+MIN_CONTRAST = 0.08          # below this (on a 0..1 scale) the image is taken as blank
+
+
+class PreprocessError(ValueError):
+    """The input can't be turned into a digit image. The message is for people: it says what is
+    wrong and what to do, and the app shows it as it is."""
+
+
+def _from_file(path) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+    try:
+        with Image.open(path) as im:
+            w, h = im.size
+            if w * h > MAX_PIXELS:
+                raise PreprocessError(
+                    f"The image is {w}x{h} pixels; the limit is {MAX_PIXELS // 1_000_000} megapixels. "
+                    "Please scale it down first.")
+            im.seek(0)  # animated GIF/WebP: the first frame
+            return _from_pil(im)
+    except PreprocessError:
+        raise
+    except FileNotFoundError:
+        raise PreprocessError(f"No such file: {path}") from None
+    except UnidentifiedImageError:
+        raise PreprocessError("That file is not an image I can read (PNG, JPEG, WebP, GIF, BMP, TIFF "
+                              "work).") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as e:
+        raise PreprocessError(f"The image file is damaged or truncated and can't be read ({e}).") from None
+
+
+def _from_pil(im) -> np.ndarray:
+    """PIL image of any mode -> float array (H, W) grey or (H, W, 2) grey+alpha, in [0, 1]."""
+    w, h = im.size
+    if w * h > MAX_PIXELS:
+        raise PreprocessError(f"The image is {w}x{h} pixels; the limit is "
+                              f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.")
+    if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        a = np.asarray(im, dtype=np.float64)
+        top = 65535.0 if im.mode.startswith("I;16") or a.max() > 255 else 255.0
+        return np.clip(a / top, 0, 1)
+    if im.mode == "F":
+        return _from_array(np.asarray(im, dtype=np.float64))
+    has_alpha = im.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (
+        im.mode == "P" and "transparency" in im.info)
+    im = im.convert("LA" if has_alpha else "L")   # CMYK, P, 1, RGB, YCbCr … all end here
+    return np.asarray(im, dtype=np.float64) / 255.0
+
+
+def _from_array(a: np.ndarray) -> np.ndarray:
+    """numpy image -> float (H, W) or (H, W, 2) grey(+alpha) in [0, 1]."""
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise PreprocessError(f"Can't read an image from an array of {a.dtype}.")
+    if a.ndim == 3 and a.shape[2] == 1:
+        a = a[:, :, 0]
+    if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (2, 3, 4)):
+        raise PreprocessError(f"Expected an image array of shape HxW, HxWx3 or HxWx4, got {a.shape}.")
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        raise PreprocessError("The image is empty (zero pixels).")
+    if a.shape[0] * a.shape[1] > MAX_PIXELS:
+        raise PreprocessError(f"The image is {a.shape[1]}x{a.shape[0]} pixels; the limit is "
+                              f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.")
+    if a.dtype == bool:
+        a = a.astype(np.float64)
+    elif np.issubdtype(a.dtype, np.integer):
+        top = {1: 255.0, 2: 65535.0}.get(a.dtype.itemsize, float(max(1, a.max())))
+        a = a.astype(np.float64) / top
+    else:
+        a = a.astype(np.float64)
+        if not np.isfinite(a).all():
+            raise PreprocessError("The image contains NaN or infinite values.")
+        lo, hi = a.min(), a.max()
+        if lo >= 0 and hi <= 1:
+            pass
+        elif lo >= 0 and hi <= 255:
+            a = a / 255.0
+        else:                               # arbitrary range: stretch to [0, 1]
+            a = (a - lo) / (hi - lo) if hi > lo else np.zeros_like(a)
+    a = np.clip(a, 0, 1)
+    if a.ndim == 2:
+        return a
+    grey = a[..., :3] @ np.array([0.299, 0.587, 0.114]) if a.shape[2] >= 3 else a[..., 0]
+    if a.shape[2] in (2, 4):
+        return np.stack([grey, a[..., -1]], axis=-1)
+    return grey
+
+
+def _from_sketchpad(value: dict) -> np.ndarray:
+    """Gradio Sketchpad/ImageEditor value. With RGBA (the default) the strokes are in the layers'
+    alpha; with L/RGB the layers lose alpha and only `composite` holds the strokes."""
+    layers = [l for l in (value.get("layers") or []) if l is not None]
+    arrays = [np.asarray(l) for l in layers]
+    alpha = [a[..., 3] for a in arrays if a.ndim == 3 and a.shape[2] == 4]
+    if alpha and value.get("background") is None:
+        ink = np.max(np.stack(alpha), axis=0).astype(np.float64) / 255.0
+        if ink.max() > 0:
+            # Black strokes on a transparent layer: ink = opacity. Present as white-on-black.
+            return ink
+    composite = value.get("composite")
+    if composite is None:
+        background = value.get("background")
+        if background is None:
+            raise PreprocessError("The canvas is empty: draw a digit first.")
+        composite = background
+    return _to_array(composite)
+
+
+def _to_array(image) -> np.ndarray:
+    if image is None:
+        raise PreprocessError("No image was given: draw a digit or upload a picture.")
+    if isinstance(image, dict):
+        return _from_sketchpad(image)
+    if isinstance(image, (str, os.PathLike)):
+        return _from_file(Path(image))
+    if torch.is_tensor(image):
+        image = image.detach().cpu().numpy()
+    if isinstance(image, np.ndarray):
+        return _from_array(image)
+    try:
+        from PIL import Image
+        if isinstance(image, Image.Image):
+            return _from_pil(image)
+    except ImportError:  # pragma: no cover
+        pass
+    raise PreprocessError(f"Can't read an image from a {type(image).__name__}.")
+
+
+def _ink(a: np.ndarray) -> np.ndarray:
+    """grey (H, W) or grey+alpha (H, W, 2) in [0, 1] -> ink (H, W): 0 background, 1 full ink."""
+    if a.ndim == 3:
+        grey, alpha = a[..., 0], a[..., 1]
+        if alpha.min() < 0.99:
+            # Transparency marks the background. Ink is the opaque part, dark or light:
+            # whichever way the opaque pixels lean decides the polarity.
+            opaque = alpha > 0.5
+            dark = grey[opaque].mean() < 0.5 if opaque.any() else True
+            return alpha * ((1 - grey) if dark else grey)
+        a = grey
+    # Background = the typical border pixel. Light background -> dark ink -> invert.
+    b = max(1, min(a.shape) // 50)
+    border = np.concatenate([a[:b].ravel(), a[-b:].ravel(), a[:, :b].ravel(), a[:, -b:].ravel()])
+    bg = float(np.median(border))
+    ink = (1 - a) if bg > 0.5 else a
+    return ink
+
+
+def _area_downscale(ink: np.ndarray) -> np.ndarray:
+    h, w = ink.shape
+    if max(h, w) <= WORK_SIDE:
+        return ink
+    s = WORK_SIDE / max(h, w)
+    size = (max(1, round(h * s)), max(1, round(w * s)))
+    return F.interpolate(torch.from_numpy(ink)[None, None], size=size, mode="area")[0, 0].numpy()
+
+
+def _resize(x: np.ndarray, h: int, w: int) -> np.ndarray:
+    t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))[None, None]
+    return F.interpolate(t, size=(h, w), mode="bilinear", antialias=True,
+                         align_corners=False)[0, 0].clamp_(0, 1).numpy()
+
+
+def _stroke_width(mask: np.ndarray) -> float:
+    """Mean stroke width of a binary mask, ~ 2 * area / perimeter (exact for long strokes)."""
+    area = mask.sum()
+    edges = (np.abs(np.diff(mask.astype(np.int8), axis=0)).sum()
+             + np.abs(np.diff(mask.astype(np.int8), axis=1)).sum())
+    return 2.0 * area / max(1, edges)
+
+
+def _morph(ink: np.ndarray, radius: int, grow: bool) -> np.ndarray:
+    t = torch.from_numpy(np.ascontiguousarray(ink, dtype=np.float32))[None, None]
+    k = 2 * radius + 1
+    out = F.max_pool2d(t if grow else -t, k, stride=1, padding=radius)
+    return (out if grow else -out)[0, 0].numpy()
+
+
+# MNIST digits have strokes ~2-3 px wide in their 20x20 box; drawings made with a very thin or
+# very thick pen are brought into that range before the downscale.
+STROKE_RANGE = (1.6, 3.6)
+STROKE_TARGET = 2.4
+
+
+def to_model_image(image, style: str = "digits") -> np.ndarray:
+    """Any image -> float32 (28, 28) in [0, 1], white ink on black, laid out like the training data.
+
+    `image`: a PIL image (any mode), a numpy array (H×W, H×W×3, H×W×4; uint8, uint16, float,
+    bool), a file path, or a Gradio Sketchpad value dict. Raises PreprocessError (with a message
+    for people) for missing, blank, unreadable or oversized input.
+    """
+    ink = _ink(_to_array(image))
+    ink = _area_downscale(ink)
+    lo, hi = np.percentile(ink, 1), ink.max()
+    if hi - lo < MIN_CONTRAST:
+        raise PreprocessError("The image looks blank: draw or upload a digit with some contrast.")
+    # Stretch so that background -> 0 and the ink's strongest pixels -> 1 (paper tone, faint pencil).
+    top = np.percentile(ink[ink > lo + INK_THRESHOLD * (hi - lo)], 90)
+    ink = np.clip((ink - lo) / max(top - lo, 1e-6), 0, 1)
+    mask = ink > INK_THRESHOLD
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    ink = ink[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]      # crop to the ink's bounding box
+    mask = mask[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+    h, w = ink.shape
+    box = 20 if style == "digits" else 28
+    scale = box / max(h, w)
+    if style == "digits":
+        width = _stroke_width(mask) * scale                    # stroke width after the downscale
+        if not STROKE_RANGE[0] <= width <= STROKE_RANGE[1]:
+            radius = round(abs(STROKE_TARGET - width) / 2 / scale)
+            if radius >= 1:
+                pad = radius if width < STROKE_RANGE[0] else 0
+                ink = _morph(np.pad(ink, pad), radius, grow=width < STROKE_RANGE[0])
+                h, w = ink.shape
+                scale = box / max(h, w)
+    nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
+    small = _resize(ink, nh, nw)
+    out = np.zeros((28 + 2 * 28, 28 + 2 * 28), np.float32)     # room to shift without clipping
+    if style == "digits":
+        total = small.sum()
+        if total <= 0:
+            raise PreprocessError("The image looks blank: draw or upload a digit with some contrast.")
+        cy = (small.sum(1) * np.arange(nh)).sum() / total       # centre of mass, in pixels
+        cx = (small.sum(0) * np.arange(nw)).sum() / total
+        top_, left = round(14 - 0.5 - cy + 0.5), round(14 - 0.5 - cx + 0.5)
+    else:
+        top_, left = (28 - nh) // 2, (28 - nw) // 2
+    out[28 + top_:28 + top_ + nh, 28 + left:28 + left + nw] = small
+    return np.ascontiguousarray(out[28:56, 28:56])
+
+
+def normalize_image(img28: np.ndarray, mean: float, std: float) -> torch.Tensor:
+    """(28, 28) in [0, 1] -> (1, 1, 28, 28) normalised tensor."""
+    return ((torch.from_numpy(np.asarray(img28, np.float32)) - mean) / std)[None, None]
+
+
+def preprocess(image, mean: float = 0.1307, std: float = 0.3081, style: str = "digits") -> torch.Tensor:
+    """Any image -> (1, 1, 28, 28) float tensor normalised for the model (MNIST statistics by
+    default; pass the checkpoint's `normalization`). Raises PreprocessError for unusable input."""
+    return normalize_image(to_model_image(image, style), mean, std)
