@@ -251,11 +251,18 @@ def _save_state(state_dir: Path, model, opt, state: dict) -> None:
     save_json(state_dir / "state.json", {**state, "param_groups": groups})
 
 
-def _load_state(state_dir: Path, model, opt) -> dict:
+def _read_state_meta(state_dir: Path) -> dict:
     meta_path = state_dir / "state.json"
     if not meta_path.is_file():
         raise TrainingError(f"nothing to resume: {meta_path} not found")
-    meta = json.loads(meta_path.read_text())
+    try:
+        return json.loads(meta_path.read_text())
+    except json.JSONDecodeError as e:
+        raise TrainingError(f"can't resume: {meta_path} is damaged ({e})") from None
+
+
+def _load_state(state_dir: Path, model, opt) -> dict:
+    meta = _read_state_meta(state_dir)
     tensors = load_tensors(state_dir / "state.safetensors")
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     opt_state: dict[int, dict] = {}
@@ -297,17 +304,20 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None) -> dict
     sdpa_backends = ([SDPBackend.MATH] if device.type == "cpu" else
                      [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
-    run = {"step": 0, "wall_seconds": 0.0, "best_acc": -1.0, "command": None}
+    run = {"step": 0, "wall_seconds": 0.0, "best_acc": -1.0, "command": None, "commits": []}
     if tc.resume:
-        run = _load_state(state_dir, model, opt)
-        saved = run["config"]
+        saved = _read_state_meta(state_dir)["config"]
         for key in ("dataset", "epochs", "batch_size", "seed"):
             if saved["train"][key] != getattr(tc, key):
                 raise TrainingError(f"--resume: the run in {out} used --{key.replace('_', '-')} "
                                     f"{saved['train'][key]}, not {getattr(tc, key)}")
         if saved["model"] != mc.to_dict():
-            raise TrainingError(f"--resume: the run in {out} has model {saved['model']}, "
-                                f"not {mc.to_dict()}")
+            diff = [k for k in saved["model"] if saved["model"][k] != mc.to_dict().get(k)]
+            raise TrainingError(f"--resume: the run in {out} has a different model ("
+                                + ", ".join(f"--{k.replace('_', '-')} {saved['model'][k]}" for k in diff)
+                                + ")")
+        run = _load_state(state_dir, model, opt)
+        run.setdefault("commits", [])
         print(f"Resuming {out} at step {run['step']} of {total_steps}", flush=True)
     else:
         if (state_dir / "state.json").exists():
@@ -317,6 +327,10 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None) -> dict
         (out / "metrics.csv").unlink(missing_ok=True)
         run["command"] = "python -m vit.train " + shlex.join(sys.argv[1:] if argv is None else argv)
     run["config"] = {"train": vars(tc) | {"out": str(out)}, "model": mc.to_dict()}
+    # The code this process runs is the code at start-up: record that commit, not HEAD at save time.
+    commit = git_commit()
+    if commit not in run["commits"]:
+        run["commits"].append(commit)
 
     def meta(test_acc: float, epoch: int) -> dict:
         return {"dataset": tc.dataset, "class_names": class_names,
@@ -324,7 +338,9 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None) -> dict
                 "training": {k: v for k, v in vars(tc).items()
                              if k not in ("resume", "max_steps", "out", "data_dir", "download",
                                           "device", "threads")},
-                "provenance": {"command": run["command"], "commit": git_commit(),
+                "provenance": {"command": run["command"], "commit": run["commits"][0],
+                               **({"resumed_with_commits": run["commits"][1:]}
+                                  if len(run["commits"]) > 1 else {}),
                                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                                "epochs": epoch, "seed": tc.seed,
                                "wall_time_seconds": round(run["wall_seconds"], 1),
