@@ -5,11 +5,13 @@ Run: `python app.py` (honours GRADIO_SERVER_NAME / GRADIO_SERVER_PORT; VIT_DEVIC
 """
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
 import gradio as gr
 import numpy as np
+import torch
 
 from vit import explain as ex
 from vit.checkpoint import CheckpointError
@@ -23,6 +25,9 @@ DEFAULT_MODEL = next(iter(CHECKPOINTS), None)
 EXAMPLES = write_examples(Path(tempfile.gettempdir()) / "vit-explorer-examples")
 PICK_SIZE = 336                      # pixels of the clickable patch picture
 _predictors: dict[str, Predictor] = {}
+# One thread per request on the CPU: with two cores, two concurrent requests on one thread each
+# beat one request whose two threads fight the other request's (measured: bench/app_latency.py).
+torch.set_num_threads(int(os.environ.get("VIT_THREADS", "1")))
 
 
 def get_predictor(name: str | None) -> Predictor:
@@ -60,7 +65,7 @@ def _explorer(p: Predictor, a, layer: int, head: int, patch: int):
     layer, head = min(int(layer), cfg.depth) - 1, min(int(head), cfg.heads) - 1
     row = ex.patch_attention_row(a.explanation.attn, layer, head, patch, p.grid)
     return (ex.patch_grid_picture(a.img28, p.grid, PICK_SIZE, marked=patch),
-            ex.single_map_picture(a.img28, row, f"patch {patch + 1} → patches, layer {layer + 1}, "
+            ex.single_map_picture(a.img28, row, f"patch {patch + 1} looks at, layer {layer + 1}, "
                                                 f"head {head + 1}", marked=patch))
 
 
@@ -92,6 +97,15 @@ def _noun(p: Predictor) -> str:
 
 def analyse_drawing(image, model_name, shared, layer, head, patch):
     return analyse(image, model_name, shared, layer, head, patch, from_canvas=True)
+
+
+def first_view(model_name, shared, layer, head, patch):
+    """At page load, show a worked example rather than empty boxes."""
+    out = analyse(EXAMPLES[7], model_name, shared, layer, head, patch, from_canvas=False)
+    if out[-1] is not None:
+        out = (f"### Example: a drawn 7 — read as **{out[1] and max(out[1], key=out[1].get)}**\n"
+               "Draw your own in the box (the brush is ready), or upload a picture.", *out[1:])
+    return out
 
 
 def analyse_upload(image, model_name, shared, layer, head, patch):
@@ -186,7 +200,7 @@ def build() -> gr.Blocks:
                 with gr.Tabs():
                     with gr.Tab("Draw", id="draw"):
                         pad = gr.Sketchpad(
-                            type="numpy", image_mode="RGBA", canvas_size=(420, 420),
+                            type="numpy", image_mode="RGBA", canvas_size=(500, 500),
                             brush=gr.Brush(default_size=16, colors=["#000000"], color_mode="fixed"),
                             eraser=gr.Eraser(default_size=24), layers=False, transforms=(),
                             label="Draw here (mouse, pen or finger)", elem_id="drawpad",
@@ -247,6 +261,7 @@ def build() -> gr.Blocks:
         model.change(choose_model, [model, current_model], [model, current_model, card],
                      api_visibility="private").then(
             reanalyse, [state, *ins], outs, show_progress="hidden", api_visibility="private")
+        demo.load(first_view, ins, outs, show_progress="hidden", api_visibility="private")
         api_file = gr.File(visible=False, type="filepath")
         api_label = gr.Label(visible=False)
         api_file.upload(classify, api_file, api_label, api_name="classify")

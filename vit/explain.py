@@ -188,7 +188,7 @@ def _strip_template(grid: int, per_row: int, tile: int):
     return np.asarray(im), corners
 
 
-def token_strip(img28: np.ndarray, grid: int, per_row: int = 25, tile: int = 28) -> np.ndarray:
+def token_strip(img28: np.ndarray, grid: int, per_row: int = 10, tile: int = 36) -> np.ndarray:
     """The token sequence the transformer reads: [CLS], then patch 1..N in row-major order."""
     N, p = grid * grid, img28.shape[0] // grid
     # (28, 28) -> (G, p, G, p) -> (G, G, p, p) -> (N, p, p): patches in reading order

@@ -1,0 +1,201 @@
+"""vit.preprocess: any input -> an MNIST-like 28x28, or a PreprocessError with a human message."""
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from conftest import HAS_MNIST, ROOT, SHARED_DATA
+from vit.examples import render_digit
+from vit.preprocess import PreprocessError, preprocess, to_model_image
+
+
+def centre_of_mass(img):
+    ys, xs = np.mgrid[:28, :28]
+    return (img * ys).sum() / img.sum(), (img * xs).sum() / img.sum()
+
+
+def ink_box(img, thr=0.3):
+    rows, cols = np.flatnonzero((img > thr).any(1)), np.flatnonzero((img > thr).any(0))
+    return rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1
+
+
+def drawn(digit="3", canvas=800, size=300, at=(60, 420), width=26):
+    """A black-on-white drawing of `digit`, `size` px tall, placed off-centre in a big canvas."""
+    im = Image.new("L", (canvas, canvas), 255)
+    im.paste(render_digit(digit, size, width), at)
+    return im
+
+
+def test_output_is_normalised_tensor():
+    x = preprocess(drawn())
+    assert x.shape == (1, 1, 28, 28) and x.dtype == torch.float32
+    assert x.min().item() == pytest.approx(-0.1307 / 0.3081, abs=1e-5)   # background = 0 -> normalised
+
+
+@pytest.mark.parametrize("size, at, width", [(300, (60, 420), 26), (40, (700, 10), 4),
+                                              (760, (20, 20), 60), (200, (300, 300), 3),
+                                              (200, (300, 300), 70)])
+def test_any_size_position_and_stroke_is_laid_out_like_mnist(size, at, width):
+    img = to_model_image(drawn("8", 800, size, at, width))
+    assert img.shape == (28, 28) and img.dtype == np.float32
+    assert 0 <= img.min() and img.max() <= 1 and img.max() > 0.9
+    h, w = ink_box(img)
+    assert max(h, w) in (19, 20, 21)                                   # fits the 20x20 box
+    cy, cx = centre_of_mass(img)
+    assert abs(cy - 13.5) < 1.0 and abs(cx - 13.5) < 1.0               # centred by mass
+    # thin and thick pens are brought to MNIST-like strokes: ink covers a sane share of the box
+    assert 0.12 < (img > 0.5).mean() < 0.45
+
+
+def test_white_on_black_and_black_on_white_agree():
+    a = np.asarray(drawn("5"), np.uint8)
+    assert np.allclose(to_model_image(a), to_model_image(255 - a), atol=1e-5)
+
+
+def test_sketchpad_rgba_layers_and_composite():
+    ink = 255 - np.asarray(drawn("2", 500, 300, (100, 100)), np.uint8)
+    layer = np.zeros((500, 500, 4), np.uint8)
+    layer[..., 3] = ink                               # black strokes, opacity = ink
+    value = {"background": None, "layers": [layer], "composite": layer}
+    expected = to_model_image(255 - ink)
+    assert np.allclose(to_model_image(value), expected, atol=0.02)
+    # image_mode="L"/"RGB": the layers lose alpha; only the composite (black on white) holds ink
+    comp = np.repeat((255 - ink)[..., None], 3, axis=2)
+    value = {"background": comp, "layers": [np.zeros((500, 500, 3), np.uint8)], "composite": comp}
+    assert np.allclose(to_model_image(value), expected, atol=0.02)
+
+
+@pytest.mark.parametrize("value", [None, {"background": None, "layers": [], "composite": None},
+                                   {"background": None, "layers": [np.zeros((50, 50, 4), np.uint8)],
+                                    "composite": np.zeros((50, 50, 4), np.uint8)}])
+def test_empty_canvas_is_a_clear_error(value):
+    with pytest.raises(PreprocessError, match="(?i)draw|blank|empty|no image"):
+        preprocess(value)
+
+
+@pytest.mark.parametrize("image, message", [
+    (np.full((64, 64), 255, np.uint8), "blank"),
+    (np.zeros((64, 64, 3), np.uint8), "blank"),
+    (np.zeros((0, 10)), "empty"),
+    (np.zeros((5, 5, 7)), "shape"),
+    (np.array([[np.nan, 1.0]]), "NaN"),
+    (np.zeros((3, 3), dtype=object), "array of object"),
+    ("not-a-file.png", "No such file"),
+    (12, "Can't read an image from a int"),
+])
+def test_unusable_input_gets_a_human_message(image, message):
+    with pytest.raises(PreprocessError, match=message):
+        preprocess(image)
+
+
+def test_single_pixel_image():
+    a = np.zeros((1, 1), np.uint8)
+    with pytest.raises(PreprocessError):
+        preprocess(a)
+    a[0, 0] = 255                     # one white pixel on... nothing: still no contrast
+    with pytest.raises(PreprocessError):
+        preprocess(a)
+
+
+def test_transparent_background_is_ignored():
+    rgba = np.zeros((300, 300, 4), np.uint8)
+    rgba[..., :3] = 255                                             # white, fully transparent...
+    ink = 255 - np.asarray(render_digit("4", 300, 24), np.uint8)
+    rgba[..., 3] = ink                                              # ...with opaque white strokes
+    a = to_model_image(Image.fromarray(rgba, "RGBA"))
+    b = to_model_image(255 - ink)
+    assert np.allclose(a, b, atol=0.02)
+    with pytest.raises(PreprocessError, match="blank"):
+        to_model_image(np.zeros((40, 40, 4), np.uint8))             # nothing opaque at all
+
+
+@pytest.mark.parametrize("mode", ["L", "LA", "RGB", "RGBA", "P", "CMYK", "I;16", "1", "F"])
+def test_every_pil_mode(mode):
+    base = drawn("6", 400, 280, (60, 60))
+    im = base.convert(mode) if mode != "I;16" else Image.fromarray(
+        (np.asarray(base, np.uint16) * 257), mode="I;16")
+    img = to_model_image(im)
+    ref = to_model_image(base)
+    assert np.abs(img - ref).mean() < 0.03, mode
+
+
+def test_uint16_and_float_arrays():
+    a = np.asarray(drawn("9", 300, 200, (50, 50)), np.uint8)
+    ref = to_model_image(a)
+    assert np.allclose(to_model_image(a.astype(np.uint16) * 257), ref, atol=1e-3)
+    assert np.allclose(to_model_image(a / 255.0), ref, atol=1e-3)
+    assert np.allclose(to_model_image(a.astype(np.float32)), ref, atol=1e-3)   # 0..255 floats
+
+
+def test_files_of_every_format(tmp_path):
+    base = drawn("1", 300, 220, (40, 40)).convert("RGB")
+    ref = to_model_image(base)
+    for fmt in ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF"):
+        path = tmp_path / f"x.{fmt.lower()}"
+        base.save(path, fmt)
+        assert np.abs(to_model_image(path) - ref).mean() < 0.03, fmt
+
+
+def test_animated_gif_uses_first_frame(tmp_path):
+    frames = [drawn("0", 200, 150, (25, 25)), drawn("1", 200, 150, (25, 25))]
+    path = tmp_path / "anim.gif"
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    assert np.abs(to_model_image(path) - to_model_image(frames[0])).mean() < 0.02
+
+
+def test_broken_and_huge_files(tmp_path):
+    png = io.BytesIO()
+    drawn().save(png, "PNG")
+    (tmp_path / "trunc.png").write_bytes(png.getvalue()[:400])
+    with pytest.raises(PreprocessError, match="damaged or truncated"):
+        to_model_image(tmp_path / "trunc.png")
+    (tmp_path / "text.png").write_text("hello")
+    with pytest.raises(PreprocessError, match="not an image"):
+        to_model_image(tmp_path / "text.png")
+    Image.new("L", (12000, 12000), 255).save(tmp_path / "huge.png")
+    with pytest.raises(PreprocessError, match="12000x12000 pixels; the limit"):
+        to_model_image(tmp_path / "huge.png")
+
+
+def test_fashion_style_fills_the_frame():
+    im = Image.new("L", (400, 400), 255)
+    im.paste(0, (100, 50, 300, 350))                  # a dark box on white, 2:3
+    img = to_model_image(im, style="objects")
+    h, w = ink_box(img)
+    assert h == 28 and 17 <= w <= 20
+
+
+@pytest.mark.skipif(not HAS_MNIST, reason="full MNIST is not in ../shared/data")
+def test_mnist_digits_redrawn_as_big_off_centre_drawings_are_recognised():
+    """1,000 MNIST test digits, upscaled 6-25x and placed anywhere on an 800x800 canvas as black
+    ink on white: the preprocessing must hand the model what it would have seen."""
+    from vit.checkpoint import load_checkpoint
+    from vit.data import load_split, normalize
+    test = load_split("mnist", SHARED_DATA, train=False)
+    model = load_checkpoint(ROOT / "checkpoints" / "mnist", "cpu")
+    rng = np.random.default_rng(0)
+    idx = rng.choice(len(test), 1000, replace=False)
+    originals, redrawn = [], []
+    for i in idx:
+        digit = test.images[i].numpy()
+        ys, xs = np.nonzero(digit > 30)
+        crop = digit[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+        scale = rng.uniform(6, 25)
+        h, w = max(1, round(crop.shape[0] * scale)), max(1, round(crop.shape[1] * scale))
+        big = np.asarray(Image.fromarray(crop).resize((w, h), Image.BILINEAR))
+        canvas = np.full((800, 800), 255, np.uint8)
+        y, x = rng.integers(0, 800 - h + 1), rng.integers(0, 800 - w + 1)
+        canvas[y:y + h, x:x + w] = 255 - big
+        redrawn.append(preprocess(canvas))
+    labels = test.labels[idx]
+    with torch.no_grad():
+        p_orig = model(normalize(test.images[idx], 0.1307, 0.3081)).argmax(1)
+        p_new = model(torch.cat(redrawn)).argmax(1)
+    acc_orig = (p_orig == labels).float().mean().item()
+    acc_new = (p_new == labels).float().mean().item()
+    agree = (p_orig == p_new).float().mean().item()
+    print(f"originals {acc_orig:.3f}, redrawn {acc_new:.3f}, agreement {agree:.3f}")
+    assert agree >= 0.99
+    assert acc_new >= min(0.99, acc_orig - 0.005)
