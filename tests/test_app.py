@@ -1,0 +1,128 @@
+"""The app as a client sees it: `python app.py` on a free port, called with gradio_client."""
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import ROOT
+from vit.examples import render_digit
+
+gradio_client = pytest.importorskip("gradio_client")
+from gradio_client import Client, handle_file  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_ANALYTICS_ENABLED": "False"}
+    log = open(ROOT / "artifacts" / "app-test-server.log", "w") if (ROOT / "artifacts").is_dir() \
+        else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            assert proc.poll() is None, "app.py exited during start-up"
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("app.py did not start within 120 s")
+    yield proc, url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return Client(server[1], verbose=False)
+
+
+def label_of(result) -> str:
+    return result["label"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inputs")
+    seven = Image.new("L", (600, 600), 255)
+    seven.paste(render_digit("7", 260, 20), (300, 40))           # drawn-looking, off-centre
+    seven.save(d / "seven.png")
+    Image.new("RGB", (300, 300), "white").save(d / "blank.png")
+    Image.new("L", (1, 1), 0).save(d / "one_pixel.png")
+    Image.new("L", (12000, 12000), 255).save(d / "huge.png")
+    buf = io.BytesIO()
+    seven.save(buf, "PNG")
+    (d / "truncated.png").write_bytes(buf.getvalue()[:300])
+    (d / "notes.png").write_text("this is not an image")
+    Image.new("RGBA", (200, 200), (0, 0, 0, 0)).save(d / "transparent.png")
+    Image.fromarray((np.asarray(seven, np.uint16) * 257).astype("<u2")).save(d / "sixteen.png")
+    seven.convert("CMYK").save(d / "cmyk.jpg")
+    frames = [render_digit("3"), render_digit("8")]
+    frames[0].save(d / "anim.gif", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    seven.convert("P").save(d / "palette.png")
+    return d
+
+
+def test_drawn_digit_is_classified(client, files):
+    result = client.predict(handle_file(str(files / "seven.png")), api_name="/classify")
+    assert label_of(result) == "7"
+    confidences = {c["label"]: c["confidence"] for c in result["confidences"]}
+    assert set(confidences) == {str(i) for i in range(10)}
+    assert sum(confidences.values()) == pytest.approx(1, abs=1e-3)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("sixteen.png", "7"), ("cmyk.jpg", "7"), ("palette.png", "7"), ("anim.gif", "3"),
+])
+def test_unusual_formats_get_an_answer(client, files, name, expected):
+    assert label_of(client.predict(handle_file(str(files / name)), api_name="/classify")) == expected
+
+
+@pytest.mark.parametrize("name, message", [
+    ("blank.png", "looks blank"), ("one_pixel.png", "looks blank"),
+    ("huge.png", "the limit is"), ("truncated.png", "damaged or truncated"),
+    ("notes.png", "not an image"), ("transparent.png", "looks blank"),
+])
+def test_bad_files_get_a_clear_message_and_the_server_keeps_serving(server, client, files, name, message):
+    with pytest.raises(Exception, match=message):
+        client.predict(handle_file(str(files / name)), api_name="/classify")
+    assert server[0].poll() is None
+    assert label_of(client.predict(handle_file(str(files / "seven.png")), api_name="/classify")) == "7"
+
+
+def test_sketchpad_value_through_the_drawing_endpoint(client, tmp_path):
+    """What the browser sends: RGBA layers with black strokes on transparency."""
+    ink = 255 - np.asarray(render_digit("4", 500, 34), np.uint8)
+    layer = np.zeros((500, 500, 4), np.uint8)
+    layer[..., 3] = ink
+    Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
+    value = {"background": None, "layers": [handle_file(str(tmp_path / "layer.png"))],
+             "composite": handle_file(str(tmp_path / "layer.png"))}
+    out = client.predict(value, "mnist", True, 6, 1, 24, api_name="/analyse_drawing")
+    status, label = out[0], out[1]
+    assert "**4**" in status and label_of(label) == "4"
+    for picture in out[2:8]:
+        assert picture is not None
+
+
+def test_empty_canvas_is_a_friendly_state_not_an_error(client):
+    out = client.predict({"background": None, "layers": [], "composite": None}, "mnist", True, 6, 1, 24,
+                         api_name="/analyse_drawing")
+    assert "Draw a digit" in out[0] and not out[1]          # no prediction shown
