@@ -1,0 +1,145 @@
+"""App latency and memory, measured the way users meet them.
+
+    python bench/app_latency.py [--n 200] [--rss-requests 2000]
+
+1. In-process: the full response of a drawing (preprocess + forward with attention + every
+   picture the page shows), p50/p95 over --n runs. Goal: p50 <= 30 ms on a 2-core CPU.
+2. Start-up: seconds from `python app.py` to a served page. Goal: <= 15 s.
+3. Round trip: gradio_client -> /classify on a local `python app.py`, and on a bare Gradio app with
+   the same endpoint shape (image file in, Label out, doing nothing), both in this run; p50 each and
+   `ratio: X`. Goal: ratio <= 1.3.
+4. Memory: the app server's RSS before and after --rss-requests /classify calls. Goal: < 50 MB.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BARE_APP = '''
+import gradio as gr
+def classify(path):
+    return {str(i): 0.1 for i in range(10)}
+with gr.Blocks() as demo:
+    f = gr.File(type="filepath"); out = gr.Label()
+    f.upload(classify, f, out, api_name="classify")
+demo.queue(default_concurrency_limit=2).launch()
+'''
+
+
+def pct(xs, q):
+    return float(np.percentile(xs, q))
+
+
+def in_process(n: int) -> None:
+    import torch
+    torch.set_num_threads(1)                     # as app.py does
+    import app
+    from vit.examples import render_digit
+    ink = 255 - np.asarray(render_digit("7", 500, 34), np.uint8)
+    layer = np.zeros((500, 500, 4), np.uint8)
+    layer[..., 3] = ink
+    value = {"background": None, "layers": [layer], "composite": layer}
+    for _ in range(5):
+        app.analyse_drawing(value, app.DEFAULT_MODEL, True, 6, 1, 24)
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        app.analyse_drawing(value, app.DEFAULT_MODEL, True, 6, 1, 24)
+        ts.append(1000 * (time.perf_counter() - t))
+    print(f"in-process full response: p50 {pct(ts, 50):.1f} ms, p95 {pct(ts, 95):.1f} ms (n={n})")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args: list[str]) -> tuple[subprocess.Popen, str, float]:
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import urllib.request
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).read()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit(f"{args} exited during start-up")
+            time.sleep(0.1)
+    return proc, f"http://127.0.0.1:{port}/", time.perf_counter() - t
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def round_trips(client, path, n: int) -> list[float]:
+    from gradio_client import handle_file
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        client.predict(handle_file(path), api_name="/classify")
+        ts.append(1000 * (time.perf_counter() - t))
+    return ts
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=int, default=200, help="requests per latency measurement")
+    p.add_argument("--rss-requests", type=int, default=2000, help="requests for the memory check")
+    args = p.parse_args()
+    in_process(args.n)
+
+    from gradio_client import Client
+    from vit.examples import render_digit
+    path = os.path.join(tempfile.mkdtemp(), "seven.png")
+    render_digit("7").save(path)
+    bare_file = os.path.join(tempfile.mkdtemp(), "bare_app.py")
+    Path(bare_file).write_text(BARE_APP)
+
+    app_proc, app_url, startup = start(["app.py"])
+    print(f"python app.py serves its page after {startup:.1f} s")
+    bare_proc, bare_url, _ = start([bare_file])
+    try:
+        app_client, bare_client = Client(app_url, verbose=False), Client(bare_url, verbose=False)
+        round_trips(app_client, path, 5), round_trips(bare_client, path, 5)
+        a, b = [], []
+        for _ in range(4):                 # interleave so both see the same machine load
+            a += round_trips(app_client, path, args.n // 4)
+            b += round_trips(bare_client, path, args.n // 4)
+        print(f"/classify round trip: app p50 {pct(a, 50):.0f} ms (p95 {pct(a, 95):.0f}), "
+              f"bare Gradio p50 {pct(b, 50):.0f} ms (p95 {pct(b, 95):.0f})")
+        print(f"ratio: {statistics.median(a) / statistics.median(b):.2f}")
+        before = rss_mb(app_proc.pid)
+        round_trips(app_client, path, args.rss_requests)
+        after = rss_mb(app_proc.pid)
+        print(f"app RSS: {before:.0f} MB before, {after:.0f} MB after {args.rss_requests} requests "
+              f"(growth {after - before:+.1f} MB)")
+    finally:
+        for proc in (app_proc, bare_proc):
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Training throughput: this project's trainer loop vs the seeds' notebook-style loop, same model size.
+
+    python bench/train_throughput.py --data-dir ../shared/data [--steps 60] [--threads 0]
+
+The project loop: MNIST as one uint8 tensor, batched affine augmentation, our ViT (fused SDPA
+attention), AdamW, batch 128 — the exact step `vit.train` runs. The seeds' loop: torchvision MNIST
+through a DataLoader with per-item PIL -> ToTensor -> Normalize, a ViT built from
+nn.MultiheadAttention blocks, Adam, batch 64. Both run in one process, one after the other, and the
+script prints images/s (median over timed windows) and `ratio: X`.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from vit.data import Augment, load_split  # noqa: E402
+from vit.model import ViT, ViTConfig  # noqa: E402
+from vit.train import TrainConfig, param_groups  # noqa: E402
+
+
+class SeedBlock(nn.Module):
+    def __init__(self, dim, heads, mlp):
+        super().__init__()
+        self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(), nn.Linear(mlp, dim))
+
+    def forward(self, x):
+        h = self.n1(x)
+        x = x + self.attn(h, h, h)[0]
+        return x + self.mlp(self.n2(x))
+
+
+class SeedViT(nn.Module):
+    """The seeds' notebook model: same sizes as ours, nn.MultiheadAttention inside."""
+    def __init__(self, c: ViTConfig):
+        super().__init__()
+        self.embed = nn.Conv2d(1, c.dim, c.patch_size, c.patch_size)
+        self.cls = nn.Parameter(torch.zeros(1, 1, c.dim))
+        self.pos = nn.Parameter(torch.zeros(1, 1 + c.num_patches, c.dim))
+        self.blocks = nn.Sequential(*[SeedBlock(c.dim, c.heads, c.mlp_dim) for _ in range(c.depth)])
+        self.norm, self.head = nn.LayerNorm(c.dim), nn.Linear(c.dim, c.num_classes)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(len(x), -1, -1), x], 1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+def timed(step_fn, batches, steps: int, warmup: int = 5, window: int = 10) -> float:
+    """Median images/s over windows of `window` steps, after `warmup` steps."""
+    it = iter(batches)
+    for _ in range(warmup):
+        step_fn(*next(it))
+    rates = []
+    for _ in range(max(1, steps // window)):
+        t, n = time.perf_counter(), 0
+        for _ in range(window):
+            x, y = next(it)
+            step_fn(x, y)
+            n += len(y)
+        rates.append(n / (time.perf_counter() - t))
+    return statistics.median(rates)
+
+
+def project_loop(data_dir: str, cfg: ViTConfig, steps: int) -> float:
+    tc = TrainConfig()
+    split = load_split("mnist", data_dir, True)
+    model = ViT(cfg)
+    opt = torch.optim.AdamW(param_groups(model, tc.weight_decay), lr=tc.lr)
+    aug, gen = Augment(), torch.Generator().manual_seed(0)
+
+    def batches():
+        perm = torch.randperm(len(split), generator=gen)
+        for s in range(0, len(perm), tc.batch_size):
+            idx = perm[s:s + tc.batch_size]
+            x = aug(split.images[idx].float().div_(255).unsqueeze(1), gen)
+            yield (x - 0.1307) / 0.3081, split.labels[idx]
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y, label_smoothing=tc.label_smoothing)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+        opt.step()
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel([SDPBackend.MATH]):      # what vit.train uses on the CPU
+        return timed(step, batches(), steps)
+
+
+def seed_loop(data_dir: str, cfg: ViTConfig, steps: int) -> float:
+    import torchvision
+    from torchvision import transforms
+    ds = torchvision.datasets.MNIST(data_dir, train=True, download=False, transform=transforms.Compose(
+        [transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))]))
+    loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True)
+    model = SeedViT(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return timed(step, loader, steps * 2)        # batches are half the size: same images
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", default="data")
+    p.add_argument("--steps", type=int, default=60, help="timed steps of the project loop")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    cfg = ViTConfig()
+    print(f"model: {cfg}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    ours = project_loop(args.data_dir, cfg, args.steps)
+    print(f"project loop: {ours:.0f} images/s")
+    seeds = seed_loop(args.data_dir, cfg, args.steps)
+    print(f"seeds' loop:  {seeds:.0f} images/s")
+    print(f"ratio: {ours / seeds:.2f}")
+
+
+if __name__ == "__main__":
+    main()
