@@ -163,20 +163,22 @@ def choose_model(name, previous):
     return gr.update(), name, p.card()
 
 
-# Select the brush as soon as the page loads: Gradio's Sketchpad starts with no tool chosen, and a
-# first-time visitor's drag would draw nothing.
+# Keep the brush selected: Gradio's Sketchpad starts with no tool chosen (and drops the tool again
+# after "Clear canvas"), showing "select the draw tool to start" while a visitor's drag draws nothing.
 JS = """
 () => {
+  let queued = false;
   const pick = () => {
-    const b = document.querySelector('#drawpad button[aria-label="Brush"]');
-    if (!b) return false;
-    b.click();
-    return true;
+    queued = false;
+    const pad = document.querySelector('#drawpad');
+    if (!pad || !pad.innerText.includes('select the draw tool')) return;
+    const brush = pad.querySelector('button[aria-label="Brush"]');
+    if (brush) brush.click();
   };
-  if (!pick()) {
-    const timer = setInterval(() => { if (pick()) clearInterval(timer); }, 150);
-    setTimeout(() => clearInterval(timer), 20000);
-  }
+  new MutationObserver(() => {
+    if (!queued) { queued = true; requestAnimationFrame(pick); }
+  }).observe(document.body, {childList: true, subtree: true, characterData: true});
+  pick();
 }
 """
 CSS = """
@@ -220,9 +222,9 @@ def build() -> gr.Blocks:
                     "a learned [CLS] token is put in front and the answer is read from it.")
         with gr.Row():
             seen = gr.Image(label="Input with its patch grid (patch numbers = token order)",
-                            interactive=False, height=340, buttons=["download"])
+                            interactive=False, height=340, buttons=["download"], elem_id="seen")
             strip = gr.Image(label="The token sequence: [CLS], then patches 1…N",
-                             interactive=False, buttons=["download"])
+                             interactive=False, height=340, buttons=["download"], elem_id="strip")
         gr.Markdown("## Where each head looks\nFor every layer (rows) and head (columns): how much the "
                     "[CLS] token attends to each patch. Bright = more attention. Rollout combines all "
                     "layers (Abnar & Zuidema 2020) into one map of what the final answer draws on.")
@@ -230,9 +232,9 @@ def build() -> gr.Blocks:
                                          "to its own maximum)")
         with gr.Row():
             grid_img = gr.Image(label="[CLS] attention, layers × heads", interactive=False, scale=3,
-                                buttons=["download", "fullscreen"])
+                                buttons=["download", "fullscreen"], elem_id="attention")
             roll_img = gr.Image(label="Attention rollout", interactive=False, scale=2,
-                                buttons=["download"])
+                                buttons=["download"], elem_id="rollout")
         gr.Markdown("## Explore one patch\nClick a patch on the left to see where *that patch* looks in "
                     "the chosen layer and head (its own row of the attention matrix).")
         with gr.Row():

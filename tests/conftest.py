@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import gzip
 import os
+import socket
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +69,40 @@ def run_module(module: str, *args, timeout: float = 300, cwd=None, **kw) -> subp
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd or ROOT,
                           capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+ARTIFACTS = ROOT / "artifacts"        # CI keeps this folder's contents in its log
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_server():
+    """`python app.py` on a free port, as the README starts it. Yields (process, url)."""
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_ANALYTICS_ENABLED": "False"}
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "app-server.log", "w")
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                pytest.fail("app.py did not start within 120 s; see artifacts/app-server.log")
+            time.sleep(0.5)
+    yield proc, f"http://127.0.0.1:{port}/"
+    proc.terminate()
+    proc.wait(timeout=20)
+    log.close()
+    # The server must never print a traceback at a user, whatever the tests sent it.
+    assert "Traceback" not in (ARTIFACTS / "app-server.log").read_text()

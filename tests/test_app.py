@@ -1,57 +1,19 @@
 """The app as a client sees it: `python app.py` on a free port, called with gradio_client."""
 import io
-import os
-import socket
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import ROOT
 from vit.examples import render_digit
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def server():
-    port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False"}
-    log = open(ROOT / "artifacts" / "app-test-server.log", "w") if (ROOT / "artifacts").is_dir() \
-        else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            assert proc.poll() is None, "app.py exited during start-up"
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("app.py did not start within 120 s")
-    yield proc, url
-    proc.terminate()
-    proc.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return Client(server[1], verbose=False)
+def client(app_server):
+    return Client(app_server[1], verbose=False)
 
 
 def label_of(result) -> str:
@@ -100,10 +62,10 @@ def test_unusual_formats_get_an_answer(client, files, name, expected):
     ("huge.png", "the limit is"), ("truncated.png", "damaged or truncated"),
     ("notes.png", "not an image"), ("transparent.png", "looks blank"),
 ])
-def test_bad_files_get_a_clear_message_and_the_server_keeps_serving(server, client, files, name, message):
+def test_bad_files_get_a_clear_message_and_the_server_keeps_serving(app_server, client, files, name, message):
     with pytest.raises(Exception, match=message):
         client.predict(handle_file(str(files / name)), api_name="/classify")
-    assert server[0].poll() is None
+    assert app_server[0].poll() is None
     assert label_of(client.predict(handle_file(str(files / "seven.png")), api_name="/classify")) == "7"
 
 

@@ -1,0 +1,116 @@
+"""A person in a real browser: headless Chromium draws digits on the Sketchpad with the mouse,
+uploads a file, clicks an example. Screenshots of each step go to artifacts/browser/."""
+import os
+import shutil
+
+import pytest
+
+from conftest import ARTIFACTS
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM) or not shutil.which("chromium"):
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must install chromium (apt-get install chromium)")
+    pytest.skip("chromium is not installed", allow_module_level=True)
+playwright = pytest.importorskip("playwright.sync_api")
+
+SHOTS = ARTIFACTS / "browser"
+
+# Strokes in canvas-relative coordinates (0..1), drawn as a person would.
+STROKES = {
+    "1": [[(0.50, 0.18), (0.50, 0.85)]],
+    "7": [[(0.28, 0.20), (0.72, 0.20), (0.42, 0.85)]],
+    "0": [[(0.50 + 0.2 * __import__("math").cos(t / 20 * 6.2832),
+             0.52 + 0.32 * __import__("math").sin(t / 20 * 6.2832)) for t in range(21)]],
+}
+
+
+@pytest.fixture(scope="module")
+def page(app_server):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.goto(app_server[1])
+        yield pg
+        browser.close()
+
+
+def status(pg) -> str:
+    return pg.locator("#status").inner_text()
+
+
+def wait_status(pg, text: str, timeout=30_000):
+    pg.wait_for_function(
+        "t => document.querySelector('#status') && document.querySelector('#status').innerText.includes(t)",
+        arg=text, timeout=timeout)
+
+
+def drawing_area(pg):
+    """The square the Sketchpad draws on: centred in the <canvas>, as tall as it is."""
+    box = pg.locator("#drawpad canvas").first.bounding_box()
+    side = min(box["width"], box["height"])
+    return box["x"] + (box["width"] - side) / 2, box["y"] + (box["height"] - side) / 2, side
+
+
+def draw(pg, digit: str):
+    x0, y0, side = drawing_area(pg)
+    for stroke in STROKES[digit]:
+        pts = [(x0 + u * side, y0 + v * side) for u, v in stroke]
+        pg.mouse.move(*pts[0])
+        pg.mouse.down()
+        for (ax, ay), (bx, by) in zip(pts, pts[1:]):
+            for i in range(1, 11):
+                pg.mouse.move(ax + (bx - ax) * i / 10, ay + (by - ay) * i / 10)
+        pg.mouse.up()
+
+
+def clear(pg):
+    pg.locator('#drawpad button[aria-label="Clear canvas"]').click()
+
+
+def test_first_load_shows_a_worked_example_and_a_ready_brush(page):
+    wait_status(page, "Example")
+    page.screenshot(path=SHOTS / "0-first-load.png")
+    assert "brush is ready" in status(page)
+    # The brush tool is selected without any click of ours.
+    assert page.locator('#drawpad button[aria-label="Brush"]').count() == 1
+    page.wait_for_function("() => !document.body.innerText.includes('select the draw tool')",
+                           timeout=10_000)
+
+
+@pytest.mark.parametrize("digit", ["1", "7", "0"])
+def test_drawing_a_digit_shows_its_prediction_and_attention(page, digit):
+    clear(page)
+    wait_status(page, "Draw a digit")
+    draw(page, digit)
+    wait_status(page, f"reads this as {digit}")
+    page.wait_for_timeout(500)
+    page.screenshot(path=SHOTS / f"1-drawn-{digit}.png", full_page=True)
+    label = page.locator("#prediction").inner_text()
+    assert digit in label
+    for pic in ("#seen img", "#strip img", "#attention img", "#rollout img"):
+        assert page.locator(pic).count() >= 1, pic
+
+
+def test_clearing_resets_the_page(page):
+    clear(page)
+    wait_status(page, "Draw a digit")
+    page.screenshot(path=SHOTS / "2-cleared.png")
+    assert page.locator("#attention img").count() == 0
+
+
+def test_upload_and_example(page, tmp_path):
+    from PIL import Image
+    from vit.examples import render_digit
+    img = Image.new("L", (500, 400), 255)
+    img.paste(render_digit("4", 300, 24), (150, 50))
+    img.save(tmp_path / "four.png")
+    page.get_by_role("tab", name="Upload").click()
+    page.locator("#upload input[type=file]").set_input_files(str(tmp_path / "four.png"))
+    wait_status(page, "reads this as 4")
+    page.screenshot(path=SHOTS / "3-uploaded.png", full_page=True)
+    page.locator(".gallery-item").nth(2).click()          # the example "2"
+    wait_status(page, "reads this as 2")
+    page.screenshot(path=SHOTS / "4-example.png", full_page=True)
