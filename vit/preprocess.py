@@ -96,7 +96,9 @@ def _from_array(a: np.ndarray) -> np.ndarray:
         elif lo >= 0 and hi <= 255:
             a = a / 255.0
         else:                               # arbitrary range: stretch to [0, 1]
-            a = (a - lo) / (hi - lo) if hi > lo else np.zeros_like(a)
+            # halved first, so that ranges near the float64 limit do not overflow to inf
+            span = hi / 2 - lo / 2
+            a = (a / 2 - lo / 2) / span if span > 0 else np.zeros_like(a)
     a = np.clip(a, 0, 1)
     if a.ndim == 2:
         return a
@@ -215,7 +217,8 @@ def to_model_image(image, style: str = "digits") -> np.ndarray:
     if hi - lo < MIN_CONTRAST:
         raise PreprocessError("The image looks blank: draw or upload a digit with some contrast.")
     # Stretch so that background -> 0 and the ink's strongest pixels -> 1 (paper tone, faint pencil).
-    top = np.percentile(ink[ink > lo + INK_THRESHOLD * (hi - lo)], 90)
+    strong = ink[ink > lo + INK_THRESHOLD * (hi - lo)]
+    top = np.percentile(strong, 90) if strong.size else hi
     ink = np.clip((ink - lo) / max(top - lo, 1e-6), 0, 1)
     mask = ink > INK_THRESHOLD
     rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
