@@ -20,7 +20,8 @@ from vit.inference import Predictor, find_checkpoints
 from vit.preprocess import PreprocessError
 
 ROOT = Path(__file__).resolve().parent
-CHECKPOINTS = find_checkpoints(ROOT / "checkpoints")
+# VIT_CHECKPOINTS: another folder of checkpoint folders (default: the bundled ones).
+CHECKPOINTS = find_checkpoints(os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"))
 DEFAULT_MODEL = next(iter(CHECKPOINTS), None)
 EXAMPLES = write_examples(Path(tempfile.gettempdir()) / "vit-explorer-examples")
 PICK_SIZE = 336                      # pixels of the clickable patch picture
