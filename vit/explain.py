@@ -102,8 +102,11 @@ def _digit_rgb(img28: np.ndarray, size: int) -> np.ndarray:
     return _up(np.repeat(g[..., None], 3, axis=2), size // img28.shape[0])
 
 
+HEAT_ALPHA = 0.65   # how much of a heat-map pixel is colour (the rest is the digit beneath)
+
+
 def heat_overlay(img28: np.ndarray, grid_map: np.ndarray, vmax: float, size: int = 112,
-                 alpha: float = 0.65) -> np.ndarray:
+                 alpha: float = HEAT_ALPHA) -> np.ndarray:
     """A (G, G) map, upsampled block-wise to the patches it describes, blended over the digit.
     `size` must be a multiple of 28."""
     G = grid_map.shape[0]
@@ -240,16 +243,22 @@ def attention_grid_picture(img28: np.ndarray, cls_maps: np.ndarray, shared_scale
     """Every layer (rows) x every head (columns): [CLS] attention over the patches, blended on the
     digit. One colour scale for all maps (stated in the colour bar) or, with shared_scale=False,
     each map scaled to its own maximum."""
-    L, H = cls_maps.shape[:2]
+    L, H, G = cls_maps.shape[:3]
     template, corners = _attention_grid_template(L, H, tile)
     out = template.copy()
     vmax_all = float(cls_maps.max())
+    vmax = vmax_all if shared_scale else cls_maps.max(axis=(2, 3), keepdims=True)
+    # All L*H tiles at once: colour at patch resolution, blend at 28x28, upsample once.
+    heat = colorize(cls_maps / np.maximum(vmax, 1e-12), 1.0)                   # (L, H, G, G, 3)
+    rep = img28.shape[0] // G
+    heat = np.repeat(np.repeat(heat, rep, axis=2), rep, axis=3).astype(np.float32)
+    digit = np.clip(img28, 0, 1)[..., None].astype(np.float32) * 255         # (28, 28, 1)
+    tiles = (HEAT_ALPHA * heat + (1 - HEAT_ALPHA) * digit).astype(np.uint8)   # (L, H, 28, 28, 3)
+    up = tile // img28.shape[0]
     for l in range(L):
         for h in range(H):
-            m = cls_maps[l, h]
             y, x = corners[l][h]
-            out[y:y + tile, x:x + tile] = heat_overlay(
-                img28, m, vmax_all if shared_scale else float(m.max()), tile)
+            out[y:y + tile, x:x + tile] = _up(tiles[l, h], up)
     title = ("[CLS] attention weight, one scale for all maps" if shared_scale
              else "each map scaled to its own maximum (bar: the largest)")
     return np.concatenate([out, _colorbar(out.shape[1], vmax_all, title)], axis=0)

@@ -1,0 +1,113 @@
+"""Attention maps, rollout and every picture the app shows, as pure functions."""
+import numpy as np
+import pytest
+import torch
+
+from vit import explain as ex
+from vit.model import ViT, ViTConfig
+
+G = 7
+
+
+@pytest.fixture(scope="module")
+def attn():
+    torch.manual_seed(0)
+    model = ViT(ViTConfig(dim=32, depth=3, heads=2, mlp_dim=64)).eval()
+    for blk in model.blocks:
+        torch.nn.init.normal_(blk.attn.qkv.weight, std=0.3)
+    return ex.explain(model, torch.randn(1, 1, 28, 28))
+
+
+@pytest.fixture
+def img():
+    a = np.zeros((28, 28), np.float32)
+    a[6:22, 12:16] = 1.0
+    return a
+
+
+def test_explanation_shapes(attn):
+    assert attn.probs.shape == (10,) and attn.probs.sum() == pytest.approx(1, abs=1e-5)
+    assert attn.attn.shape == (3, 2, 50, 50)
+    cls = attn.cls_maps
+    assert cls.shape == (3, 2, 7, 7)
+    np.testing.assert_allclose(cls[1, 0].ravel(), attn.attn[1, 0, 0, 1:])
+
+
+def test_rollout_is_row_stochastic_and_matches_definition(attn):
+    r = ex.rollout(attn.attn)
+    assert r.shape == (50, 50) and (r >= 0).all()
+    np.testing.assert_allclose(r.sum(-1), 1, atol=1e-9)
+    # by hand for the first layer alone
+    a = 0.5 * attn.attn[0].mean(0) + 0.5 * np.eye(50)
+    np.testing.assert_allclose(ex.rollout(attn.attn[:1]), a / a.sum(-1, keepdims=True), atol=1e-9)
+
+
+def test_rollout_of_uniform_attention_is_uniform_plus_identity():
+    T = 50
+    uniform = np.full((4, 3, T, T), 1 / T)
+    r = ex.rollout(uniform)
+    assert r[0, 0] > r[0, 1] and np.allclose(r[0, 1:], r[0, 1])   # only [CLS] itself stands out
+
+
+def test_clicked_patch_row_is_that_patchs_attention_row(attn):
+    size = 336
+    cell = size // G
+    x, y = 3 * cell + 5, 2 * cell + 40                 # column 3, row 2 -> patch 2*7+3 = 17
+    patch = ex.patch_at(x, y, size, G)
+    assert patch == 17
+    row = ex.patch_attention_row(attn.attn, layer=2, head=1, patch=patch, grid=G)
+    np.testing.assert_allclose(row.ravel(), attn.attn[2, 1, 1 + 17, 1:])
+    assert ex.patch_at(size + 50, -3, size, G) == 6    # clicks off the edge clamp to the grid
+
+
+def test_patch_grid_picture(img):
+    pic = ex.patch_grid_picture(img, G, 336)
+    assert pic.shape == (336, 336, 3) and pic.dtype == np.uint8
+    marked = ex.patch_grid_picture(img, G, 336, marked=10)
+    diff = np.any(marked != pic, axis=2)
+    ys, xs = np.nonzero(diff)                          # only patch 10's outline changed
+    assert ys.min() >= 48 and ys.max() < 96 and xs.min() >= 144 and xs.max() < 192
+
+
+def test_token_strip_shows_cls_then_patches_in_order(img):
+    strip = ex.token_strip(img, G)
+    template, corners = ex._strip_template(G, 10, 36)
+    assert strip.shape == template.shape and len(corners) == 50
+    y, x = corners[0]
+    assert tuple(strip[y + 2, x + 2]) == (30, 90, 200)  # [CLS] is the blue box
+    for t in (1, 10, 25):                                 # token t = patch t-1, upscaled 9x
+        r, c = divmod(t - 1, G)
+        y, x = corners[t]
+        patch = img[r * 4:(r + 1) * 4, c * 4:(c + 1) * 4]
+        np.testing.assert_array_equal(strip[y:y + 36:9, x:x + 36:9, 0], (patch * 255).astype(np.uint8))
+
+
+def test_attention_grid_shared_and_per_map_scale(attn, img):
+    shared = ex.attention_grid_picture(img, attn.cls_maps, shared_scale=True)
+    per_map = ex.attention_grid_picture(img, attn.cls_maps, shared_scale=False)
+    template, corners = ex._attention_grid_template(3, 2, 112)
+    assert shared.shape[:2] == (template.shape[0] + 44, template.shape[1])
+    assert shared.dtype == np.uint8 and not np.array_equal(shared, per_map)
+    # In a per-map picture each map's hottest patch reaches the top of the colour map.
+    top = ex._lut()[255].astype(int)
+    y, x = corners[0][0]
+    tile = per_map[y:y + 112, x:x + 112].astype(int)
+    r, c = np.unravel_index(attn.cls_maps[0, 0].argmax(), (G, G))
+    expected = (0.65 * top + 0.35 * img[r * 4, c * 4] * 255).astype(int)
+    assert np.abs(tile[r * 16 + 2, c * 16 + 2] - expected).max() <= 1
+
+
+def test_heat_overlay_matches_vectorised_grid(attn, img):
+    """The one-map path and the all-maps path draw the same tile."""
+    pic = ex.attention_grid_picture(img, attn.cls_maps, shared_scale=False)
+    _, corners = ex._attention_grid_template(3, 2, 112)
+    y, x = corners[1][1]
+    m = attn.cls_maps[1, 1]
+    np.testing.assert_array_equal(pic[y:y + 112, x:x + 112], ex.heat_overlay(img, m, float(m.max()), 112))
+
+
+def test_single_map_picture(img):
+    m = np.zeros((G, G))
+    m[3, 4] = 1.0
+    pic = ex.single_map_picture(img, m, "title", 336, marked=5)
+    assert pic.shape == (336 + 44, 336, 3) and pic.dtype == np.uint8
