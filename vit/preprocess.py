@@ -184,6 +184,15 @@ def _resize(x: np.ndarray, h: int, w: int) -> np.ndarray:
                          align_corners=False)[0, 0].clamp_(0, 1).numpy()
 
 
+def _crop_to_ink(ink: np.ndarray) -> np.ndarray:
+    """Crop to the bounding box of the pixels that count as ink."""
+    mask = ink > INK_THRESHOLD
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    if rows.size == 0:
+        raise PreprocessError("The image looks blank: draw or upload a digit with some contrast.")
+    return ink[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+
+
 def _stroke_width(mask: np.ndarray) -> float:
     """Mean stroke width of a binary mask, ~ 2 * area / perimeter (exact for long strokes)."""
     area = mask.sum()
@@ -222,10 +231,8 @@ def to_model_image(image, style: str = "digits") -> np.ndarray:
     strong = ink[ink > lo + INK_THRESHOLD * (hi - lo)]
     top = float(np.percentile(strong[::max(1, strong.size // 20000)], 90)) if strong.size else hi
     ink = np.clip((ink - lo) / max(top - lo, 1e-6), 0, 1)
+    ink = _crop_to_ink(ink)
     mask = ink > INK_THRESHOLD
-    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
-    ink = ink[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]      # crop to the ink's bounding box
-    mask = mask[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
     h, w = ink.shape
     box = 20 if style == "digits" else 28
     if max(h, w) > 4 * box:
@@ -238,12 +245,19 @@ def to_model_image(image, style: str = "digits") -> np.ndarray:
     if style == "digits":
         width = _stroke_width(mask) * scale                    # stroke width after the downscale
         if not STROKE_RANGE[0] <= width <= STROKE_RANGE[1]:
-            radius = round(abs(STROKE_TARGET - width) / 2 / scale)
+            # Thin pens grow to a typical width; thick ones only shrink to the top of MNIST's
+            # range, since eroding a blobby drawing further eats its shape.
+            goal = STROKE_TARGET if width < STROKE_RANGE[0] else STROKE_RANGE[1]
+            radius = round(abs(goal - width) / 2 / scale)
+            grow = width < STROKE_RANGE[0]
             if radius >= 1:
-                pad = radius if width < STROKE_RANGE[0] else 0
-                ink = _morph(np.pad(ink, pad), radius, grow=width < STROKE_RANGE[0])
-                h, w = ink.shape
-                scale = box / max(h, w)
+                changed = _morph(np.pad(ink, radius if grow else 0), radius, grow)
+                # An "eroded" drawing that lost most of its ink was one stroke wide (a bold 1):
+                # keep it as it was.
+                if grow or changed.sum() > 0.35 * ink.sum():
+                    ink = _crop_to_ink(changed)
+                    h, w = ink.shape
+                    scale = box / max(h, w)
     nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
     small = _resize(ink, nh, nw)
     if style == "digits":
