@@ -20,6 +20,12 @@ from vit.inference import Predictor, find_checkpoints
 from vit.preprocess import PreprocessError
 
 ROOT = Path(__file__).resolve().parent
+
+
+def user_error(message: str) -> gr.Error:
+    """An error for the person (or client) on the other end: shown to them, not logged as a crash."""
+    return gr.Error(message, print_exception=False)
+
 # VIT_CHECKPOINTS: another folder of checkpoint folders (default: the bundled ones).
 CHECKPOINTS = find_checkpoints(os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"))
 DEFAULT_MODEL = next(iter(CHECKPOINTS), None)
@@ -34,12 +40,12 @@ torch.set_num_threads(int(os.environ.get("VIT_THREADS", "1")))
 def get_predictor(name: str | None) -> Predictor:
     """Load a checkpoint once per process; raise gr.Error with the loader's one-line message."""
     if not name or name not in CHECKPOINTS:
-        raise gr.Error(f"No model named {name!r}. Available: {', '.join(CHECKPOINTS) or 'none'}.")
+        raise user_error(f"No model named {name!r}. Available: {', '.join(CHECKPOINTS) or 'none'}.")
     if name not in _predictors:
         try:
             _predictors[name] = Predictor(CHECKPOINTS[name])
         except CheckpointError as e:
-            raise gr.Error(f"Can't load the model {name!r}: {e}") from None
+            raise user_error(f"Can't load the model {name!r}: {e}") from None
     return _predictors[name]
 
 
@@ -146,12 +152,12 @@ def reanalyse(state, model_name, shared, layer, head, patch):
 def classify(path):
     """API: one image file -> {class: probability} from the default model."""
     if path is None:
-        raise gr.Error("Send an image file.")
+        raise user_error("Send an image file.")
     p = get_predictor(DEFAULT_MODEL)
     try:
         return p.label(p.analyse(path).probs)
     except PreprocessError as e:
-        raise gr.Error(str(e)) from None
+        raise user_error(str(e)) from None
 
 
 def choose_model(name, previous):

@@ -26,15 +26,23 @@ STROKES = {
 
 
 @pytest.fixture(scope="module")
-def page(app_server):
+def browser():
+    """One Playwright and one Chromium for the module (a second sync Playwright in the same
+    thread is refused)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.goto(app_server[1])
-        yield pg
-        browser.close()
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, app_server):
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg.goto(app_server[1])
+    yield pg
+    pg.close()
 
 
 def status(pg) -> str:
@@ -116,29 +124,26 @@ def test_upload_and_example(page, tmp_path):
     page.screenshot(path=SHOTS / "4-example.png", full_page=True)
 
 
-def test_touch_drawing_on_a_phone(app_server):
+def test_touch_drawing_on_a_phone(browser, app_server):
     """A phone-sized viewport, a finger: touch events on the canvas draw and get a prediction."""
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
-                                  has_touch=True, device_scale_factor=2)
-        pg = ctx.new_page()
-        pg.goto(app_server[1])
-        wait_status(pg, "Example")
-        pg.locator("#drawpad").scroll_into_view_if_needed()
-        clear(pg)
-        wait_status(pg, "Draw a digit")
-        cdp = ctx.new_cdp_session(pg)
-        x0, y0, side = drawing_area(pg)
-        pts = [(x0 + u * side, y0 + v * side) for u, v in STROKES["7"][0]]
-        cdp.send("Input.dispatchTouchEvent", {"type": "touchStart",
-                                              "touchPoints": [{"x": pts[0][0], "y": pts[0][1]}]})
-        for (ax, ay), (bx, by) in zip(pts, pts[1:]):
-            for i in range(1, 11):
-                cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [
-                    {"x": ax + (bx - ax) * i / 10, "y": ay + (by - ay) * i / 10}]})
-        cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
-        wait_status(pg, "reads this as 7")
-        pg.screenshot(path=SHOTS / "5-phone-touch.png", full_page=False)
-        browser.close()
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
+                              has_touch=True, device_scale_factor=2)
+    pg = ctx.new_page()
+    pg.goto(app_server[1])
+    wait_status(pg, "Example")
+    pg.locator("#drawpad").scroll_into_view_if_needed()
+    clear(pg)
+    wait_status(pg, "Draw a digit")
+    cdp = ctx.new_cdp_session(pg)
+    x0, y0, side = drawing_area(pg)
+    pts = [(x0 + u * side, y0 + v * side) for u, v in STROKES["7"][0]]
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart",
+                                          "touchPoints": [{"x": pts[0][0], "y": pts[0][1]}]})
+    for (ax, ay), (bx, by) in zip(pts, pts[1:]):
+        for i in range(1, 11):
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [
+                {"x": ax + (bx - ax) * i / 10, "y": ay + (by - ay) * i / 10}]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    wait_status(pg, "reads this as 7")
+    pg.screenshot(path=SHOTS / "5-phone-touch.png", full_page=False)
+    ctx.close()

@@ -111,7 +111,12 @@ def _from_array(a: np.ndarray) -> np.ndarray:
 def _from_sketchpad(value: dict) -> np.ndarray:
     """Gradio Sketchpad/ImageEditor value. With RGBA (the default) the strokes are in the layers'
     alpha; with L/RGB the layers lose alpha and only `composite` holds the strokes."""
-    layers = [l for l in (value.get("layers") or []) if l is not None]
+    layers = value.get("layers")
+    if layers is None:
+        layers = []
+    elif not isinstance(layers, (list, tuple)):   # a lone layer instead of a list of them
+        layers = [layers]
+    layers = [l for l in layers if l is not None]
     arrays = [np.asarray(l) for l in layers]
     alpha = [a[..., 3] for a in arrays if a.ndim == 3 and a.shape[2] == 4]
     if alpha and value.get("background") is None:
