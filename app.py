@@ -109,8 +109,11 @@ def analyse_drawing(image, model_name, shared, layer, head, patch):
 def first_view(model_name, shared, layer, head, patch):
     """At page load, show a worked example rather than empty boxes."""
     out = analyse(EXAMPLES[7], model_name, shared, layer, head, patch, from_canvas=False)
-    if out[-1] is not None:
-        out = (f"### Example: a drawn 7 — read as **{out[1] and max(out[1], key=out[1].get)}**\n"
+    state = out[-1]
+    if state is not None:
+        p = get_predictor(model_name)
+        best = p.class_names[int(state["analysis"].probs.argmax())]
+        out = (f"### Example: a drawn 7 — read as **{best}**\n"
                "Draw your own in the box (the brush is ready), or upload a picture.", *out[1:])
     return out
 
