@@ -14,12 +14,44 @@ import numpy as np
 import torch
 
 from vit import explain as ex
+from vit import testset as ts
 from vit.checkpoint import CheckpointError
+from vit.data import DATASETS, DataError
 from vit.examples import write_examples
 from vit.inference import Predictor, find_checkpoints
 from vit.preprocess import PreprocessError
 
 ROOT = Path(__file__).resolve().parent
+
+
+def _never_rewrite_cached_images() -> None:
+    """Work around a Gradio 6.31 race that cut off downloads under load (bench/load.py: 4 of 500).
+
+    Gradio saves every output picture to a file named by the hash of its bytes, and rewrites that
+    file in place each time the same picture is produced again (`save_pil_to_cache`). Two users who
+    get one identical picture (the same example, the colour bar of a blank map...) then race: the
+    rewrite truncates the file while the first user's browser is downloading it, and the server
+    fails with "Too little data for declared Content-Length". A hash-named file never needs
+    rewriting, so: write it once, under a temporary name, and rename it into place.
+    """
+    from gradio import processing_utils as pu
+
+    def save_pil_to_cache(img, cache_dir, name="image", format="webp"):
+        data = pu.encode_pil_to_bytes(img, format)
+        folder = Path(cache_dir) / pu.hash_bytes(data)
+        path = (folder / f"{name}.{format}").resolve()
+        if not path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        return str(path)
+
+    pu.save_pil_to_cache = save_pil_to_cache
+
+
+_never_rewrite_cached_images()
 
 
 def user_error(message: str) -> gr.Error:
@@ -32,6 +64,11 @@ DEFAULT_MODEL = next(iter(CHECKPOINTS), None)
 EXAMPLES = write_examples(Path(tempfile.gettempdir()) / "vit-explorer-examples")
 PICK_SIZE = 336                      # pixels of the clickable patch picture
 _predictors: dict[str, Predictor] = {}
+# The test-set explorer reads test splits from VIT_DATA_DIR (default: data/, where the trainer
+# downloads them). On a Hugging Face Space without the data the tab is not shown at all.
+DATA_DIR = ts.data_dir_for_app()
+GALLERY_SIZE = 60
+_results: dict[str, ts.Answers] = {}
 # One thread per request on the CPU: with two cores, two concurrent requests on one thread each
 # beat one request whose two threads fight the other request's (measured: bench/app_latency.py).
 torch.set_num_threads(int(os.environ.get("VIT_THREADS", "1")))
@@ -163,6 +200,106 @@ def classify(path):
         raise user_error(str(e)) from None
 
 
+# --- test-set explorer ----------------------------------------------------------------------
+def _dataset_title(name: str) -> str:
+    dataset = get_predictor(name).config.get("dataset", "mnist")
+    return {"mnist": "MNIST", "fashion-mnist": "Fashion-MNIST"}.get(dataset, dataset)
+
+
+def _test_results(name: str, progress=None) -> ts.Answers:
+    """Once per model and process; from the on-disk cache after the first time ever."""
+    if name not in _results:
+        p = get_predictor(name)
+        _results[name] = ts.load_results(p.folder, p.model, DATA_DIR, progress)
+    return _results[name]
+
+
+def _class_choices(p: Predictor):
+    return [("any", -1)] + [(n, i) for i, n in enumerate(p.class_names)]
+
+
+def testset_view(name, kind, true, pred, progress=gr.Progress()):
+    """Status line, clickable confusion matrix, gallery and the indices it shows."""
+    p = get_predictor(name)
+    try:
+        r = _test_results(name, lambda done, total: progress(done / total,
+                                                             desc="Testing the model on the test set"))
+    except DataError:
+        title = _dataset_title(name)
+        return (f"The {title} test set is not on this machine, so there is nothing to browse "
+                f"yet. Fetch it with `python -m vit.data --dataset {p.config.get('dataset', 'mnist')}` "
+                f"(it lands in `data/`), or start the app with `VIT_DATA_DIR` naming a folder that "
+                f"holds it; then reload this page.", None, [], [])
+    true = None if true in (None, -1) else int(true)
+    pred = None if pred in (None, -1) else int(pred)
+    idx = r.select(kind or "mistakes", true, pred)
+    conf = r.confusion()
+    wrong = int(conf.sum() - np.trace(conf))
+    names = p.class_names
+    what = {"mistakes": "mistakes, most confidently wrong first",
+            "least confident": "answers, least confident first", "all": "images"}[kind or "mistakes"]
+    filters = "".join([f", true class **{names[true]}**" if true is not None else "",
+                       f", predicted **{names[pred]}**" if pred is not None else ""])
+    status = (f"**{_dataset_title(name)} test set**: {len(r.labels):,} images, {100 * r.accuracy:.2f} % "
+              f"right, {wrong} wrong. Showing {min(len(idx), GALLERY_SIZE)} of {len(idx):,} "
+              f"{what}{filters}. Click an image to see it in the views below.")
+    selected = (true, pred) if true is not None and pred is not None else None
+    shown = [int(i) for i in idx[:GALLERY_SIZE]]
+    gallery = [(ex.digit_picture(r.images[i] / 255.0, 84), r.caption(i)) for i in shown]
+    return status, ts.confusion_picture(conf, names, selected), gallery, shown
+
+
+def open_testset(name, kind, true, pred, progress=gr.Progress()):
+    return (True, *testset_view(name, kind, true, pred, progress))
+
+
+def pick_cell(name, evt: gr.SelectData, progress=gr.Progress()):
+    """A click on the confusion matrix filters the gallery to that cell."""
+    p = get_predictor(name)
+    cell = ts.cell_at(evt.index[0], evt.index[1], len(p.class_names))
+    if cell is None:
+        return (gr.update(), gr.update(), gr.update(), *[gr.update()] * 4)
+    true, pred = cell
+    kind = "mistakes" if true != pred else "least confident"
+    return (kind, true, pred, *testset_view(name, kind, true, pred, progress))
+
+
+def show_test_image(shown, name, shared, layer, head, patch, evt: gr.SelectData):
+    """A gallery click: that test image, as the model saw it, in every view."""
+    p = get_predictor(name)
+    r = _test_results(name)
+    i = shown[evt.index]
+    img28 = r.images[i] / 255.0                      # already MNIST-shaped: no preprocessing
+    a = p.analyse_28(img28)
+    best = int(a.probs.argmax())
+    verdict = "✓ right" if best == r.labels[i] else "✗ wrong"
+    status = (f"### Test image #{i} (true class **{p.class_names[r.labels[i]]}**): read as "
+              f"**{p.class_names[best]}** ({100 * a.probs[best]:.1f} %) — {verdict}")
+    return (status, p.label(a.probs), *_views(p, a, shared, layer, head, patch),
+            {"source": img28, "from_canvas": False, "analysis": a})
+
+
+def refresh_testset(opened, name, kind, true, pred, progress=gr.Progress()):
+    """After a model switch: new class names in the filters, and its answers if the tab is open."""
+    p = get_predictor(name)
+    choices = gr.update(choices=_class_choices(p), value=-1)
+    if not opened:
+        return choices, choices, *[gr.update()] * 4
+    return choices, choices, *testset_view(name, kind, -1, -1, progress)
+
+
+def _testset_on_disk() -> bool:
+    for name in CHECKPOINTS:
+        try:
+            dataset = get_predictor(name).config.get("dataset", "mnist")
+            from vit.data import load_split
+            load_split(dataset, DATA_DIR, train=False)
+            return True
+        except (gr.Error, DataError):
+            continue
+    return False
+
+
 def choose_model(name, previous):
     """Switch models; on a broken checkpoint say why and stay on the previous one."""
     try:
@@ -223,6 +360,26 @@ def build() -> gr.Blocks:
                                           elem_id="upload", height=420)
                         gr.Examples(EXAMPLES, inputs=upload, label="Examples (drawn by this project's code)",
                                     examples_per_page=10, cache_examples=False)
+                    # On a Space the tab appears only when the data was put there too.
+                    with gr.Tab("Test set", id="testset", elem_id="testset-tab",
+                                visible=_testset_on_disk() or "SPACE_ID" not in os.environ) as ts_tab:
+                        ts_status = gr.Markdown("Loading the test set…", elem_id="testset-status")
+                        with gr.Row():
+                            kind = gr.Radio(list(ts.KINDS), value="mistakes", label="Show",
+                                            elem_id="testset-kind")
+                        with gr.Row():
+                            choices = _class_choices(get_predictor(DEFAULT_MODEL)) if DEFAULT_MODEL else []
+                            true_dd = gr.Dropdown(choices, value=-1, label="True class",
+                                                  elem_id="testset-true")
+                            pred_dd = gr.Dropdown(choices, value=-1, label="Predicted class",
+                                                  elem_id="testset-pred")
+                        conf_img = gr.Image(label="Confusion matrix — click a cell to filter",
+                                            interactive=False, buttons=[], elem_id="confusion",
+                                            height=500)
+                        gallery = gr.Gallery(label="Click an image to explain it", columns=6,
+                                             height=520, allow_preview=False, elem_id="testset-gallery")
+                        shown = gr.State([])
+                        ts_open = gr.State(False)
             with gr.Column(scale=4, min_width=320):
                 status = gr.Markdown("### ✏️ Draw a digit in the box", elem_id="status")
                 label = gr.Label(num_top_classes=10, label="Prediction (probability per class)",
@@ -272,7 +429,18 @@ def build() -> gr.Blocks:
                         show_progress="hidden", api_visibility="private")
         model.change(choose_model, [model, current_model], [model, current_model, card],
                      api_visibility="private").then(
-            reanalyse, [state, *ins], outs, show_progress="hidden", api_visibility="private")
+            reanalyse, [state, *ins], outs, show_progress="hidden", api_visibility="private").then(
+            refresh_testset, [ts_open, model, kind, true_dd, pred_dd],
+            [true_dd, pred_dd, ts_status, conf_img, gallery, shown], api_visibility="private")
+        ts_views = [ts_status, conf_img, gallery, shown]
+        ts_tab.select(open_testset, [model, kind, true_dd, pred_dd], [ts_open, *ts_views],
+                      api_visibility="private")
+        for f in (kind, true_dd, pred_dd):
+            f.input(testset_view, [model, kind, true_dd, pred_dd], ts_views, api_visibility="private")
+        conf_img.select(pick_cell, [model], [kind, true_dd, pred_dd, *ts_views],
+                        api_visibility="private")
+        gallery.select(show_test_image, [shown, *ins], outs, show_progress="hidden",
+                       api_visibility="private")
         demo.load(first_view, ins, outs, show_progress="hidden", api_visibility="private")
         api_file = gr.File(visible=False, type="filepath")
         api_label = gr.Label(visible=False)

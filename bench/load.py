@@ -81,9 +81,12 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--requests", type=int, default=500)
     p.add_argument("--soak", type=int, default=2000, help="requests between the two RSS readings")
+    p.add_argument("--server-log", default=str(ROOT / "artifacts" / "load-server.log"),
+                   help="where the app server's output goes")
     args = p.parse_args()
+    Path(args.server_log).parent.mkdir(parents=True, exist_ok=True)
     uploads, layers = make_inputs(Path(tempfile.mkdtemp()))
-    proc, url, startup = start(["app.py"])
+    proc, url, startup = start(["app.py"], log=args.server_log)
     print(f"app up in {startup:.1f} s at {url}")
     try:
         t = time.perf_counter()

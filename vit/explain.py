@@ -78,7 +78,7 @@ def _lut(name: str = CMAP) -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
-def _font(size: int):
+def load_font(size: int):
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1
@@ -90,13 +90,13 @@ def _up(a: np.ndarray, rep: int) -> np.ndarray:
     return np.repeat(np.repeat(a, rep, axis=0), rep, axis=1)
 
 
-def colorize(values: np.ndarray, vmax: float, vmin: float = 0.0) -> np.ndarray:
-    """Values -> RGB uint8 through the colormap on [vmin, vmax]."""
+def colorize(values: np.ndarray, vmax: float, vmin: float = 0.0, cmap: str = CMAP) -> np.ndarray:
+    """Values -> RGB uint8 through a matplotlib colormap on [vmin, vmax]."""
     t = np.clip((values - vmin) / max(vmax - vmin, 1e-12), 0, 1)
-    return _lut()[(t * 255).astype(np.uint8)]
+    return _lut(cmap)[(t * 255).astype(np.uint8)]
 
 
-def _digit_rgb(img28: np.ndarray, size: int) -> np.ndarray:
+def digit_picture(img28: np.ndarray, size: int) -> np.ndarray:
     """(28, 28) in [0, 1] -> grey RGB (size, size, 3), nearest-neighbour so pixels stay visible."""
     g = (np.clip(img28, 0, 1) * 255).astype(np.uint8)
     return _up(np.repeat(g[..., None], 3, axis=2), size // img28.shape[0])
@@ -142,7 +142,7 @@ def _grid_layer(size: int, grid: int, numbers: bool, colour=GRID_COLOUR):
         draw.line([(p, 0), (p, size)], fill=colour + (255,), width=1)
         draw.line([(0, p), (size, p)], fill=colour + (255,), width=1)
     if numbers:
-        font = _font(max(9, int(cell) // 4))
+        font = load_font(max(9, int(cell) // 4))
         for p in range(grid * grid):
             r, c = divmod(p, grid)
             draw.text((c * cell + 3, r * cell + 2), str(p + 1), fill=(255, 200, 0, 255), font=font)
@@ -163,7 +163,7 @@ def patch_grid_picture(img28: np.ndarray, grid: int, size: int = 336,
                        marked: int | None = None) -> np.ndarray:
     """What the model sees: the 28x28 input, upscaled, with the patch grid and patch numbers
     (1..N in the order the transformer reads them). `marked` outlines one patch (0-based)."""
-    out = _composite(_digit_rgb(img28, size), _grid_layer(size, grid, True))
+    out = _composite(digit_picture(img28, size), _grid_layer(size, grid, True))
     return out if marked is None else _mark(out, marked, grid)
 
 
@@ -176,7 +176,7 @@ def _strip_template(grid: int, per_row: int, tile: int):
     W, H = per_row * (tile + gap) + gap, rows * (tile + label_h + gap) + gap
     im = Image.new("RGB", (W, H), (250, 250, 250))
     draw = ImageDraw.Draw(im)
-    font = _font(10)
+    font = load_font(10)
     corners = []
     for t in range(tokens):
         r, c = divmod(t, per_row)
@@ -211,15 +211,15 @@ def _colorbar_template(width: int, title: str):
     x0, x1 = 48, width - 68
     im.paste(Image.fromarray(np.repeat(colorize(np.linspace(0, 1, x1 - x0), 1.0)[None], 12, 0)),
              (x0, 18))
-    draw.text((8, 17), "0", fill="black", font=_font(12))
-    draw.text((x0, 2), title, fill="black", font=_font(12))
+    draw.text((8, 17), "0", fill="black", font=load_font(12))
+    draw.text((x0, 2), title, fill="black", font=load_font(12))
     return im, x1 + 6
 
 
 def _colorbar(width: int, vmax: float, title: str) -> np.ndarray:
     template, x = _colorbar_template(width, title)
     im = template.copy()
-    ImageDraw.Draw(im).text((x, 17), f"{vmax:.2f}", fill="black", font=_font(12))
+    ImageDraw.Draw(im).text((x, 17), f"{vmax:.2f}", fill="black", font=load_font(12))
     return np.asarray(im)
 
 
@@ -229,7 +229,7 @@ def _attention_grid_template(L: int, H: int, tile: int):
     W = left + H * (tile + gap)
     im = Image.new("RGB", (W, top + L * (tile + gap)), "white")
     draw = ImageDraw.Draw(im)
-    font = _font(13)
+    font = load_font(13)
     for h in range(H):
         draw.text((left + h * (tile + gap) + tile // 2 - 20, 4), f"head {h + 1}", fill="black", font=font)
     for l in range(L):

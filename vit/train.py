@@ -23,9 +23,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from . import distributed
 from .checkpoint import (CheckpointError, load_tensors, read_config, resolve_device,
                          save_checkpoint, save_json, save_tensors)
-from .data import DATASETS, Augment, DataError, load_split, normalize
+from .data import AUGMENT, DATASETS, DEFAULT_DATA_DIR, DataError, load_split, normalize
 from .model import ViT, ViTConfig
 
 
@@ -34,7 +35,7 @@ class TrainConfig:
     """Training knobs. Defaults = the command that produced the bundled checkpoints."""
     dataset: str = field(default="mnist", metadata={"help": "mnist or fashion-mnist",
                                                     "choices": list(DATASETS)})
-    data_dir: str = field(default="data", metadata={
+    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={
         "help": "folder with the data set (torchvision layout, or a folder of raw IDX files)"})
     download: bool = field(default=True, metadata={
         "help": "download the data set if it is missing (--no-download to forbid)"})
@@ -49,7 +50,8 @@ class TrainConfig:
     label_smoothing: float = field(default=0.1, metadata={"help": "cross-entropy label smoothing"})
     grad_clip: float = field(default=1.0, metadata={"help": "max gradient norm (0 = off)"})
     augment: bool = field(default=True, metadata={
-        "help": "random affine augmentation: rotation, scale, shift, shear (--no-augment: off)"})
+        "help": "random affine augmentation: rotation, scale, shift, shear, and left-right flips "
+                "for fashion-mnist (--no-augment: off)"})
     seed: int = field(default=0, metadata={"help": "random seed"})
     device: str = field(default="auto", metadata={"help": "auto (cuda, then mps, then cpu), cpu, cuda, mps"})
     threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
@@ -275,11 +277,21 @@ def _load_state(state_dir: Path, model, opt) -> dict:
 
 
 def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None) -> dict:
-    """Run (or resume) training; returns the final metrics row. Raises TrainingError/DataError."""
+    """Run (or resume) training; returns the final metrics row. Raises TrainingError/DataError.
+    Under torchrun, every process calls this; they train one model together (vit/distributed.py)."""
+    d = distributed.from_environment()
+    device = distributed.setup(d, resolve_device(tc.device))
+    try:
+        return _train(tc, mc, argv, d, device)
+    finally:
+        distributed.teardown(d)
+
+
+def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: torch.device) -> dict:
     t_start = time.time()
+    say = print if d.main else (lambda *a, **k: None)   # one voice, one writer: rank 0
     if tc.threads:
         torch.set_num_threads(tc.threads)
-    device = resolve_device(tc.device)
     out = Path(tc.out)
     state_dir = out / "train_state"
     class_names, (mean, std) = DATASETS[tc.dataset][1], DATASETS[tc.dataset][2]
@@ -287,11 +299,15 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None) -> dict
     # --- data: both splits once, as tensors -------------------------------------------------
     train_split = load_split(tc.dataset, tc.data_dir, True, tc.download)
     test_split = load_split(tc.dataset, tc.data_dir, False, tc.download)
-    augment = Augment() if tc.augment else None
+    augment = AUGMENT[tc.dataset] if tc.augment else None
 
     # --- model and optimiser --------------------------------------------------------------
     torch.manual_seed(tc.seed)
     model = ViT(mc).to(device)
+    net = model                                        # what the training step calls
+    if d.enabled:   # averages gradients across processes during backward()
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.AdamW(param_groups(model, tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999))
     steps_per_epoch = math.ceil(len(train_split) / tc.batch_size)
     total_steps = tc.epochs * steps_per_epoch
@@ -318,14 +334,17 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None) -> dict
                                 + ")")
         run = _load_state(state_dir, model, opt)
         run.setdefault("commits", [])
-        print(f"Resuming {out} at step {run['step']} of {total_steps}", flush=True)
+        say(f"Resuming {out} at step {run['step']} of {total_steps}", flush=True)
     else:
         if (state_dir / "state.json").exists():
             raise TrainingError(f"{out} already holds a run: pass --resume to continue it, "
                                 f"or choose another --out")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "metrics.csv").unlink(missing_ok=True)
-        run["command"] = "python -m vit.train " + shlex.join(sys.argv[1:] if argv is None else argv)
+        distributed.barrier(d)              # every rank has checked before rank 0 writes
+        if d.main:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "metrics.csv").unlink(missing_ok=True)
+        run["command"] = (distributed.launch_command(d) + " "
+                          + shlex.join(sys.argv[1:] if argv is None else argv))
     run["config"] = {"train": vars(tc) | {"out": str(out)}, "model": mc.to_dict()}
     # The code this process runs is the code at start-up: record that commit, not HEAD at save time.
     commit = git_commit()
@@ -344,7 +363,8 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None) -> dict
                                "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                                "epochs": epoch, "seed": tc.seed,
                                "wall_time_seconds": round(run["wall_seconds"], 1),
-                               "device": describe_device(device),
+                               "device": describe_device(device)
+                               + (f" × {d.world} processes" if d.enabled else ""),
                                "torch": torch.__version__}}
 
     from tqdm import tqdm
@@ -358,25 +378,32 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None) -> dict
             perm = torch.randperm(len(train_split), generator=_rng(tc.seed, epoch))
             bar = tqdm(range(first, steps_per_epoch), desc=f"epoch {epoch + 1}/{tc.epochs}",
                        initial=first, total=steps_per_epoch, leave=True, dynamic_ncols=True,
-                       disable=None, file=sys.stderr)
+                       disable=None if d.main else True, file=sys.stderr)
             t_epoch, seen, correct, loss_sum = time.time(), 0, 0, 0.0
             for s in bar:
-                idx = perm[s * tc.batch_size:(s + 1) * tc.batch_size]
+                batch = perm[s * tc.batch_size:(s + 1) * tc.batch_size]        # the global batch
+                mine = distributed.shard(d, len(batch))                        # this rank's rows
+                idx = batch[mine]
                 gen = _rng(tc.seed, epoch, s)
                 torch.manual_seed(int(torch.randint(2**62, (1,), generator=gen)))  # dropout
                 x = train_split.images[idx].float().div_(255).unsqueeze(1)     # (B, 1, 28, 28)
-                if augment is not None:
-                    x = augment(x, gen)
+                if augment is not None:   # drawn for the global batch: the same on every rank
+                    x = augment.apply(x, augment.draw(len(batch), gen)[mine])
                 x = ((x - mean) / std).to(device, non_blocking=True)
                 y = train_split.labels[idx].to(device, non_blocking=True)
                 for g in opt.param_groups:
                     g["lr"] = lr_at(step, total_steps, warmup, tc)
                 with autocast:
-                    logits = model(x)
-                    loss = F.cross_entropy(logits.float(), y, label_smoothing=tc.label_smoothing)
-                if not torch.isfinite(loss):
+                    logits = net(x)
+                    if d.enabled:   # this rank's share of the global mean: DDP's average is it
+                        loss = F.cross_entropy(logits.float(), y, label_smoothing=tc.label_smoothing,
+                                               reduction="sum") * (d.world / len(batch))
+                    else:
+                        loss = F.cross_entropy(logits.float(), y, label_smoothing=tc.label_smoothing)
+                bad, stop = distributed.any_rank(d, [not torch.isfinite(loss), flag.stop], device)
+                if bad:
                     raise TrainingError(
-                        f"loss became {loss.item()} at epoch {epoch + 1}, step {s + 1}: training "
+                        f"loss became non-finite at epoch {epoch + 1}, step {s + 1}: training "
                         f"diverged; try a lower --lr (now {tc.lr}) or a --grad-clip (now {tc.grad_clip})")
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -386,46 +413,78 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None) -> dict
                 step += 1
                 steps_this_call += 1
                 seen += len(y)
-                loss_sum += loss.item() * len(y)
+                loss_sum += loss.item() * (len(batch) / d.world if d.enabled else len(y))
                 correct += (logits.argmax(1) == y).sum().item()
                 bar.set_postfix(loss=f"{loss_sum / seen:.4f}", acc=f"{100 * correct / seen:.2f}%",
                                 img_s=f"{seen / (time.time() - t_epoch):.0f}")
-                if flag.stop or (tc.max_steps and steps_this_call >= tc.max_steps):
+                if stop or (tc.max_steps and steps_this_call >= tc.max_steps):
                     break
             bar.close()
             run["wall_seconds"] += time.time() - t_start
             t_start = time.time()
             epoch_done = step % steps_per_epoch == 0
             if epoch_done:
-                test_loss, test_acc, _ = evaluate(model, test_split.images, test_split.labels,
-                                                  mean, std, tc.eval_batch_size, device)
+                test_loss, test_acc = _test(model, test_split, mean, std, tc, d, device)
+                seen, correct, loss_sum = distributed.sum_all(d, [seen, correct, loss_sum], device)
                 secs = time.time() - t_epoch
                 row = {"epoch": epoch + 1, "step": step, "lr": f"{opt.param_groups[0]['lr']:.3g}",
                        "train_loss": f"{loss_sum / max(seen, 1):.5f}",
                        "train_acc": f"{correct / max(seen, 1):.5f}",
                        "test_loss": f"{test_loss:.5f}", "test_acc": f"{test_acc:.5f}",
                        "epoch_seconds": f"{secs:.1f}", "images_per_second": f"{seen / secs:.0f}"}
-                print(f"epoch {epoch + 1}: test accuracy {100 * test_acc:.2f}% "
-                      f"(loss {test_loss:.4f})", flush=True)
+                say(f"epoch {epoch + 1}: test accuracy {100 * test_acc:.2f}% "
+                    f"(loss {test_loss:.4f})", flush=True)
                 last_row = row
-                _append_metrics(out / "metrics.csv", row)
                 run["wall_seconds"] += time.time() - t_start
                 t_start = time.time()
-                # The folder itself always holds the latest epoch (what the app loads: its
-                # accuracy is an honest, unselected test figure); best/ the best one by test acc.
-                save_checkpoint(out, model, meta(test_acc, epoch + 1))
-                if test_acc > run["best_acc"]:
-                    run["best_acc"] = test_acc
-                    save_checkpoint(out / "best", model, meta(test_acc, epoch + 1))
-                plot_curves(_read_metrics(out / "metrics.csv"), out / "curves.png")
+                _check_in_sync(d, model, device)
+                if d.main:
+                    _append_metrics(out / "metrics.csv", row)
+                    # The folder itself always holds the latest epoch (what the app loads: its
+                    # accuracy is an honest, unselected test figure); best/ the best by test acc.
+                    save_checkpoint(out, model, meta(test_acc, epoch + 1))
+                    if test_acc > run["best_acc"]:
+                        save_checkpoint(out / "best", model, meta(test_acc, epoch + 1))
+                    plot_curves(_read_metrics(out / "metrics.csv"), out / "curves.png")
+                run["best_acc"] = max(run["best_acc"], test_acc)
             run["step"] = step
-            _save_state(state_dir, model, opt, run)
-            if flag.stop or (tc.max_steps and steps_this_call >= tc.max_steps and step < total_steps):
-                print(f"Stopped at step {step} of {total_steps} (epoch {epoch + 1}); continue with:\n"
+            if d.main:
+                _save_state(state_dir, model, opt, run)
+            distributed.barrier(d)                    # nobody runs ahead of a half-written state
+            if stop or (tc.max_steps and steps_this_call >= tc.max_steps and step < total_steps):
+                say(f"Stopped at step {step} of {total_steps} (epoch {epoch + 1}); continue with:\n"
                       f"  {run['command']} --resume", file=sys.stderr, flush=True)
                 return {"stopped": True, "step": step}
-    print(f"Done in {run['wall_seconds'] / 60:.1f} min: {out}", flush=True)
+    if d.enabled:
+        digest = _check_in_sync(d, model, device)
+        say(f"Weights identical on all {d.world} processes (sha256 {digest[:16]})", flush=True)
+    say(f"Done in {run['wall_seconds'] / 60:.1f} min: {out}", flush=True)
     return last_row or {"step": step}
+
+
+def _test(model: ViT, test_split, mean: float, std: float, tc: TrainConfig,
+          d: distributed.Dist, device: torch.device) -> tuple[float, float]:
+    """(loss, accuracy) on the whole test set; under torchrun each rank tests a share of it."""
+    mine = distributed.shard(d, len(test_split))
+    labels = test_split.labels[mine]
+    loss, acc, preds = evaluate(model, test_split.images[mine], labels, mean, std,
+                                tc.eval_batch_size, device)
+    if not d.enabled:
+        return loss, acc
+    loss_sum, correct, n = distributed.sum_all(
+        d, [loss * len(labels), (preds == labels).sum().item(), len(labels)], device)
+    return loss_sum / n, correct / n
+
+
+def _check_in_sync(d: distributed.Dist, model: ViT, device: torch.device) -> str:
+    """Data-parallel ranks must hold bit-identical weights; saving one of two diverged copies
+    would hide a bug, so stop instead. Returns the weights' digest."""
+    if not d.enabled:
+        return ""
+    same, digest = distributed.digests_agree(d, model, device)
+    if not same:
+        raise TrainingError("the processes' weights differ: data-parallel training went out of sync")
+    return digest
 
 
 def _append_metrics(path: Path, row: dict) -> None:

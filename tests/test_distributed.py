@@ -1,0 +1,90 @@
+"""`torchrun --nproc_per_node=2 -m vit.train` on the CPU (gloo), on the tiny IDX data set the tests
+write: it trains, rank 0 alone writes a checkpoint that loads, both processes end with identical
+weights, and the result is the single-process run's (the global batch is the same)."""
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import ROOT, TINY_MODEL, run_module
+from vit.checkpoint import load_checkpoint
+from vit.distributed import weights_digest
+
+ARGS = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
+        "--eval-batch-size", "40", *TINY_MODEL]
+
+
+def torchrun(data, out, *extra, nproc=2):
+    """`torchrun --standalone --nproc_per_node=N -m vit.train …`, as the README writes it."""
+    exe = Path(sys.executable).with_name("torchrun")
+    launcher = [str(exe)] if exe.is_file() else [sys.executable, "-m", "torch.distributed.run"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([*launcher, "--standalone", f"--nproc_per_node={nproc}", "-m", "vit.train",
+                           "--data-dir", str(data), "--out", str(out), *ARGS, *map(str, extra)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tiny_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp") / "ck"
+    r = torchrun(tiny_data, out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out, r
+
+
+def test_two_processes_train_one_model(ddp_run):
+    out, r = ddp_run
+    # Rank 0 alone reports and writes: each epoch's line appears once, not once per process.
+    assert r.stdout.count("epoch 1: test accuracy") == 1
+    assert r.stdout.count("epoch 2: test accuracy") == 1
+    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    assert [int(x["epoch"]) for x in rows] == [1, 2]
+    assert float(rows[-1]["train_loss"]) < float(rows[0]["train_loss"])
+    # The epoch covered the whole training set once across both ranks: 320 images.
+    assert float(rows[0]["epoch_seconds"]) * float(rows[0]["images_per_second"]) == \
+        pytest.approx(320, rel=0.02)
+    model = load_checkpoint(out)
+    prov = json.loads((out / "config.json").read_text())["provenance"]
+    assert prov["command"].startswith("torchrun --nproc_per_node=2 -m vit.train --data-dir")
+    assert prov["device"].endswith("× 2 processes")
+    assert model.config["test_accuracy"] == pytest.approx(float(rows[-1]["test_acc"]), abs=1e-5)
+
+
+def test_both_ranks_end_with_identical_weights(ddp_run):
+    """The trainer compares both ranks' weight digests; the one it prints is the saved model's."""
+    out, r = ddp_run
+    line = next(x for x in r.stdout.splitlines() if x.startswith("Weights identical on all"))
+    assert "all 2 processes" in line
+    saved = load_checkpoint(out)
+    assert line.split("sha256 ")[1].rstrip(")") == weights_digest(saved)[:16]
+
+
+def test_same_result_as_one_process(ddp_run, tiny_data, tmp_path):
+    """Same seed, same global batch, same learning rate: one process and two end in the same place
+    (up to float summation order in the gradient all-reduce)."""
+    out, _ = ddp_run
+    single = run_module("vit.train", "--data-dir", tiny_data, "--out", tmp_path / "one", *ARGS)
+    assert single.returncode == 0, single.stderr
+    a, b = load_file(out / "model.safetensors"), load_file(tmp_path / "one" / "model.safetensors")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=2e-4, rtol=1e-3, msg=k)
+
+
+def test_resume_under_torchrun(ddp_run, tiny_data, tmp_path):
+    """Stopped mid-epoch by --max-steps and resumed: the same weights as the straight run."""
+    out, _ = ddp_run
+    split = tmp_path / "split"
+    r1 = torchrun(tiny_data, split, "--max-steps", "13")
+    assert r1.returncode == 0, r1.stderr[-3000:]
+    assert r1.stderr.count("Stopped at step 13") == 1
+    r2 = torchrun(tiny_data, split, "--resume")
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    a, b = load_file(out / "model.safetensors"), load_file(split / "model.safetensors")
+    for k in a:
+        assert torch.equal(a[k], b[k]), k

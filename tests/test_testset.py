@@ -1,0 +1,111 @@
+"""The test-set explorer's library: the model's answers on a test split, cached beside the
+checkpoint and invalidated when the weights or the data change; selections; the clickable
+confusion matrix."""
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT, run_module, write_dataset
+from vit.checkpoint import load_checkpoint, save_checkpoint
+from vit.data import DataError
+from vit.model import ViT, ViTConfig
+from vit.testset import CACHE, CELL, LEFT, TOP, Answers, cell_at, confusion_picture, load_results
+
+TINY = ViTConfig(dim=16, depth=2, heads=2, mlp_dim=32)
+META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
+        "normalization": {"mean": 0.1307, "std": 0.3081}}
+
+
+def make_checkpoint(folder, seed=0):
+    torch.manual_seed(seed)
+    save_checkpoint(folder, ViT(TINY), META)
+    return load_checkpoint(folder)
+
+
+def results(labels, probs) -> Answers:
+    labels = np.asarray(labels)
+    return Answers("mnist", [str(i) for i in range(3)], np.zeros((len(labels), 28, 28), np.uint8),
+                       labels, np.asarray(probs, np.float32))
+
+
+def test_answers_are_computed_once_then_read_from_the_cache(tiny_data, tmp_path):
+    model = make_checkpoint(tmp_path / "ck")
+    first = load_results(tmp_path / "ck", model, tiny_data)
+    assert not first.from_cache and (tmp_path / "ck" / CACHE).is_file()
+    assert first.probs.shape == (80, 10) and np.allclose(first.probs.sum(1), 1, atol=1e-5)
+    # The cached answers are the model's answers.
+    with torch.no_grad():
+        x = (torch.from_numpy(first.images[:5]).float() / 255 - 0.1307) / 0.3081
+        direct = model(x.unsqueeze(1)).softmax(1).numpy()
+    np.testing.assert_allclose(first.probs[:5], direct, atol=1e-5)
+    again = load_results(tmp_path / "ck", model, tiny_data)
+    assert again.from_cache and np.array_equal(again.probs, first.probs)
+    assert again.accuracy == first.accuracy == float((first.preds == first.labels).mean())
+
+
+def test_new_weights_or_new_data_invalidate_the_cache(tiny_data, tmp_path):
+    folder = tmp_path / "ck"
+    load_results(folder, make_checkpoint(folder, seed=0), tiny_data)
+    retrained = make_checkpoint(folder, seed=1)              # same folder, other weights
+    fresh = load_results(folder, retrained, tiny_data)
+    assert not fresh.from_cache
+    other_data = write_dataset(tmp_path / "other", n_train=10, n_test=30)
+    assert not load_results(folder, retrained, other_data).from_cache
+    # A damaged cache file is recomputed, not an error.
+    (folder / CACHE).write_bytes(b"garbage")
+    assert not load_results(folder, retrained, other_data).from_cache
+    assert load_results(folder, retrained, other_data).from_cache
+
+
+def test_missing_test_set_is_a_data_error(tmp_path):
+    model = make_checkpoint(tmp_path / "ck")
+    with pytest.raises(DataError, match="not found"):
+        load_results(tmp_path / "ck", model, tmp_path / "nowhere")
+
+
+def test_selections():
+    r = results([0, 1, 2, 2, 1, 0],
+                [[.9, .05, .05], [.2, .7, .1], [.1, .6, .3], [.5, .1, .4], [.1, .8, .1], [.4, .35, .25]])
+    # Mistakes: images 2 (2 -> 1, 60 %) and 3 (2 -> 0, 50 %), most confident first.
+    assert r.select("mistakes").tolist() == [2, 3]
+    assert r.select("mistakes", pred=0).tolist() == [3]
+    assert r.select("least confident").tolist() == [5, 3, 2, 1, 4, 0]
+    assert r.select("least confident", true=1).tolist() == [1, 4]
+    assert r.select("all", true=0, pred=0).tolist() == [0, 5]
+    assert r.select("all", limit=2).tolist() == [0, 1]
+    assert r.confusion().tolist() == [[2, 0, 0], [0, 2, 0], [1, 1, 0]]
+    assert r.caption(2) == "#2: 2 → 1 (60 %)" and r.caption(0) == "#0: 0 ✓ (90 %)"
+    with pytest.raises(ValueError):
+        r.select("best")
+
+
+def test_a_click_on_a_confusion_cell_names_that_cell():
+    conf = np.arange(100).reshape(10, 10)
+    pic = confusion_picture(conf, [str(i) for i in range(10)], selected=(4, 9))
+    assert pic.dtype == np.uint8 and pic.shape[2] == 3
+    assert pic.shape[1] >= LEFT + 10 * CELL and pic.shape[0] >= TOP + 10 * CELL
+    for t, p in [(0, 0), (4, 9), (9, 3)]:
+        assert cell_at(LEFT + p * CELL + CELL / 2, TOP + t * CELL + CELL / 2, 10) == (t, p)
+    assert cell_at(5, 5, 10) is None and cell_at(LEFT + 10 * CELL + 2, TOP + 5, 10) is None
+    # The selected cell is outlined: its border differs from the same cell unselected.
+    plain = confusion_picture(conf, [str(i) for i in range(10)])
+    y, x = TOP + 4 * CELL + 1, LEFT + 9 * CELL + CELL // 2
+    assert not np.array_equal(pic[y, x], plain[y, x])
+
+
+def test_mistakes_stand_out_from_right_answers():
+    conf = np.diag([1000] * 3)
+    conf[2, 0] = 3
+    pic = confusion_picture(conf, ["a", "b", "c"])
+    at = lambda t, p: pic[TOP + t * CELL + 3, LEFT + p * CELL + 3].astype(int)   # noqa: E731
+    assert tuple(at(0, 1)) == (255, 255, 255)                 # no mistakes there: white
+    assert at(2, 0)[0] > at(2, 0)[1] + 50 and at(2, 0)[0] > at(2, 0)[2] + 50   # a mistake: red
+    assert at(0, 0)[1] > at(0, 0)[0]                            # right answers: green tint
+
+
+def test_data_cli_reports_where_the_data_is(tiny_data, tmp_path):
+    r = run_module("vit.data", "--data-dir", tiny_data, "--no-download", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "mnist train: 320 images" in r.stdout and "mnist test: 80 images" in r.stdout
+    r = run_module("vit.data", "--data-dir", tmp_path / "none", "--no-download", timeout=60)
+    assert r.returncode == 1 and "not found" in r.stderr and "Traceback" not in r.stderr
