@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 import gradio as gr
@@ -19,7 +20,7 @@ from vit.checkpoint import CheckpointError
 from vit.data import DATASETS, DataError
 from vit.examples import write_examples
 from vit.inference import Predictor, find_checkpoints
-from vit.preprocess import PreprocessError
+from vit.preprocess import PreprocessError, compact
 
 ROOT = Path(__file__).resolve().parent
 
@@ -132,7 +133,20 @@ def analyse(image, model_name, shared, layer, head, patch, from_canvas: bool):
         gr.Warning(str(e))
         return _empty(f"### ⚠️ {e}")
     return (_headline(p, a.probs), p.label(a.probs), *_views(p, a, shared, layer, head, patch),
-            {"source": image, "from_canvas": from_canvas, "analysis": a})
+            _session_state(image, from_canvas, a))
+
+
+def _session_state(image, from_canvas: bool, a) -> dict:
+    """What a visitor's session keeps: enough to redraw any view (the 28x28 input: the model
+    re-runs in ~5 ms) and to re-read the input after a model switch. Gradio holds it for up to an
+    hour after the visitor leaves, so it is kept small: a file path as it is, a drawing as its
+    uint8 ink (250 KB) instead of the canvas's arrays and the attention weights (2.3 MB)."""
+    source = image if isinstance(image, (str, os.PathLike)) else compact(image)
+    return {"source": source, "from_canvas": from_canvas, "img28": a.img28}
+
+
+def _analysis(state: dict, model_name: str):
+    return get_predictor(model_name).analyse_28(state["img28"])
 
 
 def _noun(p: Predictor) -> str:
@@ -143,13 +157,15 @@ def analyse_drawing(image, model_name, shared, layer, head, patch):
     return analyse(image, model_name, shared, layer, head, patch, from_canvas=True)
 
 
+@lru_cache(maxsize=8)
 def first_view(model_name, shared, layer, head, patch):
-    """At page load, show a worked example rather than empty boxes."""
+    """At page load, show a worked example rather than empty boxes. Every visitor gets the same
+    one, so it is computed once per model (and slider setting)."""
     out = analyse(EXAMPLES[7], model_name, shared, layer, head, patch, from_canvas=False)
     state = out[-1]
     if state is not None:
         p = get_predictor(model_name)
-        best = p.class_names[int(state["analysis"].probs.argmax())]
+        best = p.class_names[int(_analysis(state, model_name).probs.argmax())]
         out = (f"### Example: a drawn 7 — read as **{best}**\n"
                "Draw your own in the box (the brush is ready), or upload a picture.", *out[1:])
     return out
@@ -164,14 +180,14 @@ def analyse_upload(image, model_name, shared, layer, head, patch):
 def rescale(state, model_name, shared):
     if state is None:
         return None
-    a = state["analysis"]
+    a = _analysis(state, model_name)
     return ex.attention_grid_picture(a.img28, a.explanation.cls_maps, shared_scale=shared)
 
 
 def explore(state, model_name, layer, head, patch):
     if state is None:
         return None, None
-    return _explorer(get_predictor(model_name), state["analysis"], layer, head, patch)
+    return _explorer(get_predictor(model_name), _analysis(state, model_name), layer, head, patch)
 
 
 def pick_patch(state, model_name, layer, head, evt: gr.SelectData):
@@ -179,7 +195,7 @@ def pick_patch(state, model_name, layer, head, evt: gr.SelectData):
     patch = ex.patch_at(evt.index[0], evt.index[1], PICK_SIZE, p.grid)
     if state is None:
         return patch, None, None
-    return patch, *_explorer(p, state["analysis"], layer, head, patch)
+    return patch, *_explorer(p, _analysis(state, model_name), layer, head, patch)
 
 
 def reanalyse(state, model_name, shared, layer, head, patch):
@@ -276,7 +292,7 @@ def show_test_image(shown, name, shared, layer, head, patch, evt: gr.SelectData)
     status = (f"### Test image #{i} (true class **{p.class_names[r.labels[i]]}**): read as "
               f"**{p.class_names[best]}** ({100 * a.probs[best]:.1f} %) — {verdict}")
     return (status, p.label(a.probs), *_views(p, a, shared, layer, head, patch),
-            {"source": img28, "from_canvas": False, "analysis": a})
+            _session_state(img28, False, a))
 
 
 def refresh_testset(opened, name, kind, true, pred, progress=gr.Progress()):

@@ -98,10 +98,15 @@ def main() -> None:
         for e in errors[:5]:
             print("  error:", e)
         before = rss_mb(proc.pid)
-        lat, errors = run(url, args.clients, args.soak, uploads, layers)
+        series, errors, done = [f"{before:.0f}"], [], 0
+        while done < args.soak:          # RSS every 500 requests: a leak climbs, warm-up levels off
+            n = min(500, args.soak - done)
+            errors += run(url, args.clients, n, uploads, layers)[1]
+            done += n
+            series.append(f"{rss_mb(proc.pid):.0f}")
         after = rss_mb(proc.pid)
         print(f"soak: {args.soak} more requests, errors {len(errors)}; server RSS {before:.0f} MB -> "
-              f"{after:.0f} MB (growth {after - before:+.1f} MB)")
+              f"{after:.0f} MB (growth {after - before:+.1f} MB); every 500: {' '.join(series)} MB")
     finally:
         proc.terminate()
         proc.wait(timeout=30)

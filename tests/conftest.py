@@ -81,11 +81,12 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def app_server():
-    """`python app.py` on a free port, as the README starts it. Yields (process, url)."""
+def app_server(tiny_data):
+    """`python app.py` on a free port, as the README starts it. Yields (process, url).
+    Its test-set tab browses the tiny data set (80 images: quick to test the first time)."""
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False"}
+           "GRADIO_ANALYTICS_ENABLED": "False", "VIT_DATA_DIR": str(tiny_data)}
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / "app-server.log", "w")
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log,

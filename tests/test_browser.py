@@ -124,6 +124,35 @@ def test_upload_and_example(page, tmp_path):
     page.screenshot(path=SHOTS / "4-example.png", full_page=True)
 
 
+def wait_text(pg, selector: str, text: str, timeout=60_000):
+    pg.wait_for_function(
+        "([s, t]) => document.querySelector(s) && document.querySelector(s).innerText.includes(t)",
+        arg=[selector, text], timeout=timeout)
+
+
+def test_test_set_explorer(page):
+    """Browse the test set: the least confident answers, one of them in every view, then a click
+    on the confusion matrix filters the gallery to that cell."""
+    from vit.testset import CELL, LEFT, TOP
+    page.get_by_role("tab", name="Test set").click()
+    wait_text(page, "#testset-status", "test set")
+    page.get_by_label("least confident").check()
+    wait_text(page, "#testset-status", "least confident first")
+    page.wait_for_selector("#testset-gallery img", timeout=30_000)
+    page.screenshot(path=SHOTS / "5-test-set.png", full_page=True)
+    page.locator("#testset-gallery img").first.click()
+    wait_status(page, "Test image #")
+    assert "true class" in status(page)
+    assert page.locator("#attention img").count() >= 1
+    page.screenshot(path=SHOTS / "6-test-image.png", full_page=True)
+    img = page.locator("#confusion img")
+    box = img.bounding_box()
+    scale = box["width"] / page.evaluate("() => document.querySelector('#confusion img').naturalWidth")
+    page.mouse.click(box["x"] + (LEFT + 1.5 * CELL) * scale, box["y"] + (TOP + 1.5 * CELL) * scale)
+    wait_text(page, "#testset-status", "true class 1, predicted 1")
+    page.screenshot(path=SHOTS / "7-confusion-click.png", full_page=True)
+
+
 def test_touch_drawing_on_a_phone(browser, app_server):
     """A phone-sized viewport, a finger: touch events on the canvas draw and get a prediction."""
     ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,

@@ -46,9 +46,6 @@ def test_two_processes_train_one_model(ddp_run):
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert [int(x["epoch"]) for x in rows] == [1, 2]
     assert float(rows[-1]["train_loss"]) < float(rows[0]["train_loss"])
-    # The epoch covered the whole training set once across both ranks: 320 images.
-    assert float(rows[0]["epoch_seconds"]) * float(rows[0]["images_per_second"]) == \
-        pytest.approx(320, rel=0.02)
     model = load_checkpoint(out)
     prov = json.loads((out / "config.json").read_text())["provenance"]
     assert prov["command"].startswith("torchrun --nproc_per_node=2 -m vit.train --data-dir")

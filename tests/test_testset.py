@@ -1,6 +1,10 @@
 """The test-set explorer's library: the model's answers on a test split, cached beside the
 checkpoint and invalidated when the weights or the data change; selections; the clickable
 confusion matrix."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -109,3 +113,21 @@ def test_data_cli_reports_where_the_data_is(tiny_data, tmp_path):
     assert "mnist train: 320 images" in r.stdout and "mnist test: 80 images" in r.stdout
     r = run_module("vit.data", "--data-dir", tmp_path / "none", "--no-download", timeout=60)
     assert r.returncode == 1 and "not found" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("on_spaces, with_data, visible", [
+    (True, False, False),     # a Space without the data: no empty tab
+    (True, True, True),
+    (False, False, True),     # locally: the tab says how to get the data
+])
+def test_tab_is_hidden_on_spaces_without_data(on_spaces, with_data, visible, tiny_data, tmp_path):
+    env = {**os.environ, "VIT_DATA_DIR": str(tiny_data if with_data else tmp_path)}
+    env.pop("SPACE_ID", None)
+    if on_spaces:
+        env["SPACE_ID"] = "someone/vit-explorer"
+    code = ("import app; tab = next(b for b in app.demo.blocks.values() "
+            "if getattr(b, 'elem_id', None) == 'testset-tab'); print('visible:', tab.visible)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert f"visible: {visible}" in r.stdout
