@@ -8,7 +8,7 @@ from PIL import Image
 
 from conftest import HAS_MNIST, ROOT, SHARED_DATA
 from vit.examples import render_digit
-from vit.preprocess import PreprocessError, preprocess, to_model_image
+from vit.preprocess import PreprocessError, compact, preprocess, to_model_image
 
 
 def centre_of_mass(img):
@@ -65,6 +65,22 @@ def test_sketchpad_rgba_layers_and_composite():
     comp = np.repeat((255 - ink)[..., None], 3, axis=2)
     value = {"background": comp, "layers": [np.zeros((500, 500, 3), np.uint8)], "composite": comp}
     assert np.allclose(to_model_image(value), expected, atol=0.02)
+
+
+def test_compact_copy_reads_back_to_the_same_input():
+    """What the app keeps per visitor: 8x smaller than a canvas value, the same model input."""
+    ink = 255 - np.asarray(drawn("5", 500, 280, (150, 60)), np.uint8)
+    layer = np.zeros((500, 500, 4), np.uint8)
+    layer[..., 3] = ink
+    canvas = {"background": None, "layers": [layer], "composite": layer}
+    paper = drawn("5", 500, 280, (150, 60))                       # black on white, as uploaded
+    for value in (canvas, paper):
+        kept = compact(value)
+        assert kept.dtype == np.uint8 and kept.shape == (500, 500)
+        assert np.array_equal(to_model_image(kept), to_model_image(value))
+    assert compact(canvas).nbytes * 8 == layer.nbytes * 2
+    with pytest.raises(PreprocessError):
+        compact({"background": None, "layers": [], "composite": None})
 
 
 @pytest.mark.parametrize("value", [None, {"background": None, "layers": [], "composite": None},

@@ -31,7 +31,7 @@ class CheckpointError(ValueError):
     """A checkpoint folder can't be loaded; the message is one line that names the problem."""
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     """Call write(tmp_path), then rename tmp over `path` (atomic on POSIX and Windows)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -45,12 +45,12 @@ def _atomic_write(path: Path, write) -> None:
 
 
 def save_json(path: Path, obj: dict) -> None:
-    _atomic_write(Path(path), lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=2) + "\n"))
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=2) + "\n"))
 
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> None:
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-    _atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata=metadata))
+    atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata=metadata))
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from . import distributed
-from .checkpoint import (CheckpointError, load_tensors, read_config, resolve_device,
+from .checkpoint import (CheckpointError, atomic_write, load_tensors, read_config, resolve_device,
                          save_checkpoint, save_json, save_tensors)
 from .data import AUGMENT, DATASETS, DEFAULT_DATA_DIR, DataError, load_split, normalize
 from .model import ViT, ViTConfig
@@ -188,7 +188,6 @@ def evaluate(model: ViT, images: torch.Tensor, labels: torch.Tensor, mean: float
 def plot_curves(rows: list[dict], path: Path) -> None:
     """Loss and accuracy per epoch, as a PNG (matplotlib's object API: no pyplot state)."""
     from matplotlib.figure import Figure
-    from .checkpoint import _atomic_write
     ep = [int(r["epoch"]) for r in rows]
     fig = Figure(figsize=(9, 3.5), dpi=100)
     ax1, ax2 = fig.subplots(1, 2)
@@ -202,7 +201,7 @@ def plot_curves(rows: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    _atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
 
 
 METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "test_loss", "test_acc",
