@@ -392,7 +392,8 @@ def build() -> gr.Blocks:
                         conf_img = gr.Image(label="Confusion matrix — click a cell to filter",
                                             interactive=False, buttons=[], elem_id="confusion",
                                             height=500)
-                        gallery = gr.Gallery(label="Click an image to explain it", columns=6,
+                        gallery = gr.Gallery(label="Click an image to explain it (caption: true→predicted, "
+                                                   "confidence)", columns=6,
                                              height=520, allow_preview=False, elem_id="testset-gallery")
                         shown = gr.State([])
                         ts_open = gr.State(False)

@@ -105,5 +105,8 @@ def app_server(tiny_data):
     proc.terminate()
     proc.wait(timeout=20)
     log.close()
-    # The server must never print a traceback at a user, whatever the tests sent it.
-    assert "Traceback" not in (ARTIFACTS / "app-server.log").read_text()
+    # The server must never print a traceback at a user, whatever the tests sent it. (uvicorn
+    # logs a browser that closes mid-upload as ClientDisconnect: the client left, nothing broke.)
+    blocks = (ARTIFACTS / "app-server.log").read_text().split("Traceback (most recent call last)")
+    crashes = [b for b in blocks[1:] if "starlette.requests.ClientDisconnect" not in b]
+    assert not crashes, crashes[0][-2000:]

@@ -81,8 +81,8 @@ class Answers:
     def caption(self, i: int) -> str:
         t, p = self.labels[i], self.preds[i]
         names = self.class_names
-        verdict = f"{names[p]} ✓" if t == p else f"{names[t]} → {names[p]}"
-        return f"#{i}: {verdict} ({100 * self.confidence[i]:.0f} %)"
+        verdict = f"{names[p]} ✓" if t == p else f"{names[t]}→{names[p]}"
+        return f"{verdict} {100 * self.confidence[i]:.0f}%"
 
 
 def _sha256(*arrays: bytes) -> str:
