@@ -16,8 +16,8 @@ import torch
 
 from vit import explain as ex
 from vit import testset as ts
-from vit.checkpoint import CheckpointError
-from vit.data import DATASETS, DataError
+from vit.checkpoint import CheckpointError, read_config
+from vit.data import DataError, load_split
 from vit.examples import write_examples
 from vit.inference import Predictor, find_checkpoints
 from vit.preprocess import PreprocessError, compact
@@ -305,13 +305,12 @@ def refresh_testset(opened, name, kind, true, pred, progress=gr.Progress()):
 
 
 def _testset_on_disk() -> bool:
-    for name in CHECKPOINTS:
+    """Whether any model's test split is under DATA_DIR (reads configs only, not weights)."""
+    for folder in CHECKPOINTS.values():
         try:
-            dataset = get_predictor(name).config.get("dataset", "mnist")
-            from vit.data import load_split
-            load_split(dataset, DATA_DIR, train=False)
+            load_split(read_config(folder).get("dataset", "mnist"), DATA_DIR, train=False)
             return True
-        except (gr.Error, DataError):
+        except (CheckpointError, DataError):
             continue
     return False
 
@@ -378,7 +377,7 @@ def build() -> gr.Blocks:
                                     examples_per_page=10, cache_examples=False)
                     # On a Space the tab appears only when the data was put there too.
                     with gr.Tab("Test set", id="testset", elem_id="testset-tab",
-                                visible=_testset_on_disk() or "SPACE_ID" not in os.environ) as ts_tab:
+                                visible="SPACE_ID" not in os.environ or _testset_on_disk()) as ts_tab:
                         ts_status = gr.Markdown("Loading the test set…", elem_id="testset-status")
                         with gr.Row():
                             kind = gr.Radio(list(ts.KINDS), value="mistakes", label="Show",
