@@ -92,9 +92,7 @@ def project_loop(data_dir: str, cfg: ViTConfig, steps: int) -> float:
         torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         opt.step()
 
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    with sdpa_kernel([SDPBackend.MATH]):      # what vit.train uses on the CPU
-        return timed(step, batches(), steps)
+    return timed(step, batches(), steps)
 
 
 def seed_loop(data_dir: str, cfg: ViTConfig, steps: int) -> float:

@@ -77,3 +77,26 @@ def test_weight_decay_only_on_matrices(model):
     assert "pos_embed" not in decayed and "cls_token" not in decayed
     assert not any("norm" in n or n.endswith(".bias") for n in decayed)
     assert "blocks.0.attn.qkv.weight" in decayed and "patch_embed.weight" in decayed
+
+
+def test_conv_stem_keeps_one_token_per_patch():
+    """The hybrid input (a 3x3 conv before patching) changes what a token sees, not the grid:
+    attention maps still have 1 + 7x7 tokens, and a pixel only reaches its own patch's token
+    and those of the patches next to it (one-pixel rim)."""
+    torch.manual_seed(0)
+    m = ViT(ViTConfig(dim=32, depth=2, heads=4, mlp_dim=64, stem_channels=8)).eval()
+    _, attn = m(torch.randn(2, 1, 28, 28), return_attention=True)
+    assert attn.shape == (2, 2, 4, 50, 50)
+    x = torch.zeros(1, 1, 28, 28, requires_grad=True)
+    emb = m.patch_embed(m.stem(x)).flatten(2)              # (1, D, 49) patch tokens
+    emb[0, :, 3 * 7 + 3].sum().backward()                  # the token of patch (3, 3)
+    rows, cols = torch.nonzero(x.grad[0, 0]).unbind(1)
+    assert (rows.min(), rows.max(), cols.min(), cols.max()) == (11, 16, 11, 16)  # 4x4 + rim
+
+
+def test_plain_vit_has_no_stem_parameters():
+    names = {n for n, _ in ViT(ViTConfig(stem_channels=0)).named_parameters()}
+    assert not any(n.startswith("stem.") for n in names)
+    assert "patch_embed.weight" in names
+    with pytest.raises(ValueError, match="stem_channels"):
+        ViTConfig(stem_channels=-1)

@@ -21,6 +21,7 @@ class ViTConfig:
     image_size: int = 28      # square input, pixels
     channels: int = 1         # 1 for MNIST / Fashion-MNIST
     patch_size: int = 4       # 28 / 4 = a 7x7 grid of patches: readable attention maps
+    stem_channels: int = 16   # >0: the paper's "hybrid" input, a 3x3 conv stem before patching
     dim: int = 64             # token width D
     depth: int = 6            # transformer blocks
     heads: int = 4            # attention heads per block (D must divide by it)
@@ -39,7 +40,7 @@ class ViTConfig:
             if f.name == "dropout":
                 if not 0.0 <= v < 1.0:
                     raise ValueError(f"dropout must be in [0, 1), got {v}")
-            elif v < 1:
+            elif v < (0 if f.name == "stem_channels" else 1):
                 raise ValueError(f"{f.name} must be a positive integer, got {v}")
 
     @property
@@ -123,8 +124,14 @@ class ViT(nn.Module):
     def __init__(self, cfg: ViTConfig):
         super().__init__()
         self.cfg = cfg
+        # The "hybrid" of the paper (sec. 3.1), scaled down: one 3x3 conv at full resolution lets
+        # each token see its patch plus a one-pixel rim, so strokes cut by a patch border are not
+        # lost to the linear projection. Tokens stay one per patch, so attention maps keep the grid.
+        self.stem = (nn.Sequential(nn.Conv2d(cfg.channels, cfg.stem_channels, 3, padding=1), nn.GELU())
+                     if cfg.stem_channels else nn.Identity())
         # A conv with kernel = stride = patch size is exactly "cut into patches, flatten, project".
-        self.patch_embed = nn.Conv2d(cfg.channels, cfg.dim, cfg.patch_size, stride=cfg.patch_size)
+        self.patch_embed = nn.Conv2d(cfg.stem_channels or cfg.channels, cfg.dim, cfg.patch_size,
+                                     stride=cfg.patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim))
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + cfg.num_patches, cfg.dim))
         self.pos_drop = nn.Dropout(cfg.dropout)
@@ -151,7 +158,7 @@ class ViT(nn.Module):
     def forward_features(self, x: torch.Tensor, return_attention: bool = False):
         """Images (B, C, S, S) -> normalised tokens (B, T, D) and, if asked, the attention
         weights of every block stacked as (B, depth, H, T, T)."""
-        x = self.patch_embed(x)                        # (B, D, grid, grid)
+        x = self.patch_embed(self.stem(x))             # (B, D, grid, grid)
         x = x.flatten(2).transpose(1, 2)               # (B, N, D), patches in row-major order
         cls = self.cls_token.expand(x.shape[0], -1, -1)
         x = torch.cat([cls, x], dim=1) + self.pos_embed  # (B, T, D)
