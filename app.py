@@ -401,8 +401,10 @@ def build() -> gr.Blocks:
                 label = gr.Label(num_top_classes=10, label="Prediction (probability per class)",
                                  elem_id="prediction")
         gr.Markdown("## What the model sees\nYour input, cropped, scaled and centred like the training "
-                    "data, at 28×28 pixels, cut into a grid of patches. Each patch becomes one token; "
-                    "a learned [CLS] token is put in front and the answer is read from it.")
+                    "data, at 28×28 pixels, cut into a grid of patches. Each patch becomes one token "
+                    "(\"About this model\" at the bottom says whether a 3×3 convolution first lets it "
+                    "see a pixel past its patch); a learned [CLS] token is put in front and the answer "
+                    "is read from it.")
         with gr.Row():
             seen = gr.Image(label="Input with its patch grid (patch numbers = token order)",
                             interactive=False, height=340, buttons=["download"], elem_id="seen")

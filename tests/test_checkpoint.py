@@ -98,6 +98,20 @@ def test_config_with_more_layers_than_weights(ckpt):
         load_checkpoint(folder)
 
 
+def test_stem_setting_that_does_not_match_weights(ckpt):
+    """Weights trained with the conv stem, config saying there is none (an old config.json put
+    beside new weights): the message names the first tensor whose shape differs."""
+    folder, _ = ckpt
+    cfg = json.loads((folder / "config.json").read_text())
+    assert cfg["model"]["stem_channels"] == 16              # the fixture uses the default
+    cfg["model"]["stem_channels"] = 0
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError) as e:
+        load_checkpoint(folder)
+    msg = one_line(e)
+    assert "patch_embed.weight" in msg and "(16, 16, 4, 4)" in msg and "(16, 1, 4, 4)" in msg
+
+
 @pytest.mark.parametrize("where", ["top", "model"])
 def test_unknown_config_keys(ckpt, where):
     folder, _ = ckpt

@@ -68,7 +68,11 @@ class Predictor:
             ("Test accuracy", f"{100 * acc:.2f} %" if acc is not None else "not recorded"),
             ("Parameters", f"{c.get('num_parameters', self.model.num_parameters()):,}"),
             ("Architecture", f"{m['depth']} layers × {m['heads']} heads, width {m['dim']}, "
-                             f"MLP {m['mlp_dim']}, {m['patch_size']}-px patches "
+                             f"MLP {m['mlp_dim']}, "
+                             + (f"3×3 conv stem ({self.model.cfg.stem_channels} channels: each token "
+                                f"also sees a 1-px rim around its patch), "
+                                if self.model.cfg.stem_channels else "")
+                             + f"{m['patch_size']}-px patches "
                              f"({self.grid}×{self.grid} grid + [CLS] = {self.grid ** 2 + 1} tokens)"),
             ("Trained with", f"`{prov.get('command', '?')}`"),
             ("Commit", f"`{prov.get('commit', '?')}`"),
