@@ -40,7 +40,7 @@ class TrainConfig:
     download: bool = field(default=True, metadata={
         "help": "download the data set if it is missing (--no-download to forbid)"})
     out: str = field(default="", metadata={"help": "checkpoint folder (default: checkpoints/DATASET)"})
-    epochs: int = field(default=35, metadata={"help": "passes over the training set"})
+    epochs: int = field(default=28, metadata={"help": "passes over the training set"})
     batch_size: int = field(default=128, metadata={"help": "images per optimiser step"})
     lr: float = field(default=1e-3, metadata={"help": "peak learning rate of AdamW"})
     min_lr: float = field(default=1e-5, metadata={"help": "learning rate at the end of the cosine"})
