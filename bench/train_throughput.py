@@ -6,7 +6,8 @@ The project loop: MNIST as one uint8 tensor, batched affine augmentation, our Vi
 attention), AdamW, batch 128 — the exact step `vit.train` runs. The seeds' loop: torchvision MNIST
 through a DataLoader with per-item PIL -> ToTensor -> Normalize, a ViT built from
 nn.MultiheadAttention blocks, Adam, batch 64. Both run in one process, one after the other, and the
-script prints images/s (median over timed windows) and `ratio: X`.
+script prints images/s (median over timed windows) and `ratio: X`. Last, it times the step's matrix
+multiplies alone (same shapes, nothing else): the ceiling no training loop can pass on this machine.
 """
 from __future__ import annotations
 
@@ -40,10 +41,13 @@ class SeedBlock(nn.Module):
 
 
 class SeedViT(nn.Module):
-    """The seeds' notebook model: same sizes as ours, nn.MultiheadAttention inside."""
+    """The seeds' notebook model: same sizes as ours (conv stem included), nn.MultiheadAttention
+    inside."""
     def __init__(self, c: ViTConfig):
         super().__init__()
-        self.embed = nn.Conv2d(1, c.dim, c.patch_size, c.patch_size)
+        self.embed = nn.Sequential(*([nn.Conv2d(1, c.stem_channels, 3, padding=1), nn.GELU()]
+                                     if c.stem_channels else []),
+                                   nn.Conv2d(c.stem_channels or 1, c.dim, c.patch_size, c.patch_size))
         self.cls = nn.Parameter(torch.zeros(1, 1, c.dim))
         self.pos = nn.Parameter(torch.zeros(1, 1 + c.num_patches, c.dim))
         self.blocks = nn.Sequential(*[SeedBlock(c.dim, c.heads, c.mlp_dim) for _ in range(c.depth)])
@@ -113,6 +117,29 @@ def seed_loop(data_dir: str, cfg: ViTConfig, steps: int) -> float:
     return timed(step, loader, steps * 2)        # batches are half the size: same images
 
 
+def gemm_ceiling(cfg: ViTConfig, batch: int, steps: int) -> float:
+    """images/s of a step that does only the model's matrix multiplies — every Linear's forward
+    product and its two backward products (input and weight gradients) at the real shapes, the
+    patch projection and the stem's 3x3 conv as GEMMs — and nothing else. No loop that trains this
+    model on this machine can beat it: it is the ceiling for any speed-up."""
+    T, N = 1 + cfg.num_patches, cfg.num_patches
+    d, m, p = cfg.dim, cfg.mlp_dim, cfg.patch_size
+    shapes = [(batch * T, d, 3 * d), (batch * T, d, d), (batch * T, d, m), (batch * T, m, d)] * cfg.depth
+    shapes += [(batch * N, (cfg.stem_channels or cfg.channels) * p * p, d), (batch, d, cfg.num_classes)]
+    if cfg.stem_channels:
+        shapes.append((batch * cfg.image_size ** 2, 9 * cfg.channels, cfg.stem_channels))
+    mats = [(torch.randn(M, K), torch.randn(K, O), torch.randn(M, O)) for M, K, O in shapes]
+
+    def step(*_):
+        for x, w, g in mats:
+            x @ w                 # forward
+            g @ w.T               # gradient w.r.t. the input
+            x.T @ g               # gradient w.r.t. the weight
+
+    fake = iter(lambda: (None, range(batch)), None)
+    return timed(step, fake, steps)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default="data")
@@ -129,6 +156,9 @@ def main() -> None:
     seeds = seed_loop(args.data_dir, cfg, args.steps)
     print(f"seeds' loop:  {seeds:.0f} images/s")
     print(f"ratio: {ours / seeds:.2f}")
+    ceiling = gemm_ceiling(cfg, TrainConfig().batch_size, args.steps)
+    print(f"matrix multiplies alone: {ceiling:.0f} images/s = {ceiling / seeds:.2f}x the seeds' loop "
+          f"(the ceiling if everything else in a step were free)")
 
 
 if __name__ == "__main__":
