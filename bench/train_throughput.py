@@ -1,13 +1,13 @@
 """Training throughput: this project's trainer loop vs the seeds' notebook-style loop, same model size.
 
-    python bench/train_throughput.py --data-dir ../shared/data [--steps 60] [--threads 0]
+    python bench/train_throughput.py --data-dir ../shared/data [--rounds 8] [--threads 0]
 
 The project loop: MNIST as one uint8 tensor, batched affine augmentation, our ViT (fused SDPA
 attention), AdamW, batch 128 — the exact step `vit.train` runs. The seeds' loop: torchvision MNIST
 through a DataLoader with per-item PIL -> ToTensor -> Normalize, a ViT built from
-nn.MultiheadAttention blocks, Adam, batch 64. Both run in one process, one after the other, and the
-script prints images/s (median over timed windows) and `ratio: X`. Last, it times the step's matrix
-multiplies alone (same shapes, nothing else): the ceiling no training loop can pass on this machine.
+nn.MultiheadAttention blocks, Adam, batch 64. A third "loop" does only the step's matrix multiplies
+(same shapes, nothing else): the ceiling no training loop can pass on this machine. All three run in
+one process, taking turns window by window; the script prints medians and `ratio: X`.
 """
 from __future__ import annotations
 
@@ -59,23 +59,24 @@ class SeedViT(nn.Module):
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
-def timed(step_fn, batches, steps: int, warmup: int = 5, window: int = 10) -> float:
-    """Median images/s over windows of `window` steps, after `warmup` steps."""
-    it = iter(batches)
-    for _ in range(warmup):
-        step_fn(*next(it))
-    rates = []
-    for _ in range(max(1, steps // window)):
+class Loop:
+    """A training step and its batches; `window()` times `steps` steps and returns images/s."""
+
+    def __init__(self, step_fn, batches, steps: int, warmup: int = 5):
+        self.step_fn, self.it, self.steps = step_fn, iter(batches), steps
+        for _ in range(warmup):
+            self.step_fn(*next(self.it))
+
+    def window(self) -> float:
         t, n = time.perf_counter(), 0
-        for _ in range(window):
-            x, y = next(it)
-            step_fn(x, y)
+        for _ in range(self.steps):
+            x, y = next(self.it)
+            self.step_fn(x, y)
             n += len(y)
-        rates.append(n / (time.perf_counter() - t))
-    return statistics.median(rates)
+        return n / (time.perf_counter() - t)
 
 
-def project_loop(data_dir: str, cfg: ViTConfig, steps: int) -> float:
+def project_loop(data_dir: str, cfg: ViTConfig) -> Loop:
     tc = TrainConfig()
     split = load_split("mnist", data_dir, True)
     model = ViT(cfg)
@@ -96,10 +97,10 @@ def project_loop(data_dir: str, cfg: ViTConfig, steps: int) -> float:
         torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         opt.step()
 
-    return timed(step, batches(), steps)
+    return Loop(step, batches(), 10)                # 1,280 images per window
 
 
-def seed_loop(data_dir: str, cfg: ViTConfig, steps: int) -> float:
+def seed_loop(data_dir: str, cfg: ViTConfig) -> Loop:
     import torchvision
     from torchvision import transforms
     ds = torchvision.datasets.MNIST(data_dir, train=True, download=False, transform=transforms.Compose(
@@ -114,10 +115,10 @@ def seed_loop(data_dir: str, cfg: ViTConfig, steps: int) -> float:
         loss.backward()
         opt.step()
 
-    return timed(step, loader, steps * 2)        # batches are half the size: same images
+    return Loop(step, loader, 20)                   # batches are half the size: same images
 
 
-def gemm_ceiling(cfg: ViTConfig, batch: int, steps: int) -> float:
+def gemm_ceiling(cfg: ViTConfig, batch: int) -> Loop:
     """images/s of a step that does only the model's matrix multiplies — every Linear's forward
     product and its two backward products (input and weight gradients) at the real shapes, the
     patch projection and the stem's 3x3 conv as GEMMs — and nothing else. No loop that trains this
@@ -137,13 +138,14 @@ def gemm_ceiling(cfg: ViTConfig, batch: int, steps: int) -> float:
             x.T @ g               # gradient w.r.t. the weight
 
     fake = iter(lambda: (None, range(batch)), None)
-    return timed(step, fake, steps)
+    return Loop(step, fake, 10)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default="data")
-    p.add_argument("--steps", type=int, default=60, help="timed steps of the project loop")
+    p.add_argument("--rounds", type=int, default=8,
+                   help="timed rounds; each times 1,280 images of every loop in turn")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     args = p.parse_args()
     if args.threads:
@@ -151,13 +153,21 @@ def main() -> None:
     torch.manual_seed(0)
     cfg = ViTConfig()
     print(f"model: {cfg}, torch {torch.__version__}, {torch.get_num_threads()} threads")
-    ours = project_loop(args.data_dir, cfg, args.steps)
-    print(f"project loop: {ours:.0f} images/s")
-    seeds = seed_loop(args.data_dir, cfg, args.steps)
-    print(f"seeds' loop:  {seeds:.0f} images/s")
-    print(f"ratio: {ours / seeds:.2f}")
-    ceiling = gemm_ceiling(cfg, TrainConfig().batch_size, args.steps)
-    print(f"matrix multiplies alone: {ceiling:.0f} images/s = {ceiling / seeds:.2f}x the seeds' loop "
+    # This VM's speed drifts by 2x within minutes (other tenants), so the loops take turns:
+    # one window each per round, and each round's ratio compares windows timed seconds apart.
+    loops = {"project": project_loop(args.data_dir, cfg), "seeds": seed_loop(args.data_dir, cfg),
+             "ceiling": gemm_ceiling(cfg, TrainConfig().batch_size)}
+    rates = {k: [] for k in loops}
+    for _ in range(args.rounds):
+        for name, loop in loops.items():
+            rates[name].append(loop.window())
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    ratio = statistics.median(p / q for p, q in zip(rates["project"], rates["seeds"]))
+    ceil = statistics.median(c / q for c, q in zip(rates["ceiling"], rates["seeds"]))
+    print(f"project loop: {med['project']:.0f} images/s (median of {args.rounds} windows)")
+    print(f"seeds' loop:  {med['seeds']:.0f} images/s")
+    print(f"ratio: {ratio:.2f}  (median of per-round ratios)")
+    print(f"matrix multiplies alone: {med['ceiling']:.0f} images/s = {ceil:.2f}x the seeds' loop "
           f"(the ceiling if everything else in a step were free)")
 
 
