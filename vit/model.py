@@ -40,7 +40,10 @@ class ViTConfig:
             if f.name == "dropout":
                 if not 0.0 <= v < 1.0:
                     raise ValueError(f"dropout must be in [0, 1), got {v}")
-            elif v < (0 if f.name == "stem_channels" else 1):
+            elif f.name == "stem_channels":
+                if v < 0:
+                    raise ValueError(f"stem_channels must be 0 (no stem) or more, got {v}")
+            elif v < 1:
                 raise ValueError(f"{f.name} must be a positive integer, got {v}")
 
     @property
