@@ -4,14 +4,12 @@ import json
 
 import pytest
 
-from conftest import HAS_MNIST, ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA
 from vit.checkpoint import load_checkpoint
-from vit.data import load_split
+from vit.data import DataError, load_split
 from vit.train import evaluate
 
 MNIST = ROOT / "checkpoints" / "mnist"
-
-
 FASHION = ROOT / "checkpoints" / "fashion-mnist"
 
 
@@ -28,27 +26,13 @@ def test_bundled_checkpoint_is_complete(folder):
     assert cfg["dataset"] == folder.name and (folder / "metrics.csv").is_file()
 
 
-@pytest.mark.skipif(not HAS_MNIST, reason="full MNIST is not in ../shared/data")
-def test_bundled_mnist_accuracy_is_what_config_records():
-    model = load_checkpoint(MNIST, "cpu")
-    test = load_split("mnist", SHARED_DATA, train=False)
-    norm = model.config["normalization"]
-    _, acc, _ = evaluate(model, test.images, test.labels, norm["mean"], norm["std"], 1000,
-                         next(model.parameters()).device)
-    assert acc == pytest.approx(model.config["test_accuracy"], abs=1e-4)
-
-
-def _fashion_test_split():
-    from vit.data import DataError
-    try:
-        return load_split("fashion-mnist", SHARED_DATA, train=False)   # or Debian's copy
+@pytest.mark.parametrize("folder", [MNIST, FASHION], ids=["mnist", "fashion-mnist"])
+def test_bundled_accuracy_is_what_config_records(folder):
+    model = load_checkpoint(folder, "cpu")
+    try:   # full test split from ../shared/data (or, for Fashion-MNIST, Debian's copy)
+        test = load_split(model.config["dataset"], SHARED_DATA, train=False)
     except DataError:
-        pytest.skip("Fashion-MNIST is not on this machine")
-
-
-def test_bundled_fashion_accuracy_is_what_config_records():
-    test = _fashion_test_split()
-    model = load_checkpoint(FASHION, "cpu")
+        pytest.skip(f"{model.config['dataset']} is not on this machine")
     norm = model.config["normalization"]
     _, acc, _ = evaluate(model, test.images, test.labels, norm["mean"], norm["std"], 1000,
                          next(model.parameters()).device)

@@ -2,6 +2,7 @@
 checkpoint and invalidated when the weights or the data change; selections; the clickable
 confusion matrix."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -121,7 +122,6 @@ def test_data_cli_reports_where_the_data_is(tiny_data, tmp_path):
     (False, False, True),     # locally: the tab says how to get the data
 ])
 def test_tab_is_hidden_on_spaces_without_data(on_spaces, with_data, visible, tiny_data, tmp_path):
-    import shutil
     # Only the MNIST model: a Fashion-MNIST one would find Debian's copy of its data set.
     shutil.copytree(ROOT / "checkpoints" / "mnist", tmp_path / "ck" / "mnist",
                     ignore=shutil.ignore_patterns(".cache", "train_state"))
