@@ -36,6 +36,19 @@ def files(tmp_path_factory):
     Image.new("RGBA", (200, 200), (0, 0, 0, 0)).save(d / "transparent.png")
     Image.fromarray((np.asarray(seven, np.uint16) * 257).astype("<u2")).save(d / "sixteen.png")
     seven.convert("CMYK").save(d / "cmyk.jpg")
+    # Files as an attacker sends them (Gradio used to decode these itself and answer with a
+    # multi-line message showing server paths).
+    (d / "empty.png").write_bytes(b"")
+    (d / "random.png").write_bytes(bytes(np.random.default_rng(1).integers(0, 256, 5000, dtype=np.uint8)))
+    (d / "photo.heic").write_bytes(b"\0\0\0\x18ftypheic\0\0\0\0mif1heic" + b"\0" * 300)
+    from test_preprocess import _png_header_only, _text_bomb
+    (d / "bomb.png").write_bytes(_png_header_only(60_000, 60_000))     # 3.6 gigapixels
+    (d / "text_bomb.png").write_bytes(_text_bomb())
+    sideways = Image.new("RGB", (600, 600), "white")
+    sideways.paste(render_digit("7", 400, 30).convert("RGB"), (100, 100))
+    exif = Image.Exif()
+    exif[0x0112] = 6                     # stored turned a quarter; EXIF says how to view it
+    sideways.transpose(Image.Transpose.ROTATE_90).save(d / "sideways.jpg", exif=exif, quality=95)
     frames = [render_digit("3"), render_digit("8")]
     frames[0].save(d / "anim.gif", save_all=True, append_images=frames[1:], duration=100, loop=0)
     seven.convert("P").save(d / "palette.png")
@@ -52,6 +65,7 @@ def test_drawn_digit_is_classified(client, files):
 
 @pytest.mark.parametrize("name, expected", [
     ("sixteen.png", "7"), ("cmyk.jpg", "7"), ("palette.png", "7"), ("anim.gif", "3"),
+    ("sideways.jpg", "7"),
 ])
 def test_unusual_formats_get_an_answer(client, files, name, expected):
     assert label_of(client.predict(handle_file(str(files / name)), api_name="/classify")) == expected
@@ -61,10 +75,13 @@ def test_unusual_formats_get_an_answer(client, files, name, expected):
     ("blank.png", "looks blank"), ("one_pixel.png", "looks blank"),
     ("huge.png", "the limit is"), ("truncated.png", "damaged or truncated"),
     ("notes.png", "not an image"), ("transparent.png", "looks blank"),
+    ("empty.png", "empty"), ("random.png", "not an image"), ("photo.heic", "not an image"),
+    ("bomb.png", "limit is 40 megapixels"), ("text_bomb.png", "damaged or truncated"),
 ])
 def test_bad_files_get_a_clear_message_and_the_server_keeps_serving(app_server, client, files, name, message):
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(Exception, match=message) as e:
         client.predict(handle_file(str(files / name)), api_name="/classify")
+    assert "/tmp" not in str(e.value) and "\n" not in str(e.value).strip()   # no server paths
     assert app_server[0].poll() is None
     assert label_of(client.predict(handle_file(str(files / "seven.png")), api_name="/classify")) == "7"
 
@@ -77,7 +94,7 @@ def test_sketchpad_value_through_the_drawing_endpoint(client, tmp_path):
     Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
     value = {"background": None, "layers": [handle_file(str(tmp_path / "layer.png"))],
              "composite": handle_file(str(tmp_path / "layer.png"))}
-    out = client.predict(value, "mnist", True, 6, 1, 24, api_name="/analyse_drawing")
+    out = client.predict(value, "mnist", True, 6, 1, None, api_name="/analyse_drawing")
     status, label = out[0], out[1]
     assert "**4**" in status and label_of(label) == "4"
     for picture in out[2:8]:
@@ -85,6 +102,6 @@ def test_sketchpad_value_through_the_drawing_endpoint(client, tmp_path):
 
 
 def test_empty_canvas_is_a_friendly_state_not_an_error(client):
-    out = client.predict({"background": None, "layers": [], "composite": None}, "mnist", True, 6, 1, 24,
+    out = client.predict({"background": None, "layers": [], "composite": None}, "mnist", True, 6, 1, None,
                          api_name="/analyse_drawing")
     assert "Draw a digit" in out[0] and not out[1]          # no prediction shown

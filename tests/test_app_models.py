@@ -1,65 +1,198 @@
-"""The app's model selector with broken checkpoints: a clear one-line message, and the app keeps
-the model it had. Runs the app module in-process with VIT_CHECKPOINTS pointing at a test folder."""
-import importlib
+"""The app built by `create_app` over test folders of checkpoints: bad checkpoints are skipped at
+start-up with one line, a folder without a usable one says how to get one, a broken model is
+refused at a switch while the previous one stays, and every view works for any patch grid."""
 import json
 import pickle
 import shutil
+import subprocess
 import sys
+from types import SimpleNamespace
 
 import gradio as gr
+import numpy as np
 import pytest
+import torch
+from PIL import Image
 
 from conftest import ROOT
+from vit.checkpoint import save_checkpoint
+from vit.examples import render_digit
+from vit.model import ViT, ViTConfig
+from vit.ui import NoModelsError, create_app
+from vit.ui.models import Models
+from vit.ui.state import Shown
+
+META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
+        "normalization": {"mean": [0.1307], "std": [0.3081]}}
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ckpts")
-    shutil.copytree(ROOT / "checkpoints" / "mnist", root / "mnist",
-                    ignore=shutil.ignore_patterns("train_state", "best"))
-    trunc = root / "truncated"
-    shutil.copytree(root / "mnist", trunc)
-    data = (trunc / "model.safetensors").read_bytes()
-    (trunc / "model.safetensors").write_bytes(data[: len(data) // 3])
-    mism = root / "mismatched"
-    shutil.copytree(root / "mnist", mism)
-    cfg = json.loads((mism / "config.json").read_text())
-    cfg["model"]["dim"] *= 2
-    (mism / "config.json").write_text(json.dumps(cfg))
-    pick = root / "pickled"
-    shutil.copytree(root / "mnist", pick)
-    marker = root / "payload-ran"
+def tiny(folder, patch_size=4, image_size=28, seed=0, **meta):
+    torch.manual_seed(seed)
+    cfg = ViTConfig(image_size=image_size, patch_size=patch_size, dim=16, depth=2, heads=2, mlp_dim=16)
+    save_checkpoint(folder, ViT(cfg), {**META, **meta})
+    return folder
 
+
+def pickled(folder, marker):
     class Payload:
         def __reduce__(self):
             return (open, (str(marker), "w"))
-
-    (pick / "model.safetensors").write_bytes(pickle.dumps(Payload()))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("VIT_CHECKPOINTS", str(root))
-    sys.modules.pop("app", None)
-    module = importlib.import_module("app")
-    yield module, marker
-    mp.undo()
-    sys.modules.pop("app", None)
+    (folder / "model.safetensors").write_bytes(pickle.dumps(Payload()))
 
 
-def test_selector_lists_every_checkpoint_mnist_first(app):
-    module, _ = app
-    assert list(module.CHECKPOINTS)[0] == "mnist"
-    assert {"truncated", "mismatched", "pickled"} <= set(module.CHECKPOINTS)
+@pytest.fixture(scope="module")
+def broken_root(tmp_path_factory):
+    """mnist is fine; the others are broken in the ways people and attackers break them."""
+    root = tmp_path_factory.mktemp("ckpts")
+    tiny(root / "mnist")
+    trunc = tiny(root / "truncated")
+    data = (trunc / "model.safetensors").read_bytes()
+    (trunc / "model.safetensors").write_bytes(data[: len(data) // 3])
+    mism = tiny(root / "mismatched")
+    cfg = json.loads((mism / "config.json").read_text())
+    cfg["model"]["dim"] *= 2
+    (mism / "config.json").write_text(json.dumps(cfg))
+    pickled(tiny(root / "pickled"), root / "payload-ran")
+    nan = tiny(root / "nan")                  # passes the header check; refused when loaded
+    from safetensors.torch import load_file, save_file
+    w = load_file(nan / "model.safetensors")
+    w["head.weight"][0, 0] = float("nan")
+    save_file(w, nan / "model.safetensors")
+    return root
 
 
-@pytest.mark.parametrize("name, message", [
-    ("truncated", "truncated or corrupt"),
-    ("mismatched", "does not match the weights"),
-    ("pickled", "truncated or corrupt"),
-])
-def test_broken_checkpoint_is_refused_with_one_line_and_previous_model_kept(app, name, message):
-    module, marker = app
-    with pytest.raises(gr.Error, match=message) as e:
-        module.get_predictor(name)
-    assert "\n" not in e.value.message
-    selector, current, card = module.choose_model(name, "mnist")
-    assert selector["value"] == "mnist" and current == "mnist"
-    assert not marker.exists()                       # the pickle's payload never ran
+def test_bad_checkpoints_are_skipped_at_start_up_with_one_line_each(broken_root):
+    warnings = []
+    models = Models(broken_root, "cpu", warn=warnings.append)
+    assert models.default == "mnist" and set(models.names) == {"mnist", "nan"}
+    assert len(warnings) == 3 and all("\n" not in w for w in warnings)
+    assert not any(str(broken_root) in w for w in warnings)          # no server paths
+    assert not (broken_root / "payload-ran").exists()                # the pickle never ran
+
+
+def test_a_switch_to_a_model_that_fails_to_load_keeps_the_previous_one(broken_root):
+    page = create_app(broken_root, device="cpu").page
+    with pytest.warns(UserWarning, match="NaN") as w:       # gr.Warning outside a request
+        model, current, *_ = page.choose_model("nan", "mnist")
+    message = str(w[0].message)
+    assert "\n" not in message and str(broken_root) not in message
+    assert model["value"] == "mnist" and current == "mnist"
+    assert "nan" not in page.models.names                  # not offered again
+
+
+def test_a_bad_default_model_is_skipped_for_a_good_one(tmp_path):
+    pickled(tiny(tmp_path / "mnist"), tmp_path / "ran")
+    tiny(tmp_path / "fashion-mnist", dataset="fashion-mnist")
+    warnings = []
+    models = Models(tmp_path, "cpu", warn=warnings.append)
+    assert models.default == "fashion-mnist" and models.names == ["fashion-mnist"]
+    assert len(warnings) == 1 and "mnist" in warnings[0]
+
+
+@pytest.mark.parametrize("setup", ["empty", "missing", "all bad"])
+def test_no_usable_checkpoint_says_how_to_get_one(tmp_path, setup):
+    root = tmp_path / "ckpts"
+    if setup != "missing":
+        root.mkdir()
+    if setup == "all bad":
+        pickled(tiny(root / "mnist"), tmp_path / "ran")
+    with pytest.raises(NoModelsError, match="python -m vit.train") as e:
+        Models(root, "cpu", warn=lambda line: None)
+    assert "\n" not in str(e.value)
+
+
+def test_app_py_with_a_misspelt_checkpoints_folder_exits_with_one_line(tmp_path):
+    import os
+    env = {**os.environ, "VIT_CHECKPOINTS": str(tmp_path / "chekpoints"), "GRADIO_SERVER_PORT": "1"}
+    r = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "python -m vit.train" in lines[0]
+
+
+@pytest.fixture(scope="module")
+def grids_page(tmp_path_factory):
+    root = tmp_path_factory.mktemp("grids")
+    tiny(root / "mnist", patch_size=4)
+    tiny(root / "grid4", patch_size=7)
+    tiny(root / "grid2", patch_size=14)
+    tiny(root / "grid14", patch_size=2)
+    tiny(root / "big", image_size=56, patch_size=8)
+    return create_app(root, device="cpu").page
+
+
+def drawing_value(tmp_path, digit="4"):
+    ink = 255 - np.asarray(render_digit(digit, 500, 34), np.uint8)
+    layer = np.zeros((500, 500, 4), np.uint8)
+    layer[..., 3] = ink
+    Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
+    return {"background": None, "layers": [str(tmp_path / "layer.png")], "composite": None}
+
+
+@pytest.mark.parametrize("name, grid, size", [("grid4", 4, 28), ("grid2", 2, 28), ("grid14", 14, 28),
+                                              ("big", 7, 56)])
+def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid, size):
+    """A --patch-size 7 or 14 checkpoint crashed the app (clicked patch 24, token strip tiles)."""
+    page = grids_page
+    out = page.analyse_drawing(drawing_value(tmp_path), name, True, 2, 1, None)
+    status, label, *pics, shown = out
+    assert "reads this as" in status and len(label) == 10
+    assert all(isinstance(p, np.ndarray) and p.dtype == np.uint8 for p in pics)
+    assert isinstance(shown, Shown) and shown.image.shape == (size, size)
+    # The patch clicked on another model (24 of 7x7, say) is out of range here: no crash.
+    pick, row = page.explore(shown, name, 2, 2, 48)
+    assert pick.shape[0] == pick.shape[1]
+    cell = pick.shape[0] / grid
+    evt = SimpleNamespace(index=[cell * (grid - 0.5), cell * (grid - 0.5)])
+    patch, pick, row = page.pick_patch(shown, name, 2, 1, evt)
+    assert patch == grid * grid - 1
+    assert page.rescale(shown, name, False) is not None
+    # Switch to the 7x7 model and back: the same input goes through it.
+    again = page.reanalyse(shown, "mnist", True, 2, 1, patch)
+    assert "reads this as" in again[0] and again[-1].model == "mnist"
+
+
+def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):
+    out = grids_page.analyse_drawing(drawing_value(tmp_path), "grid4", True, 99, -5, 10**9)
+    assert "reads this as" in out[0]
+    out = grids_page.analyse_drawing(drawing_value(tmp_path), "grid4", None, "x", None, "y")
+    assert "reads this as" in out[0]
+    with pytest.raises(gr.Error, match="no model named"):
+        grids_page.analyse_drawing(drawing_value(tmp_path), "../../etc", True, 1, 1, None)
+
+
+def test_session_state_is_small(grids_page, tmp_path):
+    """Gradio keeps state an hour after a visitor leaves: a drawing keeps < 40 KB, not the
+    500x500 canvas (2 MB as arrays)."""
+    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-1]
+    assert shown.source.nbytes + shown.image.nbytes < 40_000
+
+
+def test_a_huge_drawing_is_refused_before_it_is_decoded(grids_page, tmp_path):
+    """A 13000x13000 Sketchpad value took the server from 1.5 to 4.5 GB."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    bomb = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 13000, 13000, 8, 6, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b""))
+    (tmp_path / "bomb.png").write_bytes(bomb)
+    value = {"background": None, "layers": [str(tmp_path / "bomb.png")], "composite": None}
+    import resource
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.warns(UserWarning, match="limit is 40 megapixels"):
+        out = grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)
+    assert out[1] is None and "limit is 40 megapixels" in out[0]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000   # KB
+
+
+def test_test_image_is_not_preprocessed_again_after_a_switch(grids_page):
+    """A test-set image is already a model input: switching to another model of the same input
+    size must show exactly it, not a re-laid-out copy."""
+    img = np.zeros((28, 28), np.float32)
+    img[4:10, 2:6] = 1.0                     # off-centre: preprocessing would move it
+    shown = Shown("test", img, img, "mnist")
+    out = grids_page.reanalyse(shown, "grid4", True, 2, 1, None)
+    assert np.array_equal(out[-1].image, img)

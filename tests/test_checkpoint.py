@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from vit.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from vit.checkpoint import CheckpointError, load_checkpoint, open_checkpoint, save_checkpoint
 from vit.model import ViT, ViTConfig
 
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
@@ -29,13 +29,23 @@ def one_line(excinfo) -> str:
 
 def test_round_trip(ckpt):
     folder, model = ckpt
-    loaded = load_checkpoint(folder, "cpu")
-    assert not loaded.training
+    loaded = open_checkpoint(folder, "cpu")
+    assert not loaded.model.training and loaded.folder == folder
     assert loaded.class_names == META["class_names"]
-    assert loaded.config["num_parameters"] == model.num_parameters()
+    assert loaded.device == torch.device("cpu")
+    cfg = loaded.config
+    assert cfg.num_parameters == model.num_parameters() and cfg.model == model.cfg
+    assert (cfg.mean, cfg.std, cfg.dataset, cfg.test_accuracy) == ((0.1307,), (0.3081,), "mnist", 0.5)
     x = torch.randn(2, 1, 28, 28)
-    torch.testing.assert_close(loaded(x), model.eval()(x), atol=0, rtol=0)
+    torch.testing.assert_close(loaded.model(x), model.eval()(x), atol=0, rtol=0)
     assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors"]   # no temp files
+
+
+def test_load_checkpoint_returns_the_plain_model(ckpt):
+    folder, model = ckpt
+    loaded = load_checkpoint(folder, "cpu")
+    assert type(loaded) is ViT and not loaded.training and loaded.cfg == model.cfg
+    assert not hasattr(loaded, "class_names") and not hasattr(loaded, "config")
 
 
 def test_missing_folder(tmp_path):

@@ -111,3 +111,49 @@ def test_single_map_picture(img):
     m[3, 4] = 1.0
     pic = ex.single_map_picture(img, m, "title", 336, marked=5)
     assert pic.shape == (336 + 44, 336, 3) and pic.dtype == np.uint8
+
+
+@pytest.mark.parametrize("image_size, patch_size", [(28, 14), (28, 7), (28, 4), (28, 2), (32, 8), (56, 4)])
+def test_every_picture_works_for_any_grid(image_size, patch_size):
+    """Grids from 2x2 to 14x14 and other image sizes: a 4x4-grid checkpoint (--patch-size 7)
+    crashed the app's token strip (tile 36 is not a multiple of 7) and its clicked-patch state."""
+    torch.manual_seed(0)
+    cfg = ViTConfig(image_size=image_size, patch_size=patch_size, dim=16, depth=2, heads=2, mlp_dim=16)
+    e = ex.explain(ViT(cfg).eval(), torch.randn(1, 1, image_size, image_size))
+    g, S = cfg.grid, image_size
+    img = np.random.default_rng(0).random((S, S)).astype(np.float32)
+    assert e.cls_maps.shape == (2, 2, g, g)
+    strip = ex.token_strip(img, g)
+    _, corners = ex._strip_template(g, max(10, g + 1), patch_size * max(1, round(36 / patch_size)))
+    assert len(corners) == g * g + 1
+    last = g * g - 1                                       # the last patch, bottom right, in its tile
+    y, x = corners[-1]
+    rep = max(1, round(36 / patch_size))
+    np.testing.assert_array_equal(
+        strip[y:y + patch_size * rep:rep, x:x + patch_size * rep:rep, 0],
+        (img[-patch_size:, -patch_size:] * 255).astype(np.uint8))
+    centre = (g // 2) * g + g // 2
+    for marked in (0, centre, last):
+        pic = ex.patch_grid_picture(img, g, 336, marked=marked)
+        assert pic.shape[0] == pic.shape[1] == S * max(1, 336 // S)
+        row = ex.patch_attention_row(e.attn, 1, 1, marked, g)
+        assert row.shape == (g, g)
+        single = ex.single_map_picture(img, row, "t", 336, marked=marked)
+        assert single.shape[1] == pic.shape[1]
+        cell = pic.shape[0] / g
+        assert ex.patch_at((marked % g + 0.5) * cell, (marked // g + 0.5) * cell, pic.shape[0], g) == marked
+    grid_pic = ex.attention_grid_picture(img, e.cls_maps)
+    assert grid_pic.dtype == np.uint8 and grid_pic.shape[1] > 2 * S
+
+
+def test_colour_images_are_drawn_in_colour():
+    """An RGB input (S, S, 3) keeps its colours under the grid and in the token strip."""
+    img = np.zeros((32, 32, 3), np.float32)
+    img[..., 0] = 1.0                                      # pure red
+    pic = ex.patch_grid_picture(img, 4, 320)
+    assert tuple(pic[20, 20]) == (255, 0, 0)
+    strip = ex.token_strip(img, 4)
+    _, corners = ex._strip_template(4, 10, 40)
+    y, x = corners[1]
+    assert tuple(strip[y + 5, x + 5]) == (255, 0, 0)
+    assert ex.heat_overlay(img, np.zeros((4, 4)), 1.0, 64).shape == (64, 64, 3)

@@ -3,19 +3,26 @@
 Weights are tensors in safetensors (never a pickle, so loading can't run code); everything else is
 JSON. Every write goes to a temporary file that is renamed over the target, so killing the trainer
 at any moment leaves either the old file or the new one, never half of one.
+
+Reading is defensive: a checkpoint may come from anywhere, so config.json is parsed into a typed,
+validated `CheckpointConfig`, and the weights file's header is compared with the shapes that config
+implies before any real tensor is allocated. Every failure is a one-line `CheckpointError` that
+names the file and the field.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from .datasets import DatasetSpec, get_spec
 from .model import ViT, ViTConfig
 
 WEIGHTS = "model.safetensors"
@@ -25,10 +32,88 @@ FORMAT = "vit-explorer/1"
 CONFIG_KEYS = {"format", "model", "dataset", "class_names", "normalization", "test_accuracy",
                "num_parameters", "training", "provenance"}
 REQUIRED_KEYS = {"model", "class_names", "normalization"}
+# Limits that stop a hostile or mistyped config from making us allocate (or even plan) a huge
+# model. Far above anything this project trains (~0.2 M parameters), far below a crash.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_IMAGE_SIZE = 4096
+MAX_DEPTH = 256              # the meta-device model below is built block by block
+MAX_WIDTH = 1 << 20          # any other integer field; keeps shape products well inside int64
+MAX_PARAMETERS = 2_000_000_000
+FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
+# provenance keys this code writes, and their types; other keys pass through untouched.
+PROVENANCE_TYPES = {"command": "a string", "commit": "a string", "date": "a string",
+                    "device": "a string", "torch": "a string", "epochs": "an integer",
+                    "seed": "an integer", "wall_time_seconds": "a number"}
+_CHECKS = {"a string": lambda v: isinstance(v, str), "an integer": lambda v: _is_int(v),
+           "a number": lambda v: _is_number(v)}
 
 
 class CheckpointError(ValueError):
     """A checkpoint folder can't be loaded; the message is one line that names the problem."""
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """config.json, validated: every field has the type and range the rest of the code assumes."""
+    model: ViTConfig
+    class_names: tuple[str, ...]
+    mean: tuple[float, ...]           # per channel; config.json may hold one number for all
+    std: tuple[float, ...]
+    dataset: str | None = None
+    test_accuracy: float | None = None
+    num_parameters: int | None = None
+    training: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def spec(self) -> DatasetSpec | None:
+        return get_spec(self.dataset)
+
+    @property
+    def style(self) -> str:
+        spec = self.spec
+        return spec.style if spec else ("digits" if self.model.channels == 1 else "objects")
+
+    @property
+    def noun(self) -> str:
+        spec = self.spec
+        return spec.noun if spec else "image"
+
+    @property
+    def title(self) -> str:
+        spec = self.spec
+        return spec.title if spec else (self.dataset or "custom")
+
+    def to_dict(self) -> dict:
+        """The config.json form (normalisation always as per-channel lists)."""
+        out = {"format": FORMAT, "model": self.model.to_dict()}
+        if self.num_parameters is not None:
+            out["num_parameters"] = self.num_parameters
+        if self.dataset is not None:
+            out["dataset"] = self.dataset
+        out["class_names"] = list(self.class_names)
+        out["normalization"] = {"mean": list(self.mean), "std": list(self.std)}
+        if self.test_accuracy is not None:
+            out["test_accuracy"] = self.test_accuracy
+        out["training"] = self.training
+        out["provenance"] = self.provenance
+        return out
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (eval mode, on its device), where it came from, its config."""
+    model: ViT
+    folder: Path
+    config: CheckpointConfig
+
+    @property
+    def class_names(self) -> list[str]:
+        return list(self.config.class_names)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
 
 
 def atomic_write(path: Path, write) -> None:
@@ -60,51 +145,226 @@ def load_tensors(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({e})") from None
+        raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({_line(e)})") from None
 
 
 def save_checkpoint(folder, model: ViT, meta: dict) -> None:
     """Write the model's weights and `meta` (everything but "model", which comes from the model).
 
+    The config is validated first, so a checkpoint that could not be read back is never written.
     Weights first, then config: a reader never sees a config that describes weights not yet there.
     """
     folder = Path(folder)
-    config = {"format": FORMAT, "model": model.cfg.to_dict(),
-              "num_parameters": model.num_parameters(), **meta}
-    unknown = set(config) - CONFIG_KEYS
-    if unknown:
-        raise ValueError(f"unknown config keys {sorted(unknown)}")
+    config = parse_config({"format": FORMAT, "model": model.cfg.to_dict(),
+                           "num_parameters": model.num_parameters(), **meta}, str(folder / CONFIG))
     save_tensors(folder / WEIGHTS, model.state_dict(), metadata={"format": FORMAT})
-    save_json(folder / CONFIG, config)
+    save_json(folder / CONFIG, config.to_dict())
 
 
-def read_config(folder) -> dict:
-    """config.json of a checkpoint folder, validated (unknown or missing keys are errors)."""
+# --- validation helpers: each returns the checked value or raises a one-line CheckpointError ---
+
+def _line(e: BaseException) -> str:
+    """An exception's message on one line (library messages sometimes span several)."""
+    return " ".join(str(e).split())
+
+
+def _show(v) -> str:
+    """A value for a message: short, one line, and never a huge or deeply nested repr."""
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return f"a list of {len(v)}"
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)     # JSON true is not 1
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _per_channel(v, name: str, channels: int, where: str, positive: bool) -> tuple[float, ...]:
+    """normalization.mean/std: one number for every channel, or a list of one per channel."""
+    values = [v] * channels if _is_number(v) else v
+    if not isinstance(values, (list, tuple)) or not all(_is_number(x) for x in values):
+        raise CheckpointError(f"{where}: normalization.{name} must be a number or a list of "
+                              f"numbers, got {_show(v)}")
+    if len(values) != channels:
+        raise CheckpointError(f"{where}: normalization.{name} has {len(values)} values for "
+                              f"{channels} channel(s)")
+    for x in values:
+        if not math.isfinite(x) or (positive and x <= 0):
+            need = "finite and > 0" if positive else "finite"
+            raise CheckpointError(f"{where}: normalization.{name} must be {need}, got {_show(x)}")
+    return tuple(float(x) for x in values)
+
+
+def _model_config(obj, where: str) -> ViTConfig:
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{where}: \"model\" must be an object, got {_show(obj)}")
+    types = {f.name: f.type for f in fields(ViTConfig)}
+    unknown = sorted(set(obj) - set(types))
+    if unknown:
+        raise CheckpointError(f"{where}: unknown model config key(s) {', '.join(unknown)}")
+    # Every field is required: a default filled in silently would describe other weights.
+    missing = [k for k in types if k not in obj]
+    if missing:
+        raise CheckpointError(f"{where}: missing model config key(s) {', '.join(missing)}")
+    for k, v in obj.items():
+        if types[k] in (float, "float"):
+            if not _is_number(v):
+                raise CheckpointError(f"{where}: model.{k} must be a number, got {_show(v)}")
+        elif not _is_int(v):     # 64.0 would reach nn.Linear and fail there, or worse
+            raise CheckpointError(f"{where}: model.{k} must be an integer, got {_show(v)}")
+    try:
+        cfg = ViTConfig(**{k: float(v) if types[k] in (float, "float") else v
+                           for k, v in obj.items()})
+    except ValueError as e:
+        raise CheckpointError(f"{where}: invalid model config ({_line(e)})") from None
+    for k in types:
+        limit = {"image_size": MAX_IMAGE_SIZE, "depth": MAX_DEPTH}.get(k, MAX_WIDTH)
+        if _is_int(getattr(cfg, k)) and getattr(cfg, k) > limit:
+            raise CheckpointError(f"{where}: model.{k} is {_show(getattr(cfg, k))}, above this "
+                                  f"loader's limit of {limit}")
+    n = sum(math.prod(s) for s in implied_shapes(cfg).values())
+    if n > MAX_PARAMETERS:
+        raise CheckpointError(f"{where}: model config implies {n:,} parameters, above this "
+                              f"loader's limit of {MAX_PARAMETERS:,}")
+    return cfg
+
+
+def implied_shapes(cfg: ViTConfig) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every tensor a ViT of `cfg` has, without allocating any: the model is
+    built on the meta device, where tensors have shapes but no storage."""
+    with torch.device("meta"):
+        model = ViT(cfg)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def parse_config(obj, where: str) -> CheckpointConfig:
+    """A config.json object -> CheckpointConfig; `where` (the file) starts every message."""
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{where}: expected a JSON object, got {_show(obj)}")
+    unknown = sorted(set(obj) - CONFIG_KEYS)
+    if unknown:
+        raise CheckpointError(f"{where}: unknown config key(s) {', '.join(unknown)}")
+    missing = sorted(REQUIRED_KEYS - set(obj))
+    if missing:
+        raise CheckpointError(f"{where}: missing config key(s) {', '.join(missing)}")
+    if "format" in obj and obj["format"] != FORMAT:
+        raise CheckpointError(f"{where}: format is {_show(obj['format'])}, this code reads "
+                              f"{FORMAT!r}")
+    model = _model_config(obj["model"], where)
+
+    names = obj["class_names"]
+    if not isinstance(names, (list, tuple)):
+        raise CheckpointError(f"{where}: class_names must be a list of non-empty strings, "
+                              f"got {_show(names)}")
+    for i, n in enumerate(names):
+        if not (isinstance(n, str) and n.strip()):
+            raise CheckpointError(f"{where}: class_names[{i}] must be a non-empty string, "
+                                  f"got {_show(n)}")
+    if len(names) != model.num_classes:
+        raise CheckpointError(f"{where}: class_names has {len(names)} names for "
+                              f"model.num_classes {model.num_classes}")
+    seen = set()
+    for n in names:       # a set, not names.count(): a 1 MB list of names must stay cheap
+        if n in seen:
+            raise CheckpointError(f"{where}: class_names has {_show(n)} twice")
+        seen.add(n)
+
+    norm = obj["normalization"]
+    if not isinstance(norm, dict):
+        raise CheckpointError(f"{where}: normalization must be an object with mean and std, "
+                              f"got {_show(norm)}")
+    for problem, keys in (("is missing", {"mean", "std"} - set(norm)),
+                          ("has unknown key(s)", set(norm) - {"mean", "std"})):
+        if keys:
+            raise CheckpointError(f"{where}: normalization {problem} "
+                                  f"{', '.join(map(str, sorted(keys)))}")
+    mean = _per_channel(norm["mean"], "mean", model.channels, where, positive=False)
+    std = _per_channel(norm["std"], "std", model.channels, where, positive=True)
+
+    dataset = obj.get("dataset")
+    if dataset is not None and not isinstance(dataset, str):
+        raise CheckpointError(f"{where}: dataset must be a string, got {_show(dataset)}")
+    acc = obj.get("test_accuracy")
+    if acc is not None and not (_is_number(acc) and 0 <= acc <= 1):
+        raise CheckpointError(f"{where}: test_accuracy must be a number in [0, 1], "
+                              f"got {_show(acc)}")
+    n_params = obj.get("num_parameters")
+    if n_params is not None and not (_is_int(n_params) and n_params >= 0):
+        raise CheckpointError(f"{where}: num_parameters must be an integer >= 0, "
+                              f"got {_show(n_params)}")
+    for key in ("training", "provenance"):
+        if not isinstance(obj.get(key, {}), dict):
+            raise CheckpointError(f"{where}: {key} must be an object, got {_show(obj[key])}")
+    provenance = obj.get("provenance", {})
+    for key, kind in PROVENANCE_TYPES.items():
+        v = provenance.get(key)
+        if v is not None and not _CHECKS[kind](v):   # null: not known (a resumed run's command)
+            raise CheckpointError(f"{where}: provenance.{key} must be {kind}, got {_show(v)}")
+    return CheckpointConfig(model=model, class_names=tuple(names), mean=mean, std=std,
+                            dataset=dataset, test_accuracy=None if acc is None else float(acc),
+                            num_parameters=n_params, training=dict(obj.get("training", {})),
+                            provenance=dict(provenance))
+
+
+def read_config(folder) -> CheckpointConfig:
+    """config.json of a checkpoint folder, read and validated."""
     folder = Path(folder)
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: checkpoint folder not found")
     path = folder / CONFIG
     if not path.is_file():
         raise CheckpointError(f"{path}: file not found (a checkpoint needs {CONFIG} and {WEIGHTS})")
+    # A config is a few kB: refuse a huge one before reading it into memory.
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise CheckpointError(f"{path}: {size:,} bytes, more than a config.json may have "
+                              f"({MAX_CONFIG_BYTES:,})")
     try:
-        config = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
-    unknown = sorted(set(config) - CONFIG_KEYS)
-    if unknown:
-        raise CheckpointError(f"{path}: unknown config key(s) {', '.join(unknown)}")
-    missing = sorted(REQUIRED_KEYS - set(config))
-    if missing:
-        raise CheckpointError(f"{path}: missing config key(s) {', '.join(missing)}")
-    model_keys = {f.name for f in fields(ViTConfig)}
-    if not isinstance(config["model"], dict):
-        raise CheckpointError(f"{path}: \"model\" must be an object")
-    unknown = sorted(set(config["model"]) - model_keys)
-    if unknown:
-        raise CheckpointError(f"{path}: unknown model config key(s) {', '.join(unknown)}")
-    return config
+        config = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{path}: not UTF-8 text ({_line(e)})") from None
+    except ValueError as e:       # bad JSON, or an integer of more than 4300 digits
+        raise CheckpointError(f"{path}: not valid JSON ({_line(e)})") from None
+    except RecursionError:        # json's parser recurses once per nested [ or {
+        raise CheckpointError(f"{path}: not valid JSON (nested too deeply)") from None
+    return parse_config(config, str(path))
+
+
+def check_weights(folder, config: CheckpointConfig) -> None:
+    """Compare model.safetensors' header (names, shapes, dtypes) with the tensors `config`
+    implies, reading no tensor data: a config that does not match the weights is refused before
+    a model of its size is built."""
+    folder = Path(folder)
+    path = folder / WEIGHTS
+    if not path.is_file():
+        raise CheckpointError(f"{path}: file not found")
+    try:   # safe_open parses and checks the header only; the data stays on disk
+        with safe_open(str(path), framework="pt") as f:
+            slices = {name: f.get_slice(name) for name in f.keys()}
+            header = {name: (tuple(s.get_shape()), s.get_dtype()) for name, s in slices.items()}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({_line(e)})") from None
+    prefix = f"{folder}: config.json does not match the weights"
+    expected = implied_shapes(config.model)
+    for name, shape in expected.items():
+        if name not in header:
+            raise CheckpointError(f"{prefix}: tensor {name} (shape {shape}) is missing from {WEIGHTS}")
+        if header[name][0] != shape:
+            raise CheckpointError(f"{prefix}: {name} has shape {header[name][0]} in {WEIGHTS} "
+                                  f"but the config implies {shape}")
+        if header[name][1] not in FLOAT_DTYPES:
+            raise CheckpointError(f"{path}: {name} has dtype {header[name][1]}, not a "
+                                  f"floating-point type")
+    extra = sorted(set(header) - set(expected))
+    if extra:
+        raise CheckpointError(f"{prefix}: unexpected tensor {extra[0]} in {WEIGHTS}")
 
 
 def resolve_device(name: str | None = None) -> torch.device:
@@ -128,37 +388,27 @@ def resolve_device(name: str | None = None) -> torch.device:
     return device
 
 
-def load_checkpoint(path, device=None) -> ViT:
-    """Load a checkpoint folder -> ViT in eval mode on `device`, with `.config` (the whole
-    config.json) and `.class_names` attached. Raises CheckpointError with a one-line message."""
-    folder = Path(path)
+def open_checkpoint(folder, device=None) -> Checkpoint:
+    """Load a checkpoint folder: config validated, weights checked against it (header first,
+    then values), model in eval mode on `device`. Raises CheckpointError with a one-line message."""
+    folder = Path(folder)
     config = read_config(folder)
-    try:
-        cfg = ViTConfig(**config["model"])
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{folder / CONFIG}: invalid model config ({e})") from None
-    model = ViT(cfg)
+    check_weights(folder, config)
     weights = load_tensors(folder / WEIGHTS)
-    expected = model.state_dict()
-    for name, tensor in expected.items():
-        if name not in weights:
-            raise CheckpointError(
-                f"{folder}: config.json does not match the weights: tensor {name} "
-                f"(shape {tuple(tensor.shape)}) is missing from {WEIGHTS}")
-        if weights[name].shape != tensor.shape:
-            raise CheckpointError(
-                f"{folder}: config.json does not match the weights: {name} has shape "
-                f"{tuple(weights[name].shape)} in {WEIGHTS} but the config implies "
-                f"{tuple(tensor.shape)}")
-    extra = sorted(set(weights) - set(expected))
-    if extra:
-        raise CheckpointError(f"{folder}: config.json does not match the weights: unexpected "
-                              f"tensor {extra[0]} in {WEIGHTS}")
-    model.load_state_dict(weights)
-    names = config["class_names"]
-    if len(names) != cfg.num_classes:
-        raise CheckpointError(f"{folder / CONFIG}: {len(names)} class names for "
-                              f"{cfg.num_classes} classes")
-    model.config = config
-    model.class_names = list(names)
-    return model.to(resolve_device(device) if not isinstance(device, torch.device) else device).eval()
+    for name, tensor in weights.items():
+        # NaN/Inf weights (a diverged run) would give NaN answers that look like a UI bug.
+        if not torch.isfinite(tensor).all():
+            raise CheckpointError(f"{folder / WEIGHTS}: tensor {name} has NaN or infinite values")
+    model = ViT(config.model)
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:     # only if the file changed since check_weights read its header
+        raise CheckpointError(f"{folder / WEIGHTS}: {_line(e)}") from None
+    device = device if isinstance(device, torch.device) else resolve_device(device)
+    return Checkpoint(model=model.to(device).eval(), folder=folder, config=config)
+
+
+def load_checkpoint(folder, device=None) -> ViT:
+    """Load a checkpoint folder -> ViT in eval mode on `device` (see open_checkpoint, which also
+    gives the config and class names)."""
+    return open_checkpoint(folder, device).model

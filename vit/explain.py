@@ -96,24 +96,35 @@ def colorize(values: np.ndarray, vmax: float, vmin: float = 0.0, cmap: str = CMA
     return _lut(cmap)[(t * 255).astype(np.uint8)]
 
 
-def digit_picture(img28: np.ndarray, size: int) -> np.ndarray:
-    """(28, 28) in [0, 1] -> grey RGB (size, size, 3), nearest-neighbour so pixels stay visible."""
-    g = (np.clip(img28, 0, 1) * 255).astype(np.uint8)
-    return _up(np.repeat(g[..., None], 3, axis=2), size // img28.shape[0])
+def _rgb(img: np.ndarray) -> np.ndarray:
+    """(S, S) grey or (S, S, 3) colour in [0, 1] -> float32 (S, S, 3) in 0..255."""
+    img = np.clip(img, 0, 1).astype(np.float32) * 255
+    return np.repeat(img[..., None], 3, axis=2) if img.ndim == 2 else img
+
+
+def _rep(img: np.ndarray, size: int) -> int:
+    """Integer upscale factor that brings an (S, S) image closest to `size` without exceeding it
+    (at least 1: a 224-px image is shown at 224 px rather than blurred to 336)."""
+    return max(1, size // img.shape[0])
+
+
+def digit_picture(img: np.ndarray, size: int) -> np.ndarray:
+    """(S, S) or (S, S, 3) in [0, 1] -> RGB (about size, size, 3), nearest-neighbour so pixels
+    stay visible."""
+    return _up(_rgb(img).astype(np.uint8), _rep(img, size))
 
 
 HEAT_ALPHA = 0.65   # how much of a heat-map pixel is colour (the rest is the digit beneath)
 
 
-def heat_overlay(img28: np.ndarray, grid_map: np.ndarray, vmax: float, size: int = 112,
+def heat_overlay(img: np.ndarray, grid_map: np.ndarray, vmax: float, size: int = 112,
                  alpha: float = HEAT_ALPHA) -> np.ndarray:
-    """A (G, G) map, upsampled block-wise to the patches it describes, blended over the digit.
-    `size` must be a multiple of 28."""
+    """A (G, G) map, upsampled block-wise to the patches it describes, blended over the image
+    (S, S) or (S, S, 3); S is a multiple of G (the patch size)."""
     G = grid_map.shape[0]
-    # Blend at 28x28 (patch cells are whole pixels there), then upsample once: 16x less work.
-    heat = _up(colorize(grid_map, vmax), img28.shape[0] // G).astype(np.float32)   # (28, 28, 3)
-    digit = np.clip(img28, 0, 1)[..., None].astype(np.float32) * 255
-    return _up((alpha * heat + (1 - alpha) * digit).astype(np.uint8), size // img28.shape[0])
+    # Blend at S x S (patch cells are whole pixels there), then upsample once: 16x less work.
+    heat = _up(colorize(grid_map, vmax), img.shape[0] // G).astype(np.float32)      # (S, S, 3)
+    return _up((alpha * heat + (1 - alpha) * _rgb(img)).astype(np.uint8), _rep(img, size))
 
 
 def _layer_from_pil(im: Image.Image):
@@ -151,19 +162,21 @@ def _grid_layer(size: int, grid: int, numbers: bool, colour=GRID_COLOUR):
 
 def _mark(img: np.ndarray, patch: int, grid: int, width: int = 3) -> np.ndarray:
     """Outline one patch (0-based) in place."""
-    cell = img.shape[1] // grid
+    cell = img.shape[1] / grid
     r, c = divmod(patch, grid)
-    y0, x0, y1, x1 = r * cell, c * cell, (r + 1) * cell, (c + 1) * cell
+    y0, x0, y1, x1 = (round(v * cell) for v in (r, c, r + 1, c + 1))
+    width = max(1, min(width, round(cell) // 4))
     img[y0:y0 + width, x0:x1] = img[y1 - width:y1, x0:x1] = MARK_COLOUR
     img[y0:y1, x0:x0 + width] = img[y0:y1, x1 - width:x1] = MARK_COLOUR
     return img
 
 
-def patch_grid_picture(img28: np.ndarray, grid: int, size: int = 336,
+def patch_grid_picture(img: np.ndarray, grid: int, size: int = 336,
                        marked: int | None = None) -> np.ndarray:
-    """What the model sees: the 28x28 input, upscaled, with the patch grid and patch numbers
+    """What the model sees: the input, upscaled, with the patch grid and patch numbers
     (1..N in the order the transformer reads them). `marked` outlines one patch (0-based)."""
-    out = _composite(digit_picture(img28, size), _grid_layer(size, grid, True))
+    base = digit_picture(img, size)
+    out = _composite(base, _grid_layer(base.shape[0], grid, True))
     return out if marked is None else _mark(out, marked, grid)
 
 
@@ -191,16 +204,21 @@ def _strip_template(grid: int, per_row: int, tile: int):
     return np.asarray(im), corners
 
 
-def token_strip(img28: np.ndarray, grid: int, per_row: int = 10, tile: int = 36) -> np.ndarray:
-    """The token sequence the transformer reads: [CLS], then patch 1..N in row-major order."""
-    N, p = grid * grid, img28.shape[0] // grid
-    # (28, 28) -> (G, p, G, p) -> (G, G, p, p) -> (N, p, p): patches in reading order
-    patches = img28.reshape(grid, p, grid, p).transpose(0, 2, 1, 3).reshape(N, p, p)
+def token_strip(img: np.ndarray, grid: int, per_row: int | None = None, tile: int = 36) -> np.ndarray:
+    """The token sequence the transformer reads: [CLS], then patch 1..N in row-major order.
+    Tiles are whole multiples of the patch (about `tile` px); rows hold `per_row` tokens (default:
+    10, or one grid row plus one for grids wider than 10, so a 14x14 grid stays 15 rows)."""
+    N, p = grid * grid, img.shape[0] // grid
+    tile = p * max(1, round(tile / p))
+    per_row = per_row or max(10, grid + 1)
+    rgb = _rgb(img).astype(np.uint8)                                     # (S, S, 3)
+    # (S, S, 3) -> (G, p, G, p, 3) -> (G, G, p, p, 3) -> (N, p, p, 3): patches in reading order
+    patches = rgb.reshape(grid, p, grid, p, 3).transpose(0, 2, 1, 3, 4).reshape(N, p, p, 3)
     template, corners = _strip_template(grid, per_row, tile)
     out = template.copy()
-    tiles = _up((np.clip(patches, 0, 1) * 255).astype(np.uint8).transpose(1, 2, 0), tile // p)
+    rep = tile // p
     for t, (y, x) in enumerate(corners[1:]):
-        out[y:y + tile, x:x + tile] = tiles[..., t, None]
+        out[y:y + tile, x:x + tile] = _up(patches[t], rep)
     return out
 
 
@@ -238,23 +256,24 @@ def _attention_grid_template(L: int, H: int, tile: int):
     return np.asarray(im), corners
 
 
-def attention_grid_picture(img28: np.ndarray, cls_maps: np.ndarray, shared_scale: bool = True,
+def attention_grid_picture(img: np.ndarray, cls_maps: np.ndarray, shared_scale: bool = True,
                            tile: int = 112) -> np.ndarray:
     """Every layer (rows) x every head (columns): [CLS] attention over the patches, blended on the
     digit. One colour scale for all maps (stated in the colour bar) or, with shared_scale=False,
     each map scaled to its own maximum."""
     L, H, G = cls_maps.shape[:3]
+    S = img.shape[0]
+    tile = S * _rep(img, tile)                                   # a whole multiple of the image
     template, corners = _attention_grid_template(L, H, tile)
     out = template.copy()
     vmax_all = float(cls_maps.max())
     vmax = vmax_all if shared_scale else cls_maps.max(axis=(2, 3), keepdims=True)
     # All L*H tiles at once: colour at patch resolution, blend at 28x28, upsample once.
     heat = colorize(cls_maps / np.maximum(vmax, 1e-12), 1.0)                   # (L, H, G, G, 3)
-    rep = img28.shape[0] // G
-    heat = np.repeat(np.repeat(heat, rep, axis=2), rep, axis=3).astype(np.float32)
-    digit = np.clip(img28, 0, 1)[..., None].astype(np.float32) * 255         # (28, 28, 1)
-    tiles = (HEAT_ALPHA * heat + (1 - HEAT_ALPHA) * digit).astype(np.uint8)   # (L, H, 28, 28, 3)
-    up = tile // img28.shape[0]
+    rep = S // G
+    heat = np.repeat(np.repeat(heat, rep, axis=2), rep, axis=3).astype(np.float32)  # (L, H, S, S, 3)
+    tiles = (HEAT_ALPHA * heat + (1 - HEAT_ALPHA) * _rgb(img)).astype(np.uint8)     # (L, H, S, S, 3)
+    up = tile // S
     for l in range(L):
         for h in range(H):
             y, x = corners[l][h]
@@ -264,16 +283,17 @@ def attention_grid_picture(img28: np.ndarray, cls_maps: np.ndarray, shared_scale
     return np.concatenate([out, _colorbar(out.shape[1], vmax_all, title)], axis=0)
 
 
-def single_map_picture(img28: np.ndarray, grid_map: np.ndarray, title: str, size: int = 336,
+def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: int = 336,
                        marked: int | None = None) -> np.ndarray:
-    """One (G, G) map over the digit, with the patch grid, a colour bar, and optionally one patch
+    """One (G, G) map over the image, with the patch grid, a colour bar, and optionally one patch
     outlined (the patch whose attention row this is)."""
     vmax = float(grid_map.max())
     G = grid_map.shape[0]
-    out = _composite(heat_overlay(img28, grid_map, vmax, size), _grid_layer(size, G, False, (90, 90, 90)))
+    out = heat_overlay(img, grid_map, vmax, size)
+    out = _composite(out, _grid_layer(out.shape[0], G, False, (90, 90, 90)))
     if marked is not None:
         _mark(out, marked, G)
-    return np.concatenate([out, _colorbar(size, vmax, title)], axis=0)
+    return np.concatenate([out, _colorbar(out.shape[1], vmax, title)], axis=0)
 
 
 def patch_at(x: float, y: float, size: int, grid: int) -> int:

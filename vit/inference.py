@@ -1,24 +1,23 @@
 """From an input image to everything the app shows, for one loaded checkpoint.
 
-`Predictor` wraps a checkpoint: it preprocesses the way the checkpoint's data set was made, runs
-the model once with attention, and renders the pictures. The app calls it; so can a notebook.
+`Predictor` wraps a `Checkpoint`: it lays any picture out the way the checkpoint's training data
+was made (its data set's preprocessing style, at its image size), runs the model once with
+attention, and hands back an `Analysis`. The app calls it; so do `vit.predict` and notebooks.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import torch
 
 from . import explain as ex
-from .checkpoint import CheckpointError, load_checkpoint, read_config, resolve_device
-from .preprocess import normalize_image, to_model_image
+from .checkpoint import Checkpoint, open_checkpoint
+from .preprocessing import normalize_image, to_model_image, to_rgb_image
 
 
 @dataclass
 class Analysis:
-    img28: np.ndarray             # (28, 28) in [0, 1]: what the model sees
+    image: np.ndarray             # (S, S) or (S, S, 3) in [0, 1]: what the model sees
     explanation: ex.Explanation
 
     @property
@@ -26,33 +25,40 @@ class Analysis:
         return self.explanation.probs
 
 
-def find_checkpoints(root="checkpoints") -> dict[str, Path]:
-    """name -> folder for every sub-folder of `root` holding a config.json, MNIST first."""
-    root = Path(root)
-    found = {p.parent.name: p.parent for p in sorted(root.glob("*/config.json"))}
-    return dict(sorted(found.items(), key=lambda kv: (kv[0] != "mnist", kv[0])))
-
-
 class Predictor:
-    def __init__(self, folder, device=None):
-        self.folder = Path(folder)
-        self.device = resolve_device(device)
-        self.model = load_checkpoint(self.folder, self.device)
-        self.config = self.model.config
-        self.class_names: list[str] = self.model.class_names
-        norm = self.config["normalization"]
-        self.mean, self.std = float(norm["mean"]), float(norm["std"])
-        self.style = "objects" if self.config.get("dataset") == "fashion-mnist" else "digits"
+    def __init__(self, checkpoint: Checkpoint | str, device=None):
+        self.checkpoint = (checkpoint if isinstance(checkpoint, Checkpoint)
+                           else open_checkpoint(checkpoint, device))
+        self.model = self.checkpoint.model
+        self.config = self.checkpoint.config                 # validated CheckpointConfig
+        self.class_names: list[str] = self.checkpoint.class_names
         self.grid = self.model.cfg.grid
+        self.size = self.model.cfg.image_size
+
+    @property
+    def device(self):
+        return self.checkpoint.device
+
+    def prepare(self, image) -> np.ndarray:
+        """Any image the preprocessor accepts -> this model's input in [0, 1]: (S, S) for grey
+        models, (S, S, 3) for colour ones. Raises PreprocessError."""
+        if self.model.cfg.channels == 3:
+            return to_rgb_image(image, self.size)
+        return to_model_image(image, self.config.style, self.size)
+
+    def fits(self, image: np.ndarray) -> bool:
+        """Whether `image` is already this model's input shape (a test-set image, say)."""
+        want = (self.size, self.size) + ((3,) if self.model.cfg.channels == 3 else ())
+        return image.shape == want
 
     def analyse(self, image) -> Analysis:
-        """Any image the preprocessor accepts -> Analysis. Raises PreprocessError."""
-        img28 = to_model_image(image, self.style)
-        return self.analyse_28(img28)
+        """Any image -> Analysis. Raises PreprocessError."""
+        return self.analyse_input(self.prepare(image))
 
-    def analyse_28(self, img28: np.ndarray) -> Analysis:
-        x = normalize_image(img28, self.mean, self.std)
-        return Analysis(img28, ex.explain(self.model, x))
+    def analyse_input(self, image: np.ndarray) -> Analysis:
+        """An already prepared input (see `prepare`) -> Analysis."""
+        x = normalize_image(image, self.config.mean, self.config.std)
+        return Analysis(image, ex.explain(self.model, x))
 
     def label(self, probs: np.ndarray) -> dict[str, float]:
         """gr.Label's value: class name -> probability."""
@@ -60,24 +66,28 @@ class Predictor:
 
     def card(self) -> str:
         """Markdown: what this model is and how it was made."""
-        c, prov = self.config, self.config.get("provenance", {})
-        m = c["model"]
-        acc = c.get("test_accuracy")
+        c, prov, m = self.config, self.config.provenance, self.model.cfg
+        acc = c.test_accuracy
+        stem = (f"3×3 conv stem ({m.stem_channels} channels: each token also sees a 1-px rim "
+                f"around its patch), " if m.stem_channels else "")
+        wall = prov.get("wall_time_seconds")
         rows = [
-            ("Data set", c.get("dataset", "?")),
+            ("Data set", c.title),
             ("Test accuracy", f"{100 * acc:.2f} %" if acc is not None else "not recorded"),
-            ("Parameters", f"{c.get('num_parameters', self.model.num_parameters()):,}"),
-            ("Architecture", f"{m['depth']} layers × {m['heads']} heads, width {m['dim']}, "
-                             f"MLP {m['mlp_dim']}, "
-                             + (f"3×3 conv stem ({self.model.cfg.stem_channels} channels: each token "
-                                f"also sees a 1-px rim around its patch), "
-                                if self.model.cfg.stem_channels else "")
-                             + f"{m['patch_size']}-px patches "
+            ("Parameters", f"{self.model.num_parameters():,}"),
+            ("Architecture", f"{m.depth} layers × {m.heads} heads, width {m.dim}, MLP {m.mlp_dim}, "
+                             f"{stem}{m.image_size}×{m.image_size} input in {m.patch_size}-px patches "
                              f"({self.grid}×{self.grid} grid + [CLS] = {self.grid ** 2 + 1} tokens)"),
             ("Trained with", f"`{prov.get('command', '?')}`"),
             ("Commit", f"`{prov.get('commit', '?')}`"),
             ("Trained on", f"{prov.get('date', '?')}, {prov.get('epochs', '?')} epochs, "
-                           f"{prov.get('wall_time_seconds', 0) / 60:.0f} min on {prov.get('device', '?')}"),
+                           + (f"{wall / 60:.0f} min" if isinstance(wall, (int, float)) else "? min")
+                           + f" on {prov.get('device', '?')}"),
             ("Running on", str(self.device)),
         ]
-        return "\n".join(["| | |", "|---|---|"] + [f"| **{k}** | {v} |" for k, v in rows])
+        return "\n".join(["| | |", "|---|---|"] + [f"| **{k}** | {_cell(v)} |" for k, v in rows])
+
+
+def _cell(text: str) -> str:
+    """A config string inside a Markdown table cell: no line breaks or column bars from it."""
+    return " ".join(str(text).split()).replace("|", "\\|")

@@ -161,6 +161,7 @@ class ViT(nn.Module):
     def forward_features(self, x: torch.Tensor, return_attention: bool = False):
         """Images (B, C, S, S) -> normalised tokens (B, T, D) and, if asked, the attention
         weights of every block stacked as (B, depth, H, T, T)."""
+        x = x.to(self.pos_embed.device)                # a CPU input to a GPU model just works
         x = self.patch_embed(self.stem(x))             # (B, D, grid, grid)
         x = x.flatten(2).transpose(1, 2)               # (B, N, D), patches in row-major order
         cls = self.cls_token.expand(x.shape[0], -1, -1)

@@ -6,7 +6,7 @@ import sys
 
 from .checkpoint import CheckpointError
 from .inference import Predictor
-from .preprocess import PreprocessError
+from .preprocessing import PreprocessError
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,9 @@ Everything here is a pure function of its input: the app, the CLI and the tests 
 """
 from __future__ import annotations
 
+import io
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 MAX_PIXELS = 40_000_000      # ~6300x6300: beyond this we refuse before decoding (memory, time)
+MAX_FILE_BYTES = 50_000_000  # larger files are refused before they are opened
 WORK_SIDE = 1024             # larger inputs are area-downscaled to this first: no visible change at 28 px
 INK_THRESHOLD = 0.25         # fraction of the ink's contrast that counts as "ink" for the bounding box
 MIN_CONTRAST = 0.08          # below this (on a 0..1 scale) the image is taken as blank
@@ -28,34 +31,78 @@ class PreprocessError(ValueError):
     wrong and what to do, and the app shows it as it is."""
 
 
-def _from_file(path) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
+class BlankInputError(PreprocessError):
+    """Nothing to read: no image, an empty canvas, no contrast. The app shows a resting state
+    ("Draw a digit") for a drawing, not an error."""
+
+
+def _too_big(w: int, h: int) -> PreprocessError:
+    return PreprocessError(f"The image is {w}x{h} pixels; the limit is "
+                           f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.")
+
+
+def open_image(path):
+    """Open an image file for reading, or raise PreprocessError with a one-line message.
+
+    Checks run before any pixel is decoded: the file's size, then the pixel count from the header
+    (PIL itself would only refuse above ~179 MP, with an exception of its own). The first frame of
+    an animation is used, and the EXIF orientation applied, so a photo taken sideways is upright.
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+    if isinstance(path, (bytes, bytearray, memoryview)):       # an upload still in memory
+        size, source, path = len(path), io.BytesIO(path), Path("<bytes>")
+    else:
+        path = source = Path(path)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise PreprocessError(f"No such file: {path.name}") from None
+        except OSError:
+            raise PreprocessError("That file can't be read.") from None
+    if size == 0:
+        raise PreprocessError("The file is empty (0 bytes).")
+    if size > MAX_FILE_BYTES:
+        raise PreprocessError(f"The file is {size / 1e6:.0f} MB; the limit is "
+                              f"{MAX_FILE_BYTES // 1_000_000} MB. Please send a smaller image.")
     try:
-        with Image.open(path) as im:
-            w, h = im.size
-            if w * h > MAX_PIXELS:
-                raise PreprocessError(
-                    f"The image is {w}x{h} pixels; the limit is {MAX_PIXELS // 1_000_000} megapixels. "
-                    "Please scale it down first.")
-            im.seek(0)  # animated GIF/WebP: the first frame
-            return _from_pil(im)
+        with warnings.catch_warnings():      # PIL's bomb *warning*: our own limit is lower
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(source)
+        w, h = im.size
+        if w * h > MAX_PIXELS:
+            im.close()
+            raise _too_big(w, h)
+        im.seek(0)                                  # animated GIF/WebP: the first frame
+        im.load()
+        upright = ImageOps.exif_transpose(im)       # a copy, turned as its EXIF orientation says
+        if upright is not None and upright is not im:
+            im.close()                              # the copy holds the pixels: free the file
+            return upright
+        return im
     except PreprocessError:
         raise
-    except FileNotFoundError:
-        raise PreprocessError(f"No such file: {path}") from None
+    except Image.DecompressionBombError:
+        raise PreprocessError(f"The image has too many pixels; the limit is "
+                              f"{MAX_PIXELS // 1_000_000} megapixels.") from None
     except UnidentifiedImageError:
         raise PreprocessError("That file is not an image I can read (PNG, JPEG, WebP, GIF, BMP, TIFF "
                               "work).") from None
-    except (OSError, SyntaxError, ValueError, EOFError) as e:
-        raise PreprocessError(f"The image file is damaged or truncated and can't be read ({e}).") from None
+    except (OSError, SyntaxError, ValueError, EOFError, TypeError, MemoryError) as e:
+        # ValueError covers PNG text-chunk bombs ("Decompressed data too large"): one line, no path.
+        reason = str(e).replace(str(path), "the file").splitlines()[0][:120] if str(e) else type(e).__name__
+        raise PreprocessError(f"The image file is damaged or truncated and can't be read ({reason}).") from None
+
+
+def _from_file(path) -> np.ndarray:
+    with open_image(path) as im:
+        return _from_pil(im)
 
 
 def _from_pil(im) -> np.ndarray:
     """PIL image of any mode -> float array (H, W) grey or (H, W, 2) grey+alpha, in [0, 1]."""
     w, h = im.size
     if w * h > MAX_PIXELS:
-        raise PreprocessError(f"The image is {w}x{h} pixels; the limit is "
-                              f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.")
+        raise _too_big(w, h)
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
         a = np.asarray(im, dtype=np.float64)
         top = 65535.0 if im.mode.startswith("I;16") or a.max() > 255 else 255.0
@@ -79,8 +126,7 @@ def _from_array(a: np.ndarray) -> np.ndarray:
     if a.shape[0] == 0 or a.shape[1] == 0:
         raise PreprocessError("The image is empty (zero pixels).")
     if a.shape[0] * a.shape[1] > MAX_PIXELS:
-        raise PreprocessError(f"The image is {a.shape[1]}x{a.shape[0]} pixels; the limit is "
-                              f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.")
+        raise _too_big(a.shape[1], a.shape[0])
     if a.dtype == bool:
         a = a.astype(np.float64)
     elif np.issubdtype(a.dtype, np.integer):
@@ -108,6 +154,14 @@ def _from_array(a: np.ndarray) -> np.ndarray:
     return grey
 
 
+def _layer_array(layer) -> np.ndarray:
+    """One Sketchpad layer as an array: RGBA when it is a file (its alpha holds the strokes)."""
+    if isinstance(layer, (str, os.PathLike, bytes, bytearray)):
+        with open_image(layer) as im:
+            return np.asarray(im.convert("RGBA"))
+    return np.asarray(layer)
+
+
 def _from_sketchpad(value: dict) -> np.ndarray:
     """Gradio Sketchpad/ImageEditor value. With RGBA (the default) the strokes are in the layers'
     alpha; with L/RGB the layers lose alpha and only `composite` holds the strokes."""
@@ -117,7 +171,7 @@ def _from_sketchpad(value: dict) -> np.ndarray:
     elif not isinstance(layers, (list, tuple)):   # a lone layer instead of a list of them
         layers = [layers]
     layers = [l for l in layers if l is not None]
-    arrays = [np.asarray(l) for l in layers]
+    arrays = [_layer_array(l) for l in layers]
     alpha = [a[..., 3] for a in arrays if a.ndim == 3 and a.shape[2] == 4]
     if alpha and value.get("background") is None:
         ink = np.max(np.stack(alpha), axis=0).astype(np.float64) / 255.0
@@ -128,18 +182,18 @@ def _from_sketchpad(value: dict) -> np.ndarray:
     if composite is None:
         background = value.get("background")
         if background is None:
-            raise PreprocessError("The canvas is empty: draw a digit first.")
+            raise BlankInputError("The canvas is empty: draw a digit first.")
         composite = background
     return _to_array(composite)
 
 
 def _to_array(image) -> np.ndarray:
     if image is None:
-        raise PreprocessError("No image was given: draw a digit or upload a picture.")
+        raise BlankInputError("No image was given: draw a digit or upload a picture.")
     if isinstance(image, dict):
         return _from_sketchpad(image)
-    if isinstance(image, (str, os.PathLike)):
-        return _from_file(Path(image))
+    if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return _from_file(image)
     if torch.is_tensor(image):
         image = image.detach().cpu().numpy()
     if isinstance(image, np.ndarray):
@@ -194,7 +248,7 @@ def _crop_to_ink(ink: np.ndarray) -> np.ndarray:
     mask = ink > INK_THRESHOLD
     rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
     if rows.size == 0:
-        raise PreprocessError("The image looks blank: draw or upload a digit with some contrast.")
+        raise BlankInputError("The image looks blank: draw or upload a digit with some contrast.")
     return ink[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
 
 
@@ -220,8 +274,9 @@ STROKE_TARGET = 2.2           # MNIST median
 CONTRAST = (0.05, 0.8)
 
 
-def to_model_image(image, style: str = "digits") -> np.ndarray:
-    """Any image -> float32 (28, 28) in [0, 1], white ink on black, laid out like the training data.
+def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
+    """Any image -> float32 (size, size) in [0, 1], white ink on black, laid out like the training
+    data (for "digits", the ink fills a box of 20/28 of the side, as in MNIST).
 
     `image`: a PIL image (any mode), a numpy array (H×W, H×W×3, H×W×4; uint8, uint16, float,
     bool), a file path, or a Gradio Sketchpad value dict. Raises PreprocessError (with a message
@@ -231,7 +286,7 @@ def to_model_image(image, style: str = "digits") -> np.ndarray:
     step = max(1, max(ink.shape) // 256)        # percentiles of a subsample: same answer, 10x faster
     lo, hi = float(np.percentile(ink[::step, ::step], 1)), float(ink.max())
     if hi - lo < MIN_CONTRAST:
-        raise PreprocessError("The image looks blank: draw or upload a digit with some contrast.")
+        raise BlankInputError("The image looks blank: draw or upload a digit with some contrast.")
     # Stretch so that background -> 0 and the ink's strongest pixels -> 1 (paper tone, faint pencil).
     strong = ink[ink > lo + INK_THRESHOLD * (hi - lo)]
     top = float(np.percentile(strong[::max(1, strong.size // 20000)], 90)) if strong.size else hi
@@ -239,7 +294,7 @@ def to_model_image(image, style: str = "digits") -> np.ndarray:
     ink = _crop_to_ink(ink)
     mask = ink > INK_THRESHOLD
     h, w = ink.shape
-    box = 20 if style == "digits" else 28
+    box = max(1, round(size * 20 / 28)) if style == "digits" else size
     if max(h, w) > 4 * box:
         # Work on the crop at 4x the final size: stroke analysis and morphology cost little
         # there and lose nothing that survives the final downscale.
@@ -269,34 +324,81 @@ def to_model_image(image, style: str = "digits") -> np.ndarray:
         # The anti-aliased downscale leaves strokes softer than MNIST's, whose cores saturate:
         # this curve matches MNIST's share of pixels above 0.9 / 0.5 / 0.1 (measured on test digits).
         small = np.clip((small - CONTRAST[0]) / (CONTRAST[1] - CONTRAST[0]), 0, 1)
-    out = np.zeros((28 + 2 * 28, 28 + 2 * 28), np.float32)     # room to shift without clipping
+    out = np.zeros((3 * size, 3 * size), np.float32)           # room to shift without clipping
     if style == "digits":
         total = small.sum()
         if total <= 0:
-            raise PreprocessError("The image looks blank: draw or upload a digit with some contrast.")
+            raise BlankInputError("The image looks blank: draw or upload a digit with some contrast.")
         cy = (small.sum(1) * np.arange(nh)).sum() / total       # centre of mass, in pixels
         cx = (small.sum(0) * np.arange(nw)).sum() / total
-        top_, left = round(14 - 0.5 - cy + 0.5), round(14 - 0.5 - cx + 0.5)
+        top_, left = round(size / 2 - cy), round(size / 2 - cx)     # mass centre -> frame centre
     else:
-        top_, left = (28 - nh) // 2, (28 - nw) // 2
-    out[28 + top_:28 + top_ + nh, 28 + left:28 + left + nw] = small
-    return np.ascontiguousarray(out[28:56, 28:56])
+        top_, left = (size - nh) // 2, (size - nw) // 2
+    out[size + top_:size + top_ + nh, size + left:size + left + nw] = small
+    return np.ascontiguousarray(out[size:2 * size, size:2 * size])
 
 
-def compact(image) -> np.ndarray:
-    """A smaller copy of an input's ink to read again later: uint8 (H, W), white ink on black.
-    `to_model_image(compact(x))` equals `to_model_image(x)` for 8-bit inputs such as Sketchpad
-    drawings (whose value holds two 500x500 RGBA arrays: 2 MB, against 250 KB here).
-    Raises PreprocessError."""
-    return np.clip(_ink(_to_array(image)).astype(np.float32) * 255 + 0.5, 0, 255).astype(np.uint8)
+COMPACT_SIDE = 160    # a session's copy of its input: enough to lay it out again at 28-40 px
 
 
-def normalize_image(img28: np.ndarray, mean: float, std: float) -> torch.Tensor:
-    """(28, 28) in [0, 1] -> (1, 1, 28, 28) normalised tensor."""
-    return ((torch.from_numpy(np.asarray(img28, np.float32)) - mean) / std)[None, None]
+def compact(image, max_side: int = COMPACT_SIDE) -> np.ndarray:
+    """A small copy of an input's ink to lay out again later (after a model switch): uint8 (H, W)
+    with the longer side at most `max_side`, white ink on black. A 500x500 Sketchpad value holds
+    2 MB of RGBA arrays; this is at most 25 KB, which matters because Gradio keeps a session's
+    state for an hour after the visitor leaves. Raises PreprocessError."""
+    ink = _area_downscale(_ink(_to_array(image)).astype(np.float32), max_side)
+    return np.clip(ink * 255 + 0.5, 0, 255).astype(np.uint8)
 
 
-def preprocess(image, mean: float = 0.1307, std: float = 0.3081, style: str = "digits") -> torch.Tensor:
-    """Any image -> (1, 1, 28, 28) float tensor normalised for the model (MNIST statistics by
-    default; pass the checkpoint's `normalization`). Raises PreprocessError for unusable input."""
-    return normalize_image(to_model_image(image, style), mean, std)
+def _per_channel(v, channels: int) -> torch.Tensor:
+    t = torch.as_tensor(v, dtype=torch.float32).reshape(-1)
+    return t.expand(channels) if t.numel() == 1 else t
+
+
+def normalize_image(img: np.ndarray, mean=0.1307, std=0.3081) -> torch.Tensor:
+    """(S, S) grey or (S, S, C) in [0, 1] -> (1, C, S, S) tensor normalised per channel."""
+    x = torch.from_numpy(np.ascontiguousarray(img, np.float32))
+    x = x[None] if x.dim() == 2 else x.permute(2, 0, 1)                 # (C, S, S)
+    C = x.shape[0]
+    return ((x - _per_channel(mean, C)[:, None, None]) / _per_channel(std, C)[:, None, None])[None]
+
+
+def preprocess(image, mean=0.1307, std=0.3081, style: str = "digits", size: int = 28) -> torch.Tensor:
+    """Any image -> (1, 1, size, size) float tensor normalised for the model (MNIST statistics by
+    default; pass a checkpoint's `config.mean`/`config.std`/`config.style`). Raises PreprocessError
+    for unusable input."""
+    return normalize_image(to_model_image(image, style, size), mean, std)
+
+
+def to_rgb_image(image, size: int) -> np.ndarray:
+    """Any image -> float32 (size, size, 3) in [0, 1] for colour models: the picture's centre
+    square, resized (anti-aliased). Transparency is flattened onto white. Raises PreprocessError."""
+    from PIL import Image
+    if isinstance(image, (str, os.PathLike)):
+        with open_image(image) as im:
+            return to_rgb_image(im.copy(), size)
+    if (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 3
+            and image.shape[2] in (3, 4) and min(image.shape[:2]) > 0):
+        return to_rgb_image(Image.fromarray(image), size)           # colour arrays keep colour
+    if isinstance(image, Image.Image):
+        w, h = image.size
+        if w * h > MAX_PIXELS:
+            raise _too_big(w, h)
+        if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
+            flat = Image.new("RGB", image.size, "white")
+            flat.paste(image.convert("RGBA"), mask=image.convert("RGBA").getchannel("A"))
+            image = flat
+        a = np.asarray(image.convert("RGB"), np.float32) / 255.0
+    else:
+        a = _from_array(np.asarray(image.detach().cpu() if torch.is_tensor(image) else image)
+                        if not isinstance(image, dict) else _to_array(image))
+        if a.ndim == 3:                                 # grey + alpha from _from_array
+            a = a[..., 0]
+        a = np.repeat(a[..., None], 3, axis=2)
+    h, w = a.shape[:2]
+    side = min(h, w)
+    top, left = (h - side) // 2, (w - side) // 2
+    square = np.ascontiguousarray(a[top:top + side, left:left + side].transpose(2, 0, 1))
+    t = torch.from_numpy(square)[None]                               # (1, 3, side, side)
+    out = F.interpolate(t, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    return out[0].permute(1, 2, 0).clamp_(0, 1).numpy()

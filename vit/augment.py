@@ -1,0 +1,53 @@
+"""Batched random-affine augmentation: one `grid_sample` for a whole batch, no per-image PIL work."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class Augment:
+    """Random affine per image, applied to a whole batch at once with one `grid_sample`.
+
+    Digits tolerate small rotations, scalings, shifts and shears (people write that way);
+    flips would turn a 2 into something else, so they are off by default. Clothes photographed
+    upright are mirror-symmetric classes but are not written at a slant: each data set's spec
+    (vit/datasets.py) says which it trains with.
+    """
+    degrees: float = 10.0
+    scale: tuple = (0.9, 1.1)
+    shift: float = 2.0 / 28   # fraction of the image size
+    shear: float = 0.15       # radians-ish, as a matrix entry
+    flip: bool = False        # mirror left-right with probability 1/2
+
+    def __call__(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """x: (B, C, S, S) float with background 0 -> same shape, transformed."""
+        return self.apply(x, self.draw(x.shape[0], gen))
+
+    def draw(self, batch: int, gen: torch.Generator) -> torch.Tensor:
+        """Random transforms for `batch` images, as affine matrices theta (batch, 2, 3) mapping
+        output coordinates to input ones. Drawn apart from `apply` so that data-parallel ranks can
+        draw for the whole global batch and each apply only its own rows."""
+        u = torch.rand(batch, 5, generator=gen) * 2 - 1                   # uniform in [-1, 1]
+        ang = u[:, 0] * math.radians(self.degrees)
+        lo, hi = self.scale
+        s = lo + (u[:, 1] + 1) / 2 * (hi - lo)
+        sh = u[:, 2] * self.shear
+        tx, ty = u[:, 3] * self.shift * 2, u[:, 4] * self.shift * 2       # grid coords span 2
+        cos, sin = torch.cos(ang) / s, torch.sin(ang) / s
+        # [rotation/scale · shear | shift]
+        theta = torch.stack([torch.stack([cos, -sin + cos * sh, tx], 1),
+                             torch.stack([sin, cos + sin * sh, ty], 1)], 1)
+        if self.flip:   # drawn after the rest, so flip-free draws stay what they always were
+            mirror = torch.rand(batch, generator=gen) < 0.5
+            theta[:, :, 0] = torch.where(mirror[:, None], -theta[:, :, 0], theta[:, :, 0])
+        return theta
+
+    @staticmethod
+    def apply(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+        """x: (B, C, S, S), theta: (B, 2, 3) -> (B, C, S, S), resampled bilinearly."""
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)

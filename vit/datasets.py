@@ -1,0 +1,53 @@
+"""One description per data set: everything the trainer, the preprocessing, the app and the CLIs
+need to know about it. Adding a data set is adding one `DatasetSpec` to `SPECS` (and, if its files
+are in a new format, a reader in vit/data.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .augment import Augment
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str                       # the --dataset value and config.json's "dataset"
+    title: str                      # how the page writes it
+    class_names: tuple[str, ...]
+    mean: tuple[float, ...]         # per channel, of the training pixels in [0, 1]
+    std: tuple[float, ...]
+    image_size: int = 28
+    channels: int = 1
+    augment: Augment | None = Augment()
+    # How any picture is laid out like the training data (vit/preprocessing.py):
+    # "digits": ink cropped, fitted into 20/28 of the frame, centred by mass (how MNIST was made);
+    # "objects": the object's box fills the frame, centred (how Fashion-MNIST was made).
+    style: str = "digits"
+    noun: str = "digit"             # "Draw a digit", "not a digit"
+    torchvision: str = ""           # torchvision.datasets class that downloads it
+    system_dir: str = ""            # a system package's folder of its raw files, if any
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+
+SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
+    DatasetSpec("mnist", "MNIST", tuple(str(i) for i in range(10)), (0.1307,), (0.3081,),
+                torchvision="MNIST"),
+    DatasetSpec("fashion-mnist", "Fashion-MNIST",
+                ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                 "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"),
+                (0.2860,), (0.3530,), augment=Augment(degrees=5.0, shear=0.05, flip=True),
+                style="objects", noun="piece of clothing", torchvision="FashionMNIST",
+                # Debian's `dataset-fashion-mnist` package puts the raw .gz IDX files here, flat.
+                system_dir="/usr/share/datasets/fashion-mnist"),
+]}
+
+# Preprocessing styles a config may name; a checkpoint of an unknown data set uses "digits" when
+# it is one grey channel and "objects" otherwise.
+STYLES = ("digits", "objects")
+
+
+def get_spec(name: str | None) -> DatasetSpec | None:
+    """The spec for a data-set name, or None for a data set this code does not know."""
+    return SPECS.get(name or "")

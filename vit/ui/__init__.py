@@ -1,0 +1,5 @@
+"""The Gradio page: `create_app(...)` builds it, `launch(demo)` serves it (see app.py)."""
+from .app import create_app, launch
+from .models import NoModelsError
+
+__all__ = ["create_app", "launch", "NoModelsError"]

@@ -1,0 +1,304 @@
+"""`create_app(...)`: the whole page, built from arguments. Nothing happens at import.
+
+The page: a model selector, Draw / Upload / Test set tabs, the prediction, then the analysis
+panels (vit/ui/views.py). Every handler that analyses an input returns a `PageUpdate`; every
+message a visitor sees is one line without server paths; nothing a client sends can raise
+anything but `gr.Error`.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import torch
+
+from .. import explain as ex
+from .. import testset as ts
+from ..checkpoint import CheckpointError
+from ..data import DataError
+from ..examples import write_examples
+from ..inference import Analysis, Predictor
+from ..preprocessing import BlankInputError, PreprocessError, compact
+from . import draw_tab, testset_tab, upload_tab, views
+from .gradio_patches import never_rewrite_cached_images
+from .models import Models
+from .state import PageUpdate, Shown
+
+ROOT = Path(__file__).resolve().parents[2]
+CSS = draw_tab.CSS + ".hint { color: #555; font-size: 0.95em; }\n"
+# A burst of requests must not make the next visitor wait for answers nobody will read: the
+# queue holds a few per worker; beyond that a client is told at once that the server is busy.
+QUEUE_SIZE = 16
+CONCURRENCY = 2
+
+
+def user_error(message: str) -> gr.Error:
+    """An error for the person (or client) on the other end: shown to them, not logged as a crash."""
+    return gr.Error(message, print_exception=False)
+
+
+class Page:
+    """The handlers, over one set of models. Methods take what Gradio passes, positionally."""
+
+    def __init__(self, models: Models, data_dir: Path, examples: list[str]):
+        self.models, self.examples = models, examples
+        self.answers = testset_tab.Answers(models, data_dir)
+        self._first: dict[tuple, tuple] = {}
+
+    # --- helpers ----------------------------------------------------------------------------
+    def predictor(self, name) -> Predictor:
+        try:
+            return self.models.get(name)
+        except CheckpointError as e:
+            raise user_error(str(e)) from None
+
+    def _update(self, p: Predictor, a: Analysis, shown: Shown, shared, layer, head, patch,
+                status: str | None = None) -> PageUpdate:
+        return PageUpdate(status or headline(p, a.probs), p.label(a.probs),
+                          views.render(p, a, shared, layer, head, patch), shown)
+
+    def _analyse(self, kind: str, source, name, shared, layer, head, patch) -> PageUpdate:
+        p = self.predictor(name)
+        try:
+            image = p.prepare(source)
+            kept = compact(source) if kind == "drawing" else source
+        except PreprocessError as e:
+            if kind == "drawing" and isinstance(e, BlankInputError):   # an erased canvas: rest
+                return PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box")
+            gr.Warning(str(e))
+            return PageUpdate(f"### ⚠️ {e}")
+        a = p.analyse_input(image)
+        return self._update(p, a, Shown(kind, kept, image, name), shared, layer, head, patch)
+
+    def _reanalysis(self, shown: Shown, name) -> tuple[Predictor, Analysis]:
+        """The input on screen through model `name`: as it was if already that model's input
+        (a test image stays exactly the test image), else laid out again from its source."""
+        p = self.predictor(name)
+        if shown.model == name or (shown.kind == "test" and p.fits(shown.image)):
+            return p, p.analyse_input(shown.image)
+        return p, p.analyse(shown.source)
+
+    # --- events -----------------------------------------------------------------------------
+    def analyse_drawing(self, value, name, shared, layer, head, patch):
+        return self._analyse("drawing", value, name, shared, layer, head, patch).outputs()
+
+    def analyse_upload(self, path, name, shared, layer, head, patch):
+        if path is None:
+            return PageUpdate("### Upload a picture, or pick an example below").outputs()
+        return self._analyse("upload", path, name, shared, layer, head, patch).outputs()
+
+    def first_view(self, name, shared, layer, head, patch):
+        """At page load, a worked example rather than empty boxes; the same for every visitor,
+        so computed once per model and setting."""
+        key = (name, shared, layer, head, patch)
+        if key not in self._first:
+            p = self.predictor(name)
+            u = self._analyse("upload", self.examples[7], name, shared, layer, head, patch)
+            if u.label:
+                best = max(u.label, key=u.label.get)
+                u.status = (f"### Example: a drawn 7 — read as **{best}**\nDraw your own "
+                            f"{p.config.noun} in the box (the brush is ready), or upload a picture.")
+            self._first[key] = u.outputs()
+        return self._first[key]
+
+    def reanalyse(self, shown, name, shared, layer, head, patch):
+        """After a model switch: the same input, through the new model."""
+        if not isinstance(shown, Shown):
+            p = self.predictor(name)
+            return PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box").outputs()
+        try:
+            p, a = self._reanalysis(shown, name)
+        except PreprocessError as e:               # an upload's file gone from the cache
+            return PageUpdate(f"### ⚠️ {e}").outputs()
+        kept = Shown(shown.kind, shown.source, a.image, name)
+        return self._update(p, a, kept, shared, layer, head, patch).outputs()
+
+    def rescale(self, shown, name, shared):
+        if not isinstance(shown, Shown):
+            return None
+        p, a = self._reanalysis(shown, name)
+        return ex.attention_grid_picture(a.image, a.explanation.cls_maps, shared_scale=bool(shared))
+
+    def explore(self, shown, name, layer, head, patch):
+        if not isinstance(shown, Shown):
+            return None, None
+        p, a = self._reanalysis(shown, name)
+        return views.explorer(p, a, layer, head, patch)
+
+    def pick_patch(self, shown, name, layer, head, evt: gr.SelectData):
+        p = self.predictor(name)
+        try:
+            x, y = (float(v) for v in evt.index[:2])
+        except (TypeError, ValueError):
+            return gr.update(), gr.update(), gr.update()
+        patch = ex.patch_at(x, y, views.PICK_SIZE, p.grid)
+        if not isinstance(shown, Shown):
+            return patch, None, None
+        _, a = self._reanalysis(shown, name)
+        return patch, *views.explorer(p, a, layer, head, patch)
+
+    def choose_model(self, name, previous):
+        """Switch models; on a broken one say why and stay on the previous one."""
+        try:
+            p = self.predictor(name)
+        except gr.Error as e:
+            gr.Warning(e.message)
+            return (gr.update(value=previous, choices=self.models.choices()), previous,
+                    gr.update(), gr.update(), gr.update(), gr.update())
+        return (gr.update(), name, p.card(), *views.slider_updates(p), None)
+
+    def classify(self, path):
+        """API: one image file -> {class: probability} from the default model."""
+        if path is None:
+            raise user_error("Send an image file.")
+        p = self.predictor(self.models.default)
+        try:
+            return p.label(p.analyse(path).probs)
+        except PreprocessError as e:
+            raise user_error(str(e)) from None
+
+    # --- test set tab -------------------------------------------------------------------------
+    def testset_view(self, name, kind, true, pred, progress=gr.Progress()):
+        return self.answers.view(name, kind, true, pred, _progress(progress))
+
+    def open_testset(self, name, kind, true, pred, progress=gr.Progress()):
+        return (True, *self.testset_view(name, kind, true, pred, progress))
+
+    def pick_cell(self, name, evt: gr.SelectData, progress=gr.Progress()):
+        """A click on the confusion matrix filters the gallery to that cell."""
+        p = self.predictor(name)
+        try:
+            cell = ts.cell_at(float(evt.index[0]), float(evt.index[1]), len(p.class_names))
+        except (TypeError, ValueError, IndexError):
+            cell = None
+        if cell is None:
+            return (gr.update(),) * 7
+        true, pred = cell
+        kind = "mistakes" if true != pred else "least confident"
+        return (kind, true, pred, *self.testset_view(name, kind, true, pred, progress))
+
+    def show_test_image(self, shown_idx, name, shared, layer, head, patch, evt: gr.SelectData):
+        """A gallery click: that test image, as the model saw it (no preprocessing), in every view."""
+        p = self.predictor(name)
+        try:
+            i = int(shown_idx[int(evt.index)])
+            r = self.answers.get(name)
+            image = r.images[i] / 255.0
+        except (TypeError, ValueError, IndexError, KeyError, DataError):
+            raise user_error("That test image is no longer listed; pick another.") from None
+        a = p.analyse_input(image.astype(np.float32))
+        best = int(a.probs.argmax())
+        verdict = "✓ right" if best == r.labels[i] else "✗ wrong"
+        status = (f"### Test image #{i} (true class **{p.class_names[r.labels[i]]}**): read as "
+                  f"**{p.class_names[best]}** ({100 * a.probs[best]:.1f} %) — {verdict}")
+        shown = Shown("test", a.image, a.image, name)
+        return self._update(p, a, shown, shared, layer, head, patch, status).outputs()
+
+    def refresh_testset(self, opened, name, kind, true, pred, progress=gr.Progress()):
+        """After a model switch: its class names in the filters, and its answers if the tab is open."""
+        p = self.predictor(name)
+        choices = gr.update(choices=testset_tab.class_choices(p.class_names), value=-1)
+        if not opened:
+            return choices, choices, *[gr.update()] * 4
+        return choices, choices, *self.testset_view(name, kind, -1, -1, progress)
+
+
+def _progress(progress):
+    return lambda done, total: progress(done / total, desc="Testing the model on the test set")
+
+
+def headline(p: Predictor, probs: np.ndarray) -> str:
+    order = np.argsort(probs)[::-1]
+    best, second = order[0], order[1]
+    text = f"### The model reads this as **{p.class_names[best]}** ({100 * probs[best]:.1f} %)"
+    if probs[best] < 0.6:
+        text += f"\nNot sure: it could also be **{p.class_names[second]}** ({100 * probs[second]:.1f} %)."
+    return text
+
+
+def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None = None,
+               examples_dir=None, models: Models | None = None) -> gr.Blocks:
+    """Build the page. `checkpoints`: a folder of checkpoint folders (default $VIT_CHECKPOINTS,
+    else the bundled checkpoints/); `data_dir`: where test sets are ($VIT_DATA_DIR, else data/);
+    `threads`: torch CPU threads ($VIT_THREADS, else 1: with two cores, two concurrent requests on
+    one thread each beat one request whose two threads fight the other's). Raises NoModelsError."""
+    never_rewrite_cached_images()
+    torch.set_num_threads(max(1, int(threads or os.environ.get("VIT_THREADS", "1"))))
+    models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"),
+                              device)
+    data_dir = Path(data_dir) if data_dir else ts.data_dir_for_app()
+    examples = write_examples(examples_dir or Path(tempfile.gettempdir()) / "vit-explorer-examples")
+    page = Page(models, data_dir, examples)
+    p = models.get(models.default)
+    on_space = "SPACE_ID" in os.environ
+
+    with gr.Blocks(title="ViT Explorer", delete_cache=(1800, 3600)) as demo:
+        gr.Markdown("# ViT Explorer\nDraw a digit (or upload a picture). A small Vision Transformer, "
+                    "trained from scratch, cuts it into patches, reads them as a sequence of tokens and "
+                    "predicts the class. Below: what it sees, and where every attention head looks.")
+        shown = gr.State(None)
+        patch = gr.State(None)                   # the clicked patch (0-based); None = the centre
+        current = gr.State(models.default)
+        model = gr.Dropdown(models.choices(), value=models.default, label="Model",
+                            info="the data set each model was trained on",
+                            visible=len(models.names) > 1)
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=5, min_width=380):
+                with gr.Tabs():
+                    with gr.Tab("Draw", id="draw"):
+                        pad = draw_tab.build(p.config.noun)
+                    with gr.Tab("Upload", id="upload"):
+                        upload = upload_tab.build(examples)
+                    # On a Space the tab appears only when the data was put there too.
+                    tst = testset_tab.build(models, data_dir, visible=not on_space
+                                            or testset_tab.data_on_disk(models, data_dir))
+            with gr.Column(scale=4, min_width=320):
+                status = gr.Markdown(f"### ✏️ Draw a {p.config.noun} in the box", elem_id="status")
+                label = gr.Label(num_top_classes=10, label="Prediction (probability per class)",
+                                 elem_id="prediction")
+        panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
+        with gr.Accordion("About this model", open=False):
+            card = gr.Markdown(p.card())
+
+        outs = [status, label, *panel.pictures, shown]
+        ins = [model, panel.shared, panel.layer, panel.head, patch]
+        quiet = dict(show_progress="hidden", api_visibility="private")
+        pad.change(page.analyse_drawing, [pad, *ins], outs, trigger_mode="always_last",
+                   show_progress="hidden", api_name="analyse_drawing")
+        upload.change(page.analyse_upload, [upload, *ins], outs, show_progress="hidden",
+                      api_name="analyse_upload")
+        panel.shared.change(page.rescale, [shown, model, panel.shared], panel.grid, **quiet)
+        for s in (panel.layer, panel.head):
+            s.change(page.explore, [shown, model, panel.layer, panel.head, patch],
+                     [panel.pick, panel.row], trigger_mode="always_last", **quiet)
+        panel.pick.select(page.pick_patch, [shown, model, panel.layer, panel.head],
+                          [patch, panel.pick, panel.row], **quiet)
+        model.change(page.choose_model, [model, current],
+                     [model, current, card, panel.layer, panel.head, patch],
+                     api_visibility="private").then(
+            page.reanalyse, [shown, *ins], outs, **quiet).then(
+            page.refresh_testset, [tst.opened, model, tst.kind, tst.true, tst.pred],
+            [tst.true, tst.pred, *tst.views], api_visibility="private")
+        tst.tab.select(page.open_testset, [model, tst.kind, tst.true, tst.pred],
+                       [tst.opened, *tst.views], api_visibility="private")
+        for f in (tst.kind, tst.true, tst.pred):
+            f.input(page.testset_view, [model, tst.kind, tst.true, tst.pred], tst.views,
+                    api_visibility="private")
+        tst.confusion.select(page.pick_cell, [model], [tst.kind, tst.true, tst.pred, *tst.views],
+                             api_visibility="private")
+        tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet)
+        demo.load(page.first_view, ins, outs, **quiet)
+        api_file = gr.File(visible=False, type="filepath")
+        api_label = gr.Label(visible=False)
+        api_file.upload(page.classify, api_file, api_label, api_name="classify")
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY)
+    demo.page = page                    # for tests and notebooks: the handlers over these models
+    return demo
+
+
+def launch(demo: gr.Blocks, **kwargs):
+    """Serve the page with its script, style and upload limit (GRADIO_SERVER_NAME/PORT honoured)."""
+    return demo.launch(js=draw_tab.JS, css=CSS, show_error=True, max_file_size="50mb", **kwargs)

@@ -1,0 +1,83 @@
+"""The checkpoints the app offers: found, checked and loaded once.
+
+At start-up every sub-folder of the checkpoints folder with a config.json is checked cheaply
+(config validated, weight shapes compared with the safetensors header; nothing is built); a bad
+one is skipped with a one-line warning. The default model is loaded at once, so a default whose
+weights turn out bad (NaN, say) is skipped too. Messages name models, never server paths.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from ..checkpoint import CheckpointConfig, CheckpointError, check_weights, read_config
+from ..inference import Predictor
+
+HOW_TO_GET_ONE = "train one with `python -m vit.train` (it writes checkpoints/mnist)"
+
+
+class NoModelsError(RuntimeError):
+    """No usable checkpoint: the message is one line that says how to get one."""
+
+
+def _public(message: str, folder: Path, name: str) -> str:
+    """A loader message with the server's folder replaced by the model's name."""
+    return message.replace(str(folder.resolve()), name).replace(str(folder), name)
+
+
+class Models:
+    def __init__(self, root, device=None, warn=None):
+        self.root = Path(root)
+        self.device = device
+        self._warn = warn or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+        self.configs: dict[str, CheckpointConfig] = {}
+        self.folders: dict[str, Path] = {}
+        self._loaded: dict[str, Predictor] = {}
+        self._lock = threading.Lock()
+        if not self.root.is_dir():
+            raise NoModelsError(f"no checkpoints folder {self.root.name!r}: {HOW_TO_GET_ONE}, "
+                                f"or set VIT_CHECKPOINTS to a folder of checkpoint folders")
+        for folder in sorted(p.parent for p in self.root.glob("*/config.json")):
+            try:
+                config = read_config(folder)
+                check_weights(folder, config)
+            except CheckpointError as e:
+                self._warn(f"skipping model {folder.name!r}: {_public(str(e), folder, folder.name)}")
+                continue
+            self.configs[folder.name] = config
+            self.folders[folder.name] = folder
+        # MNIST first: the page's examples are digits.
+        for name in sorted(self.configs, key=lambda n: (n != "mnist", n)):
+            try:
+                self.get(name)
+                self.default = name
+                break
+            except CheckpointError as e:
+                self._warn(str(e))
+        else:
+            raise NoModelsError(f"no usable checkpoint in {self.root.name!r}: {HOW_TO_GET_ONE}, "
+                                f"or set VIT_CHECKPOINTS to a folder of checkpoint folders")
+        self.names = [n for n in sorted(self.configs, key=lambda n: (n != self.default, n))]
+
+    def choices(self) -> list[tuple[str, str]]:
+        """(label, name) for the selector: the data set's title, and the folder when titles repeat."""
+        titles = [self.configs[n].title for n in self.names]
+        return [(t if titles.count(t) == 1 else f"{t} ({n})", n) for t, n in zip(titles, self.names)]
+
+    def get(self, name: str) -> Predictor:
+        """The loaded model; CheckpointError (a one-line, path-free message) if it can't be."""
+        if name not in self.configs:
+            raise CheckpointError(f"no model named {str(name)[:40]!r}")
+        with self._lock:                        # two first requests must not load it twice
+            if name not in self._loaded:
+                folder = self.folders[name]
+                try:
+                    self._loaded[name] = Predictor(folder, self.device)
+                except CheckpointError as e:
+                    del self.configs[name]      # never offered again in this process
+                    if name in getattr(self, "names", []):
+                        self.names.remove(name)
+                    raise CheckpointError(f"can't load model {name!r}: "
+                                          f"{_public(str(e), folder, name)}") from None
+            return self._loaded[name]

@@ -1,0 +1,32 @@
+"""What one visitor's session keeps, and the named result every analysing handler returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .views import Pictures
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The input on screen. Gradio keeps a session's state for an hour after the visitor leaves,
+    so it stays small: the model input (a few KB) and a compact source to lay out again for
+    another model (a drawing's ink at most 160 px a side, an upload's path, a test image as is)."""
+    kind: str                        # "drawing", "upload" or "test"
+    source: object                   # np.ndarray (drawing ink / test image) or str (upload path)
+    image: np.ndarray                # what the model saw, float32 in [0, 1]
+    model: str                       # the model it was laid out for
+
+
+@dataclass
+class PageUpdate:
+    """Everything an analysing handler changes, by name; `outputs()` orders it for Gradio."""
+    status: str
+    label: dict | None = None
+    pictures: Pictures | None = None
+    shown: Shown | None = None
+
+    def outputs(self) -> tuple:
+        pics = self.pictures.as_tuple() if self.pictures is not None else (None,) * 6
+        return (self.status, self.label, *pics, self.shown)

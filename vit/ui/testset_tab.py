@@ -1,0 +1,109 @@
+"""The Test set tab: the selected model's answers on its data set's test split — a gallery of
+mistakes / least confident / all, class filters, and a clickable confusion matrix."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+
+from .. import explain as ex
+from .. import testset as ts
+from ..data import DataError, load_split
+from .models import Models
+
+GALLERY_SIZE = 60
+
+
+@dataclass
+class Tab:
+    tab: gr.Tab
+    status: gr.Markdown
+    kind: gr.Radio
+    true: gr.Dropdown
+    pred: gr.Dropdown
+    confusion: gr.Image
+    gallery: gr.Gallery
+    shown: gr.State                  # test-set indices the gallery shows, in order
+    opened: gr.State
+
+    @property
+    def views(self) -> list:
+        return [self.status, self.confusion, self.gallery, self.shown]
+
+
+def class_choices(names) -> list:
+    return [("any", -1)] + [(n, i) for i, n in enumerate(names)]
+
+
+def data_on_disk(models: Models, data_dir: Path) -> bool:
+    """Whether any model's test split is under data_dir (reads configs only, not weights)."""
+    for config in models.configs.values():
+        try:
+            load_split(config.dataset or "mnist", data_dir, train=False)
+            return True
+        except DataError:
+            continue
+    return False
+
+
+def build(models: Models, data_dir: Path, visible: bool) -> Tab:
+    with gr.Tab("Test set", id="testset", elem_id="testset-tab", visible=visible) as tab:
+        status = gr.Markdown("Loading the test set…", elem_id="testset-status")
+        kind = gr.Radio(list(ts.KINDS), value="mistakes", label="Show", elem_id="testset-kind")
+        with gr.Row():
+            choices = class_choices(models.configs[models.default].class_names)
+            true = gr.Dropdown(choices, value=-1, label="True class", elem_id="testset-true")
+            pred = gr.Dropdown(choices, value=-1, label="Predicted class", elem_id="testset-pred")
+        confusion = gr.Image(label="Confusion matrix — click a cell to filter", interactive=False,
+                             buttons=[], elem_id="confusion", height=500)
+        gallery = gr.Gallery(label="Click an image to explain it (caption: true→predicted, "
+                                   "confidence)", columns=6, height=520, allow_preview=False,
+                             elem_id="testset-gallery")
+    return Tab(tab, status, kind, true, pred, confusion, gallery, gr.State([]), gr.State(False))
+
+
+class Answers:
+    """The models' answers on their test sets, once per model and process (and from the on-disk
+    cache after the first time ever)."""
+
+    def __init__(self, models: Models, data_dir: Path):
+        self.models, self.data_dir = models, data_dir
+        self._results: dict[str, ts.Answers] = {}
+
+    def get(self, name: str, progress=None) -> ts.Answers:
+        if name not in self._results:
+            p = self.models.get(name)
+            self._results[name] = ts.load_results(p.checkpoint, self.data_dir, progress)
+        return self._results[name]
+
+    def view(self, name, kind, true, pred, progress=None):
+        """Status line, clickable confusion matrix, gallery and the indices it shows."""
+        config = self.models.get(name).config
+        try:
+            r = self.get(name, progress)
+        except DataError:
+            return (f"The {config.title} test set is not on this machine, so there is nothing to "
+                    f"browse yet. Fetch it with `python -m vit.data --dataset "
+                    f"{config.dataset or 'mnist'}` (it lands in `data/`), or start the app with "
+                    f"`VIT_DATA_DIR` naming a folder that holds it; then reload this page.",
+                    None, [], [])
+        kind = kind if kind in ts.KINDS else "mistakes"
+        names = r.class_names
+        true = int(true) if isinstance(true, (int, float)) and 0 <= true < len(names) else None
+        pred = int(pred) if isinstance(pred, (int, float)) and 0 <= pred < len(names) else None
+        idx = r.select(kind, true, pred)
+        conf = r.confusion()
+        wrong = int(conf.sum() - np.trace(conf))
+        what = {"mistakes": "mistakes, most confidently wrong first",
+                "least confident": "answers, least confident first", "all": "images"}[kind]
+        filters = "".join([f", true class **{names[true]}**" if true is not None else "",
+                           f", predicted **{names[pred]}**" if pred is not None else ""])
+        status = (f"**{config.title} test set**: {len(r.labels):,} images, {100 * r.accuracy:.2f} % "
+                  f"right, {wrong} wrong. Showing {min(len(idx), GALLERY_SIZE)} of {len(idx):,} "
+                  f"{what}{filters}. Click an image to see it in the views below.")
+        selected = (true, pred) if true is not None and pred is not None else None
+        shown = [int(i) for i in idx[:GALLERY_SIZE]]
+        gallery = [(ex.digit_picture(r.images[i] / 255.0, 84), r.caption(i)) for i in shown]
+        return status, ts.confusion_picture(conf, names, selected), gallery, shown

@@ -1,0 +1,125 @@
+"""The analysis panels under the input: what the model sees, where each head looks, one patch's
+attention. `build()` makes the components; `render()` / `explorer()` are pure functions from an
+analysis to pictures, for the handlers and for tests."""
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+
+import gradio as gr
+import numpy as np
+
+from .. import explain as ex
+from ..inference import Analysis, Predictor
+
+PICK_SIZE = 336                      # pixels of the clickable patch picture
+
+
+@dataclass
+class Pictures:
+    seen: np.ndarray                 # input with its numbered patch grid
+    strip: np.ndarray                # [CLS] + the patch tokens
+    grid: np.ndarray                 # [CLS] attention, layers x heads
+    rollout: np.ndarray
+    pick: np.ndarray                 # clickable grid with the chosen patch outlined
+    row: np.ndarray                  # that patch's attention row
+
+    def as_tuple(self) -> tuple:
+        return astuple(self)
+
+
+def centre_patch(grid: int) -> int:
+    return (grid // 2) * grid + grid // 2
+
+
+def clamp(p: Predictor, layer, head, patch) -> tuple[int, int, int]:
+    """Slider and clicked-patch values -> valid 0-based (layer, head, patch) for this model:
+    they may come from another model, an old page, or a client that sends anything."""
+    cfg = p.model.cfg
+
+    def fit(v, n, fallback):
+        try:
+            v = int(v)
+        except (TypeError, ValueError, OverflowError):
+            return fallback
+        return v if 0 <= v < n else fallback
+
+    layer = fit(layer - 1 if isinstance(layer, (int, float)) else None, cfg.depth, cfg.depth - 1)
+    head = fit(head - 1 if isinstance(head, (int, float)) else None, cfg.heads, 0)
+    return layer, head, fit(patch, p.grid ** 2, centre_patch(p.grid))
+
+
+def explorer(p: Predictor, a: Analysis, layer, head, patch) -> tuple[np.ndarray, np.ndarray]:
+    layer, head, patch = clamp(p, layer, head, patch)
+    row = ex.patch_attention_row(a.explanation.attn, layer, head, patch, p.grid)
+    return (ex.patch_grid_picture(a.image, p.grid, PICK_SIZE, marked=patch),
+            ex.single_map_picture(a.image, row, f"patch {patch + 1} looks at, layer {layer + 1}, "
+                                                f"head {head + 1}", marked=patch))
+
+
+def render(p: Predictor, a: Analysis, shared: bool, layer, head, patch) -> Pictures:
+    attn, grid = a.explanation.attn, p.grid
+    roll = ex.rollout(attn)[0, 1:].reshape(grid, grid)
+    return Pictures(
+        ex.patch_grid_picture(a.image, grid),
+        ex.token_strip(a.image, grid),
+        ex.attention_grid_picture(a.image, a.explanation.cls_maps, shared_scale=bool(shared)),
+        ex.single_map_picture(a.image, roll, "rollout: share of the final [CLS]"),
+        *explorer(p, a, layer, head, patch))
+
+
+@dataclass
+class Panel:
+    seen: gr.Image
+    strip: gr.Image
+    shared: gr.Checkbox
+    grid: gr.Image
+    rollout: gr.Image
+    layer: gr.Slider
+    head: gr.Slider
+    pick: gr.Image
+    row: gr.Image
+
+    @property
+    def pictures(self) -> list:
+        """Output components in `Pictures` order."""
+        return [self.seen, self.strip, self.grid, self.rollout, self.pick, self.row]
+
+
+def build(depth: int, heads: int) -> Panel:
+    gr.Markdown("## What the model sees\nYour input, laid out like the training data at the "
+                "model's input size, cut into a grid of patches. Each patch becomes one token "
+                "(\"About this model\" at the bottom says whether a 3×3 convolution first lets it "
+                "see a pixel past its patch); a learned [CLS] token is put in front and the answer "
+                "is read from it.")
+    with gr.Row():
+        seen = gr.Image(label="Input with its patch grid (patch numbers = token order)",
+                        interactive=False, height=340, buttons=["download"], elem_id="seen")
+        strip = gr.Image(label="The token sequence: [CLS], then patches 1…N",
+                         interactive=False, height=340, buttons=["download"], elem_id="strip")
+    gr.Markdown("## Where each head looks\nFor every layer (rows) and head (columns): how much the "
+                "[CLS] token attends to each patch. Bright = more attention. Rollout combines all "
+                "layers (Abnar & Zuidema 2020) into one map of what the final answer draws on.")
+    shared = gr.Checkbox(True, label="One colour scale for all maps (untick: scale each map "
+                                     "to its own maximum)")
+    with gr.Row():
+        grid = gr.Image(label="[CLS] attention, layers × heads", interactive=False, scale=3,
+                        buttons=["download", "fullscreen"], elem_id="attention")
+        rollout = gr.Image(label="Attention rollout", interactive=False, scale=2,
+                           buttons=["download"], elem_id="rollout")
+    gr.Markdown("## Explore one patch\nClick a patch on the left to see where *that patch* looks in "
+                "the chosen layer and head (its own row of the attention matrix).")
+    with gr.Row():
+        layer = gr.Slider(1, max(depth, 2), value=depth, step=1, label="Layer", elem_id="layer")
+        head = gr.Slider(1, max(heads, 2), value=1, step=1, label="Head", elem_id="head")
+    with gr.Row():
+        pick = gr.Image(label="Click a patch", interactive=False, height=380, elem_id="pick")
+        row = gr.Image(label="That patch's attention", interactive=False, height=380, elem_id="row")
+    return Panel(seen, strip, shared, grid, rollout, layer, head, pick, row)
+
+
+def slider_updates(p: Predictor) -> tuple[dict, dict]:
+    """Layer and head sliders for this model (a slider needs minimum < maximum: a one-layer or
+    one-head model gets a range of 1..2 and the handlers clamp)."""
+    cfg = p.model.cfg
+    return (gr.update(maximum=max(cfg.depth, 2), value=cfg.depth),
+            gr.update(maximum=max(cfg.heads, 2), value=1))
