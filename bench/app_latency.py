@@ -1,6 +1,6 @@
 """App latency and memory, measured the way users meet them.
 
-    python bench/app_latency.py [--n 200] [--rss-requests 2000]
+    python -m bench.app_latency [--n 200] [--rss-requests 2000]
 
 1. In-process: the full response of a drawing (preprocess + forward with attention + every
    picture the page shows), p50/p95 over --n runs. Goal: p50 <= 30 ms on a 2-core CPU.
@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 BARE_APP = '''
 import gradio as gr
@@ -43,20 +42,24 @@ def pct(xs, q):
 
 
 def in_process(n: int) -> None:
-    import torch
-    torch.set_num_threads(1)                     # as app.py does
-    import app
+    from PIL import Image
+
     from vit.examples import render_digit
+    from vit.ui import create_app
+    page = create_app(threads=1).page            # one torch thread, as the app runs
     ink = 255 - np.asarray(render_digit("7", 500, 34), np.uint8)
     layer = np.zeros((500, 500, 4), np.uint8)
     layer[..., 3] = ink
-    value = {"background": None, "layers": [layer], "composite": layer}
+    path = os.path.join(tempfile.mkdtemp(), "layer.png")      # the Sketchpad sends a PNG file
+    Image.fromarray(layer, "RGBA").save(path)
+    value = {"background": None, "layers": [path], "composite": None}
+    name = page.models.default
     for _ in range(5):
-        app.analyse_drawing(value, app.DEFAULT_MODEL, True, 6, 1, 24)
+        page.analyse_drawing(value, name, True, 6, 1, None)
     ts = []
     for _ in range(n):
         t = time.perf_counter()
-        app.analyse_drawing(value, app.DEFAULT_MODEL, True, 6, 1, 24)
+        page.analyse_drawing(value, name, True, 6, 1, None)
         ts.append(1000 * (time.perf_counter() - t))
     print(f"in-process full response: p50 {pct(ts, 50):.1f} ms, p95 {pct(ts, 95):.1f} ms (n={n})")
 
@@ -82,7 +85,7 @@ def start(args: list[str], log: str | None = None) -> tuple[subprocess.Popen, st
             break
         except OSError:
             if proc.poll() is not None:
-                raise SystemExit(f"{args} exited during start-up")
+                raise SystemExit(f"{args} exited during start-up") from None
             time.sleep(0.1)
     return proc, f"http://127.0.0.1:{port}/", time.perf_counter() - t
 
@@ -113,6 +116,7 @@ def main() -> None:
     in_process(args.n)
 
     from gradio_client import Client
+
     from vit.examples import render_digit
     path = os.path.join(tempfile.mkdtemp(), "seven.png")
     render_digit("7").save(path)

@@ -1,6 +1,6 @@
 """Load and soak test of a local `python app.py` with concurrent gradio_client clients.
 
-    python bench/load.py [--clients 16] [--requests 500] [--soak 2000]
+    python -m bench.load [--clients 16] [--requests 500] [--soak 2000]
 
 Starts the app on a free loopback port, then --clients threads, each with its own Client, send
 --requests mixed requests in all: drawings (the Sketchpad endpoint, RGBA layers) and uploads
@@ -10,8 +10,6 @@ before and after --soak more requests (goal: growth < 50 MB). Traffic goes to 12
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import threading
 import time
@@ -20,10 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-from app_latency import pct, rss_mb, start  # noqa: E402
+from bench.app_latency import ROOT, pct, rss_mb, start
 
 
 def make_inputs(folder: Path) -> tuple[list[str], list[str]]:

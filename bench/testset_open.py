@@ -1,6 +1,6 @@
 """What opening the app's Test set tab costs: the first time ever, and every time after.
 
-    python bench/testset_open.py --data-dir ../shared/data [--checkpoint checkpoints/mnist] [--n 20]
+    python -m bench.testset_open --data-dir ../shared/data [--checkpoint checkpoints/mnist] [--n 20]
 
 1. First time ever: no cache beside the checkpoint, so the model runs over the whole test set
    (one torch thread, as the app runs). Measured on a copy of the checkpoint folder.
@@ -22,16 +22,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 FRESH = """
 import sys, time, torch
 torch.set_num_threads(1)
-from vit.checkpoint import load_checkpoint
+from vit.checkpoint import open_checkpoint
 from vit.testset import load_results
-model = load_checkpoint(sys.argv[1])
+checkpoint = open_checkpoint(sys.argv[1])
 t = time.perf_counter()
-r = load_results(sys.argv[1], model, sys.argv[2])
+r = load_results(checkpoint, sys.argv[2])
 assert r.from_cache
 print(1000 * (time.perf_counter() - t))
 """
@@ -45,14 +44,13 @@ def main() -> None:
     args = p.parse_args()
     import torch
     torch.set_num_threads(1)
-    from vit.checkpoint import load_checkpoint
+    from vit.checkpoint import open_checkpoint
     from vit.testset import load_results
 
     folder = Path(tempfile.mkdtemp()) / "ck"
     shutil.copytree(args.checkpoint, folder, ignore=shutil.ignore_patterns(".cache", "train_state"))
-    model = load_checkpoint(folder)
     t = time.perf_counter()
-    r = load_results(folder, model, args.data_dir)
+    r = load_results(open_checkpoint(folder), args.data_dir)
     first = time.perf_counter() - t
     print(f"first opening ever: {first:.1f} s to run the model over {len(r.labels):,} test images "
           f"(accuracy {100 * r.accuracy:.2f} %), answers cached")
@@ -66,14 +64,13 @@ def main() -> None:
     print(f"after a restart (fresh process, cached answers): p50 {statistics.median(ms):.0f} ms "
           f"(max {max(ms):.0f}, n={args.n})")
 
-    os.environ["VIT_CHECKPOINTS"] = str(folder.parent)
-    os.environ["VIT_DATA_DIR"] = args.data_dir
-    import app
-    app.testset_view("ck", "mistakes", -1, -1, progress=lambda *a, **k: None)
+    from vit.ui import create_app
+    page = create_app(folder.parent, args.data_dir, threads=1).page
+    page.testset_view("ck", "mistakes", -1, -1, progress=lambda *a, **k: None)
     ms = []
     for i in range(args.n):
         t = time.perf_counter()
-        app.testset_view("ck", ("mistakes", "least confident", "all")[i % 3], -1, -1,
+        page.testset_view("ck", ("mistakes", "least confident", "all")[i % 3], -1, -1,
                          progress=lambda *a, **k: None)
         ms.append(1000 * (time.perf_counter() - t))
     print(f"in the running app (answers in memory, full tab response): p50 {statistics.median(ms):.0f} ms")

@@ -16,7 +16,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 HAS_MNIST = (SHARED_DATA / "MNIST" / "raw" / "t10k-images-idx3-ubyte").is_file()
-sys.path.insert(0, str(ROOT))
 
 # Arguments for a model small enough to train in seconds.
 TINY_MODEL = ["--dim", "16", "--depth", "2", "--heads", "2", "--mlp-dim", "32"]

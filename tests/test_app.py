@@ -105,3 +105,19 @@ def test_empty_canvas_is_a_friendly_state_not_an_error(client):
     out = client.predict({"background": None, "layers": [], "composite": None}, "mnist", True, 6, 1, None,
                          api_name="/analyse_drawing")
     assert "Draw a digit" in out[0] and not out[1]          # no prediction shown
+
+
+@pytest.mark.parametrize("size, message", [
+    (51_000_000, "The file is 51 MB; the limit is 50 MB"),   # the app's own check, before opening
+    (60_000_000, "(?i)too large|size|413"),                  # launch(max_file_size="50mb"): Gradio's
+])
+def test_an_upload_over_the_size_limit_is_refused_and_the_server_keeps_serving(
+        app_server, client, files, tmp_path, size, message):
+    big = tmp_path / "big.png"
+    with open(big, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n")
+        f.truncate(size)
+    with pytest.raises(Exception, match=message):
+        client.predict(handle_file(str(big)), api_name="/classify")
+    assert app_server[0].poll() is None
+    assert label_of(client.predict(handle_file(str(files / "seven.png")), api_name="/classify")) == "7"

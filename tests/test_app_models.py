@@ -3,7 +3,6 @@ start-up with one line, a folder without a usable one says how to get one, a bro
 refused at a switch while the previous one stays, and every view works for any patch grid."""
 import json
 import pickle
-import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -12,9 +11,9 @@ import gradio as gr
 import numpy as np
 import pytest
 import torch
+from conftest import ROOT
 from PIL import Image
 
-from conftest import ROOT
 from vit.checkpoint import save_checkpoint
 from vit.examples import render_digit
 from vit.model import ViT, ViTConfig

@@ -4,7 +4,6 @@ import os
 import shutil
 
 import pytest
-
 from conftest import ARTIFACTS
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -111,6 +110,7 @@ def test_clearing_resets_the_page(page):
 
 def test_upload_and_example(page, tmp_path):
     from PIL import Image
+
     from vit.examples import render_digit
     img = Image.new("L", (500, 400), 255)
     img.paste(render_digit("4", 300, 24), (150, 50))

@@ -9,11 +9,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import vit.checkpoint as cp
-from vit.checkpoint import (CheckpointError, implied_shapes, load_checkpoint, open_checkpoint,
-                            read_config, save_checkpoint, save_tensors)
+from vit.checkpoint import (
+    CheckpointError,
+    implied_shapes,
+    load_checkpoint,
+    open_checkpoint,
+    read_config,
+    save_checkpoint,
+    save_tensors,
+)
 from vit.model import ViT, ViTConfig
 
 ROOT = Path(__file__).resolve().parent.parent

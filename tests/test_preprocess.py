@@ -4,9 +4,9 @@ import io
 import numpy as np
 import pytest
 import torch
+from conftest import HAS_MNIST, ROOT, SHARED_DATA
 from PIL import Image
 
-from conftest import HAS_MNIST, ROOT, SHARED_DATA
 from vit.examples import render_digit
 from vit.preprocessing import PreprocessError, compact, preprocess, to_model_image
 
@@ -194,7 +194,7 @@ def test_mnist_digits_redrawn_as_big_off_centre_drawings_are_recognised():
     model = load_checkpoint(ROOT / "checkpoints" / "mnist", "cpu")
     rng = np.random.default_rng(0)
     idx = rng.choice(len(test), 1000, replace=False)
-    originals, redrawn = [], []
+    redrawn = []
     for i in idx:
         digit = test.images[i].numpy()
         ys, xs = np.nonzero(digit > 30)

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 import torch
-
 from conftest import ROOT, run_module, write_dataset
-from vit.checkpoint import load_checkpoint, save_checkpoint
+
+from vit.checkpoint import open_checkpoint, save_checkpoint
 from vit.data import DataError
 from vit.model import ViT, ViTConfig
 from vit.testset import CACHE, CELL, LEFT, TOP, Answers, cell_at, confusion_picture, load_results
@@ -24,7 +24,7 @@ META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
 def make_checkpoint(folder, seed=0):
     torch.manual_seed(seed)
     save_checkpoint(folder, ViT(TINY), META)
-    return load_checkpoint(folder)
+    return open_checkpoint(folder)
 
 
 def results(labels, probs) -> Answers:
@@ -34,38 +34,38 @@ def results(labels, probs) -> Answers:
 
 
 def test_answers_are_computed_once_then_read_from_the_cache(tiny_data, tmp_path):
-    model = make_checkpoint(tmp_path / "ck")
-    first = load_results(tmp_path / "ck", model, tiny_data)
+    ckpt = make_checkpoint(tmp_path / "ck")
+    first = load_results(ckpt, tiny_data)
     assert not first.from_cache and (tmp_path / "ck" / CACHE).is_file()
     assert first.probs.shape == (80, 10) and np.allclose(first.probs.sum(1), 1, atol=1e-5)
     # The cached answers are the model's answers.
     with torch.no_grad():
         x = (torch.from_numpy(first.images[:5]).float() / 255 - 0.1307) / 0.3081
-        direct = model(x.unsqueeze(1)).softmax(1).numpy()
+        direct = ckpt.model(x.unsqueeze(1)).softmax(1).numpy()
     np.testing.assert_allclose(first.probs[:5], direct, atol=1e-5)
-    again = load_results(tmp_path / "ck", model, tiny_data)
+    again = load_results(ckpt, tiny_data)
     assert again.from_cache and np.array_equal(again.probs, first.probs)
     assert again.accuracy == first.accuracy == float((first.preds == first.labels).mean())
 
 
 def test_new_weights_or_new_data_invalidate_the_cache(tiny_data, tmp_path):
     folder = tmp_path / "ck"
-    load_results(folder, make_checkpoint(folder, seed=0), tiny_data)
+    load_results(make_checkpoint(folder, seed=0), tiny_data)
     retrained = make_checkpoint(folder, seed=1)              # same folder, other weights
-    fresh = load_results(folder, retrained, tiny_data)
+    fresh = load_results(retrained, tiny_data)
     assert not fresh.from_cache
     other_data = write_dataset(tmp_path / "other", n_train=10, n_test=30)
-    assert not load_results(folder, retrained, other_data).from_cache
+    assert not load_results(retrained, other_data).from_cache
     # A damaged cache file is recomputed, not an error.
     (folder / CACHE).write_bytes(b"garbage")
-    assert not load_results(folder, retrained, other_data).from_cache
-    assert load_results(folder, retrained, other_data).from_cache
+    assert not load_results(retrained, other_data).from_cache
+    assert load_results(retrained, other_data).from_cache
 
 
 def test_missing_test_set_is_a_data_error(tmp_path):
-    model = make_checkpoint(tmp_path / "ck")
+    ckpt = make_checkpoint(tmp_path / "ck")
     with pytest.raises(DataError, match="not found"):
-        load_results(tmp_path / "ck", model, tmp_path / "nowhere")
+        load_results(ckpt, tmp_path / "nowhere")
 
 
 def test_selections():
@@ -130,8 +130,9 @@ def test_tab_is_hidden_on_spaces_without_data(on_spaces, with_data, visible, tin
     env.pop("SPACE_ID", None)
     if on_spaces:
         env["SPACE_ID"] = "someone/vit-explorer"
-    code = ("import app; tab = next(b for b in app.demo.blocks.values() "
-            "if getattr(b, 'elem_id', None) == 'testset-tab'); print('visible:', tab.visible)")
+    code = ("from vit.ui import create_app; demo = create_app(); tab = next(b for b in "
+            "demo.blocks.values() if getattr(b, 'elem_id', None) == 'testset-tab'); "
+            "print('visible:', tab.visible)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=180)
     assert r.returncode == 0, r.stderr

@@ -1,6 +1,15 @@
-"""ViT Explorer: a small Vision Transformer, its trainer, and the pieces the app shows."""
+"""ViT Explorer: a small Vision Transformer, its trainer, and the pieces the app shows.
+
+    import vit
+    model = vit.load_checkpoint("checkpoints/mnist")     # eval mode, on cuda / mps / cpu
+    x = vit.preprocess(image)                            # any picture -> (1, 1, 28, 28)
+    logits, attn = model(x, return_attention=True)
+"""
 from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, open_checkpoint, read_config
 from .model import ViT, ViTConfig
 
+# `vit.preprocess` is the function; the module that holds it is `vit.preprocessing`.
+from .preprocessing import PreprocessError, preprocess
+
 __all__ = ["ViT", "ViTConfig", "load_checkpoint", "CheckpointError", "Checkpoint",
-           "open_checkpoint", "read_config"]
+           "open_checkpoint", "read_config", "preprocess", "PreprocessError"]

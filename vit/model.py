@@ -6,7 +6,7 @@ H = heads, Dh = D // H.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, asdict
+from dataclasses import asdict, dataclass, fields
 
 import torch
 import torch.nn as nn

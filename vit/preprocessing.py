@@ -89,7 +89,8 @@ def open_image(path):
                               "work).") from None
     except (OSError, SyntaxError, ValueError, EOFError, TypeError, MemoryError) as e:
         # ValueError covers PNG text-chunk bombs ("Decompressed data too large"): one line, no path.
-        reason = str(e).replace(str(path), "the file").splitlines()[0][:120] if str(e) else type(e).__name__
+        text = str(e).replace(str(path), "the file")
+        reason = text.splitlines()[0][:120] if text.strip() else type(e).__name__
         raise PreprocessError(f"The image file is damaged or truncated and can't be read ({reason}).") from None
 
 
@@ -363,10 +364,17 @@ def normalize_image(img: np.ndarray, mean=0.1307, std=0.3081) -> torch.Tensor:
     return ((x - _per_channel(mean, C)[:, None, None]) / _per_channel(std, C)[:, None, None])[None]
 
 
-def preprocess(image, mean=0.1307, std=0.3081, style: str = "digits", size: int = 28) -> torch.Tensor:
-    """Any image -> (1, 1, size, size) float tensor normalised for the model (MNIST statistics by
-    default; pass a checkpoint's `config.mean`/`config.std`/`config.style`). Raises PreprocessError
-    for unusable input."""
+def preprocess(image, mean=0.1307, std=0.3081, style: str = "digits", size: int = 28,
+               config=None) -> torch.Tensor:
+    """Any image -> (1, C, S, S) float tensor normalised for a model: MNIST's layout and statistics
+    by default, or those of a checkpoint's `config` (a `CheckpointConfig`: its data set's layout,
+    image size, channels and per-channel normalisation). Raises PreprocessError for unusable input.
+    """
+    if config is not None:
+        mean, std, size = config.mean, config.std, config.model.image_size
+        if config.model.channels == 3:
+            return normalize_image(to_rgb_image(image, size), mean, std)
+        style = config.style
     return normalize_image(to_model_image(image, style, size), mean, std)
 
 

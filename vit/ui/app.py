@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CSS = draw_tab.CSS + ".hint { color: #555; font-size: 0.95em; }\n"
 # A burst of requests must not make the next visitor wait for answers nobody will read: the
 # queue holds a few per worker; beyond that a client is told at once that the server is busy.
-QUEUE_SIZE = 16
+QUEUE_SIZE = int(os.environ.get("VIT_QUEUE_SIZE", "16"))
 CONCURRENCY = 2
 
 
