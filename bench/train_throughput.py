@@ -3,7 +3,8 @@
     python bench/train_throughput.py --data-dir ../shared/data [--rounds 8] [--threads 0]
 
 The project loop: MNIST as one uint8 tensor, batched affine augmentation, our ViT (fused SDPA
-attention), AdamW, batch 128 — the exact step `vit.train` runs. The seeds' loop: torchvision MNIST
+attention), AdamW, batch 128 — vit/training.py's own `make_batch` and `train_step`, which
+`vit.train` runs. The seeds' loop: torchvision MNIST
 through a DataLoader with per-item PIL -> ToTensor -> Normalize, a ViT built from
 nn.MultiheadAttention blocks, Adam, batch 64. A third "loop" does only the step's matrix multiplies
 (same shapes, nothing else): the ceiling no training loop can pass on this machine. All three run in
@@ -13,18 +14,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from vit.data import Augment, load_split  # noqa: E402
-from vit.model import ViT, ViTConfig  # noqa: E402
-from vit.train import TrainConfig, param_groups  # noqa: E402
+from vit import training  # noqa: E402
+from vit.data import load_split  # noqa: E402
+from vit.model import ViTConfig  # noqa: E402
+from vit.training import TrainConfig  # noqa: E402
 
 
 class SeedBlock(nn.Module):
@@ -77,27 +76,23 @@ class Loop:
 
 
 def project_loop(data_dir: str, cfg: ViTConfig) -> Loop:
+    """The trainer's own batches and step (vit/training.py), on one process."""
     tc = TrainConfig()
-    split = load_split("mnist", data_dir, True)
-    model = ViT(cfg)
-    opt = torch.optim.AdamW(param_groups(model, tc.weight_decay), lr=tc.lr)
-    aug, gen = Augment(), torch.Generator().manual_seed(0)
+    s = training.new_session(tc, cfg, load_split("mnist", data_dir, True))
 
     def batches():
-        perm = torch.randperm(len(split), generator=gen)
-        for s in range(0, len(perm), tc.batch_size):
-            idx = perm[s:s + tc.batch_size]
-            x = aug(split.images[idx].float().div_(255).unsqueeze(1), gen)
-            yield (x - 0.1307) / 0.3081, split.labels[idx]
+        step = 0
+        while True:       # epoch after epoch, as the trainer draws them
+            order = training.epoch_order(tc, len(s.train_split), step // s.plan.steps_per_epoch)
+            for _ in range(s.plan.steps_per_epoch):
+                batch = training.make_batch(s, order, step)
+                yield (batch, step), batch.y
+                step += 1
 
-    def step(x, y):
-        loss = F.cross_entropy(model(x), y, label_smoothing=tc.label_smoothing)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        opt.step()
+    def step_fn(batch_and_step, _labels):
+        training.train_step(s, *batch_and_step)
 
-    return Loop(step, batches(), 10)                # 1,280 images per window
+    return Loop(step_fn, batches(), 10)             # 1,280 images per window
 
 
 def seed_loop(data_dir: str, cfg: ViTConfig) -> Loop:

@@ -3,11 +3,11 @@ what they really score on the full test set (when ../shared/data holds it)."""
 import json
 
 import pytest
-
 from conftest import ROOT, SHARED_DATA
-from vit.checkpoint import load_checkpoint
+
+from vit.checkpoint import load_checkpoint, open_checkpoint
 from vit.data import DataError, load_split
-from vit.train import evaluate
+from vit.evaluation import evaluate
 
 MNIST = ROOT / "checkpoints" / "mnist"
 FASHION = ROOT / "checkpoints" / "fashion-mnist"
@@ -28,12 +28,10 @@ def test_bundled_checkpoint_is_complete(folder):
 
 @pytest.mark.parametrize("folder", [MNIST, FASHION], ids=["mnist", "fashion-mnist"])
 def test_bundled_accuracy_is_what_config_records(folder):
-    model = load_checkpoint(folder, "cpu")
+    ck = open_checkpoint(folder, "cpu")
     try:   # full test split from ../shared/data (or, for Fashion-MNIST, Debian's copy)
-        test = load_split(model.config["dataset"], SHARED_DATA, train=False)
+        test = load_split(ck.config.dataset, SHARED_DATA, train=False)
     except DataError:
-        pytest.skip(f"{model.config['dataset']} is not on this machine")
-    norm = model.config["normalization"]
-    _, acc, _ = evaluate(model, test.images, test.labels, norm["mean"], norm["std"], 1000,
-                         next(model.parameters()).device)
-    assert acc == pytest.approx(model.config["test_accuracy"], abs=1e-4)
+        pytest.skip(f"{ck.config.dataset} is not on this machine")
+    _, acc, _ = evaluate(ck.model, test.images, test.labels, ck.config.mean, ck.config.std, 1000)
+    assert acc == pytest.approx(ck.config.test_accuracy, abs=1e-4)

@@ -2,7 +2,6 @@
 write: it trains, rank 0 alone writes a checkpoint that loads, both processes end with identical
 weights, and the result is the single-process run's (the global batch is the same)."""
 import csv
-import json
 import os
 import subprocess
 import sys
@@ -10,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, TINY_MODEL, run_module
 from safetensors.torch import load_file
 
-from conftest import ROOT, TINY_MODEL, run_module
-from vit.checkpoint import load_checkpoint
+from vit.checkpoint import load_checkpoint, open_checkpoint
 from vit.distributed import weights_digest
 
 ARGS = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
@@ -46,11 +45,11 @@ def test_two_processes_train_one_model(ddp_run):
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert [int(x["epoch"]) for x in rows] == [1, 2]
     assert float(rows[-1]["train_loss"]) < float(rows[0]["train_loss"])
-    model = load_checkpoint(out)
-    prov = json.loads((out / "config.json").read_text())["provenance"]
+    ck = open_checkpoint(out)
+    prov = ck.config.provenance
     assert prov["command"].startswith("torchrun --nproc_per_node=2 -m vit.train --data-dir")
     assert prov["device"].endswith("× 2 processes")
-    assert model.config["test_accuracy"] == pytest.approx(float(rows[-1]["test_acc"]), abs=1e-5)
+    assert ck.config.test_accuracy == pytest.approx(float(rows[-1]["test_acc"]), abs=1e-5)
 
 
 def test_both_ranks_end_with_identical_weights(ddp_run):
@@ -85,3 +84,8 @@ def test_resume_under_torchrun(ddp_run, tiny_data, tmp_path):
     a, b = load_file(out / "model.safetensors"), load_file(split / "model.safetensors")
     for k in a:
         assert torch.equal(a[k], b[k]), k
+    # One row per epoch; the resumed epoch's counts cover all of it, from both processes.
+    rows = list(csv.DictReader(open(split / "metrics.csv")))
+    straight = list(csv.DictReader(open(out / "metrics.csv")))
+    assert [r["epoch"] for r in rows] == ["1", "2"]
+    assert [r["train_acc"] for r in rows] == [r["train_acc"] for r in straight]

@@ -1,15 +1,19 @@
 """The trainer, evaluator and predictor CLIs, run as a user runs them, on a tiny IDX data set the
 tests write themselves (so the real loading code is exercised)."""
 import csv
+import hashlib
 import json
+import shutil
 
+import numpy as np
 import pytest
 import torch
+from conftest import ROOT, TINY_MODEL, run_module, synthetic_digits, write_dataset, write_idx
 from safetensors.torch import load_file
 
-from conftest import TINY_MODEL, run_module, write_dataset
-from vit.checkpoint import load_checkpoint
-from vit.data import load_split
+from vit.checkpoint import open_checkpoint
+from vit.data import DataError, check_split, load_split
+from vit.datasets import get_spec
 
 BASE = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
         "--eval-batch-size", "40", *TINY_MODEL]
@@ -43,8 +47,11 @@ def test_training_end_to_end(trained, tiny_data):
     assert prov["epochs"] == 2 and prov["seed"] == 0 and prov["wall_time_seconds"] > 0
     assert prov["device"].startswith("cpu") and len(prov["commit"]) >= 7
     assert cfg["test_accuracy"] == pytest.approx(float(rows[-1]["test_acc"]), abs=1e-5)
-    model = load_checkpoint(out)
-    assert model.cfg.dim == 16 and model.config["num_parameters"] == model.num_parameters()
+    # What a data set is comes from its spec; normalisation is written per channel.
+    assert cfg["dataset"] == "mnist" and cfg["class_names"] == list(get_spec("mnist").class_names)
+    assert cfg["normalization"] == {"mean": [0.1307], "std": [0.3081]}
+    ck = open_checkpoint(out)
+    assert ck.model.cfg.dim == 16 and ck.config.num_parameters == ck.model.num_parameters()
 
 
 def test_evaluate_cli_matches_recorded_accuracy(trained, tiny_data):
@@ -68,20 +75,71 @@ def test_predict_cli(trained, tmp_path):
     assert "junk.png: That file is not an image" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_resume_gives_identical_weights(tiny_data, tmp_path):
-    straight, split = tmp_path / "straight", tmp_path / "split"
-    assert train(tiny_data, straight).returncode == 0
+def rows_of(folder):
+    return list(csv.DictReader(open(folder / "metrics.csv")))
+
+
+def same_numbers(a, b):
+    """Metrics rows equal in everything but timing."""
+    keys = ("epoch", "step", "lr", "train_loss", "train_acc", "test_loss", "test_acc")
+    return [{k: r[k] for k in keys} for r in a] == [{k: r[k] for k in keys} for r in b]
+
+
+def assert_same_weights(a_folder, b_folder):
+    a, b = load_file(a_folder / "model.safetensors"), load_file(b_folder / "model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_resume_gives_identical_weights(trained, tiny_data, tmp_path):
+    """Stopped mid-epoch 2 and resumed: the same weights, and the same metrics rows — the resumed
+    epoch's train loss and accuracy cover the whole epoch, not only the part after the resume."""
+    straight, _ = trained
+    split = tmp_path / "split"
     r1 = train(tiny_data, split, "--max-steps", "13")      # stops mid-epoch 2 (10 steps/epoch)
     assert r1.returncode == 0 and "--resume" in r1.stderr
     r2 = train(tiny_data, split, "--resume")
     assert r2.returncode == 0, r2.stderr
     assert "Resuming" in r2.stdout
-    a, b = load_file(straight / "model.safetensors"), load_file(split / "model.safetensors")
-    assert a.keys() == b.keys()
-    for k in a:
-        assert torch.equal(a[k], b[k]), k
-    assert (list(csv.DictReader(open(straight / "metrics.csv")))[-1]["test_acc"]
-            == list(csv.DictReader(open(split / "metrics.csv")))[-1]["test_acc"])
+    assert_same_weights(straight, split)
+    assert same_numbers(rows_of(straight), rows_of(split))
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL: nothing catches it, nothing after it runs."""
+
+
+def test_a_kill_while_saving_the_state_loses_nothing(trained, tiny_data, tmp_path, monkeypatch):
+    """Killed while writing the resumable state at the end of epoch 2, after the epoch's
+    checkpoint and metrics.csv were written: the state on disk is still epoch 1's, whole (one
+    file, replaced atomically), so --resume replays epoch 2 and ends where an uninterrupted run
+    does, with one metrics row per epoch."""
+    import vit.checkpoint
+    from vit import train as cli
+    straight, _ = trained
+    out = tmp_path / "killed"
+    real_save_file, state_saves = vit.checkpoint.save_file, []
+
+    def save_file(tensors, filename, metadata=None):
+        if "state.safetensors" in str(filename):
+            state_saves.append(filename)
+            if len(state_saves) == 2:                # end of epoch 2: die half-way through
+                open(filename, "wb").write(b"\x00" * 100)
+                raise Killed
+        real_save_file(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    with pytest.raises(Killed):
+        cli.main(["--data-dir", str(tiny_data), "--out", str(out), *BASE])
+    monkeypatch.undo()
+    assert [r["epoch"] for r in rows_of(out)] == ["1", "2"]     # written before the kill
+    r = train(tiny_data, out, "--resume")
+    assert r.returncode == 0, r.stderr
+    assert "Resuming" in r.stdout and "at step 10 of 20" in r.stdout
+    assert_same_weights(straight, out)
+    assert same_numbers(rows_of(straight), rows_of(out))     # epoch 2 once, not twice
+    assert not list((out / "train_state").glob(".*.tmp"))     # the half-written file is gone
 
 
 def test_refuses_to_overwrite_a_run_without_resume(trained, tiny_data):
@@ -90,11 +148,60 @@ def test_refuses_to_overwrite_a_run_without_resume(trained, tiny_data):
     assert r.returncode == 1 and "already holds a run" in r.stderr and "Traceback" not in r.stderr
 
 
+def digest_files(folder):
+    return {p.relative_to(folder): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_finished_checkpoint_is_replaced_only_with_overwrite(tiny_data, tmp_path):
+    """`python -m vit.train --epochs 1` used to overwrite the bundled checkpoints/mnist (model,
+    best/, metrics) without a word. On a copy of it: refused, untouched; --overwrite replaces it
+    and says what it removed."""
+    out = tmp_path / "mnist"
+    shutil.copytree(ROOT / "checkpoints" / "mnist", out, ignore=shutil.ignore_patterns(".cache"))
+    before = digest_files(out)
+    r = train(tiny_data, out, "--epochs", "1")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "already holds a finished checkpoint" in r.stderr and "--overwrite" in r.stderr
+    assert digest_files(out) == before
+    r = train(tiny_data, out, "--epochs", "1", "--overwrite")
+    assert r.returncode == 0, r.stderr
+    assert "--overwrite: removed the previous run's config.json, model.safetensors, metrics.csv" \
+        in r.stderr
+    assert json.loads((out / "config.json").read_text())["model"]["dim"] == 16
+    assert [row["epoch"] for row in rows_of(out)] == ["1"]
+    assert json.loads((out / "best" / "config.json").read_text())["model"]["dim"] == 16
+
+
 def test_resume_with_other_settings_is_refused(trained, tiny_data):
+    """Every changed setting is named with its saved value (AdamW's saved param groups would
+    otherwise keep the old weight decay while config.json records the new one)."""
     out, _ = trained
-    r = run_module("vit.train", "--data-dir", tiny_data, "--out", out, *BASE[:-8], "--dim", "32",
-                   "--depth", "2", "--heads", "2", "--mlp-dim", "32", "--resume")
-    assert r.returncode == 1 and "--resume" in r.stderr and "Traceback" not in r.stderr
+    flags = ["--data-dir", tiny_data, "--out", out, *BASE, "--resume"]
+    flags[flags.index("--lr") + 1] = "1e-3"
+    r = run_module("vit.train", *flags, "--no-augment", "--weight-decay", "0", "--dim", "32",
+                   timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    for saved in ("--lr 0.003 (now --lr 0.001)", "--augment (now --no-augment)",
+                  "--weight-decay 0.05 (now --weight-decay 0.0)", "--dim 16 (now --dim 32)"):
+        assert saved in r.stderr, saved
+    # Where and how fast it runs may change: the finished run resumes (and has nothing to do).
+    r = train(tiny_data, out, "--resume", "--eval-batch-size", "7", "--threads", "1")
+    assert r.returncode == 0 and "Done" in r.stdout, r.stderr
+
+
+def test_an_old_or_damaged_state_gets_a_clear_message(tiny_data, tmp_path):
+    (tmp_path / "old" / "train_state").mkdir(parents=True)
+    (tmp_path / "old" / "train_state" / "state.json").write_text("{}")
+    (tmp_path / "bad" / "train_state").mkdir(parents=True)
+    (tmp_path / "bad" / "train_state" / "state.safetensors").write_bytes(b"\x10" * 64)
+    for out, extra, message in (("old", ["--resume"], "earlier version"),
+                                ("old", [], "already holds a run"),
+                                ("bad", ["--resume"], "state.safetensors is damaged")):
+        r = train(tiny_data, tmp_path / out, *extra, timeout=60)
+        assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
@@ -115,6 +222,17 @@ def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
     (["--device", "cuda"], "CUDA is not available"),
     (["--num-classes", "7"], "has 10 classes"),
     (["--no-such-flag"], "unrecognized arguments"),
+    (["--image-size", "32"], "mnist images are 28x28 with 1 channel(s)"),
+    (["--channels", "3"], "keep --image-size 28 --channels 1"),
+    (["--warmup-epochs", "inf"], "--warmup-epochs must be a finite number"),
+    (["--warmup-epochs", "nan"], "--warmup-epochs must be a finite number"),
+    (["--seed", str(2**70)], "--seed must be between 0 and"),
+    (["--seed", "-1"], "--seed must be between 0 and"),
+    (["--device", "meta"], "unknown device 'meta'"),
+    (["--threads", "100000"], "--threads must be between 0"),
+    (["--eval-batch-size", "0"], "--eval-batch-size must be at least 1"),
+    (["--weight-decay", "inf"], "--weight-decay must be a finite number"),
+    (["--resume", "--overwrite"], "pass only one"),
 ])
 def test_bad_flags_give_a_clear_message(flags, message):
     if flags == ["--device", "cuda"] and torch.cuda.is_available():
@@ -122,6 +240,7 @@ def test_bad_flags_give_a_clear_message(flags, message):
     r = run_module("vit.train", *flags, timeout=60)
     assert r.returncode == 2
     assert message in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("python -m vit.train: error:")
 
 
 def test_help_lists_every_knob():
@@ -130,12 +249,14 @@ def test_help_lists_every_knob():
     for flag in ("--dataset", "--data-dir", "--no-download", "--epochs", "--batch-size", "--lr",
                  "--weight-decay", "--warmup-epochs", "--label-smoothing", "--no-augment", "--dim",
                  "--depth", "--heads", "--mlp-dim", "--patch-size", "--dropout", "--seed", "--device",
-                 "--threads", "--out", "--resume"):
+                 "--threads", "--out", "--resume", "--overwrite", "--max-steps", "--stem-channels",
+                 "--eval-batch-size", "--min-lr", "--grad-clip", "--image-size", "--num-classes"):
         assert flag in r.stdout, flag
 
 
 def test_missing_data_is_a_clear_error(tmp_path):
-    r = run_module("vit.train", "--data-dir", tmp_path, "--no-download", "--epochs", "1", timeout=60)
+    r = run_module("vit.train", "--data-dir", tmp_path, "--no-download", "--epochs", "1",
+                   "--out", tmp_path / "out", timeout=60)
     assert r.returncode == 1
     assert "not found" in r.stderr and "--download" in r.stderr and "Traceback" not in r.stderr
 
@@ -148,6 +269,92 @@ def test_flat_gz_folder_is_read(tmp_path):
     assert split.labels.dtype == torch.int64
 
 
+def bad_data(root, kind):
+    """A tiny data set with one thing wrong with it."""
+    write_dataset(root, n_train=40, n_test=10)
+    raw = root / "MNIST" / "raw"
+    images, labels = synthetic_digits(40, 1)
+    if kind == "truncated":
+        path = raw / "train-images-idx3-ubyte"
+        path.write_bytes(path.read_bytes()[:-100])
+    elif kind == "images not 3-D":
+        write_idx(raw / "train-images-idx3-ubyte", images.reshape(40, 28 * 28))
+    elif kind == "wrong image size":
+        write_idx(raw / "train-images-idx3-ubyte", np.zeros((40, 32, 32), np.uint8))
+    elif kind == "no training images":
+        write_idx(raw / "train-images-idx3-ubyte", np.zeros((0, 28, 28), np.uint8))
+        write_idx(raw / "train-labels-idx1-ubyte", np.zeros(0, np.uint8))
+    elif kind == "count mismatch":
+        write_idx(raw / "train-labels-idx1-ubyte", labels[:30])
+    elif kind == "label out of range":
+        write_idx(raw / "train-labels-idx1-ubyte", np.where(np.arange(40) == 7, 10, labels))
+    return root
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("truncated", "is truncated"),
+    ("images not 3-D", "images have shape (40, 784); mnist needs (N, 28, 28)"),
+    ("wrong image size", "images have shape (40, 32, 32)"),
+    ("no training images", "holds no images"),
+    ("count mismatch", "40 images but 30 labels"),
+    ("label out of range", "labels run from 0 to 10; mnist has 10 classes"),
+])
+def test_bad_data_files_give_one_line(kind, message, tmp_path):
+    r = train(bad_data(tmp_path / "data", kind), tmp_path / "out", timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("error: ") and message in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_negative_labels_are_refused():
+    """IDX labels are uint8, so only other sources can have them; the check is the same."""
+    with pytest.raises(DataError, match="labels run from -1 to 3"):
+        check_split(torch.zeros(4, 28, 28, dtype=torch.uint8), torch.tensor([0, -1, 3, 2]),
+                    get_spec("mnist"), "somewhere")
+
+
+def test_unwritable_out_is_refused_before_the_data_is_read(tmp_path):
+    """A path under a regular file can't be created, even by root. The data folder doesn't exist
+    either: the --out error comes first, so nothing was loaded."""
+    (tmp_path / "a-file").write_text("not a folder")
+    r = run_module("vit.train", "--data-dir", tmp_path / "no-data", "--no-download",
+                   "--out", tmp_path / "a-file" / "ck", timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "can't write --out" in r.stderr and "a-file is a file" in r.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--batch-size", "0"], "--batch-size must be at least 1"),
+    (["--device", "meta"], "unknown device 'meta'"),
+])
+def test_evaluate_refuses_bad_flags(trained, tiny_data, flags, message):
+    out, _ = trained
+    r = run_module("vit.evaluate", "--checkpoint", out, "--data-dir", tiny_data, *flags, timeout=60)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_random_streams_are_mixed_integers_and_shared_across_ranks(tiny_data):
+    """Seeds come from splitmix64 over integers (the same on every Python: no hash()); each rank
+    has its own dropout stream, while batch order and augmentation are the global batch's on
+    every rank: the two ranks' rows, interleaved, are the single process's batch."""
+    from dataclasses import replace
+
+    from vit import distributed, training
+    from vit.model import ViTConfig
+    assert training.mix_seed(0, 1, 2) == 3384391416029321617          # fixed for good
+    assert len({training.mix_seed(7, training.STREAM_DROPOUT, 3, r) for r in range(4)}) == 4
+    tc = training.TrainConfig(batch_size=8)
+    split = load_split("mnist", tiny_data, True)
+    s = training.new_session(tc, ViTConfig(dim=16, depth=1, heads=2, mlp_dim=16), split)
+    order = training.epoch_order(tc, len(split), 0)
+    whole = training.make_batch(s, order, 3)
+    parts = [training.make_batch(replace(s, d=distributed.Dist(r, 2)), order, 3)
+             for r in (0, 1)]
+    assert [p.size for p in parts] == [8, 8]
+    torch.testing.assert_close(torch.stack([parts[0].x, parts[1].x], 1).flatten(0, 1), whole.x)
+
+
 def test_ctrl_c_saves_a_resumable_state_and_resume_matches(tiny_data, tmp_path):
     """SIGINT to a running trainer: it stops cleanly with a resumable state; --resume then ends
     with exactly the weights of an uninterrupted run."""
@@ -155,6 +362,7 @@ def test_ctrl_c_saves_a_resumable_state_and_resume_matches(tiny_data, tmp_path):
     import signal
     import subprocess
     import sys
+
     from conftest import ROOT
     args = ["--data-dir", str(tiny_data), *BASE]
     args[args.index("--epochs") + 1] = "8"

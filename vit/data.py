@@ -1,7 +1,9 @@
-"""Data sets as in-memory tensors, and batched augmentation.
+"""Data sets as in-memory tensors, read once from their raw IDX files.
 
-Each split is read once into a uint8 tensor (N, 28, 28) plus int64 labels: no per-sample PIL work in
-the training loop (that alone costs ~12 s per MNIST epoch on a 2-core machine).
+Each split is one uint8 tensor of images — (N, S, S) for grey data sets, (N, S, S, C) for colour —
+plus int64 labels: no per-sample PIL work in the training loop (that alone costs ~12 s per MNIST
+epoch on a 2-core machine). What a data set *is* (class names, size, normalisation, augmentation)
+lives in vit/datasets.py; this module only finds, reads and checks the files.
 """
 from __future__ import annotations
 
@@ -9,25 +11,18 @@ import gzip
 import math
 import os
 import sys
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-# name -> (torchvision class name, class names, (mean, std) of the training pixels in [0, 1])
-DATASETS = {
-    "mnist": ("MNIST", [str(i) for i in range(10)], (0.1307, 0.3081)),
-    "fashion-mnist": ("FashionMNIST",
-                      ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                       "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"],
-                      (0.2860, 0.3530)),
-}
+from .datasets import SPECS, DatasetSpec, get_spec
+
 # Where the trainer downloads data sets and the app's test-set explorer looks for them.
 DEFAULT_DATA_DIR = "data"
-# Debian's `dataset-fashion-mnist` package puts the raw .gz IDX files here, flat.
-DEBIAN_FASHION_DIR = "/usr/share/datasets/fashion-mnist"
 _SPLIT_FILES = {True: ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
                 False: ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
 
@@ -38,7 +33,7 @@ class DataError(RuntimeError):
 
 @dataclass
 class Split:
-    images: torch.Tensor   # (N, 28, 28) uint8
+    images: torch.Tensor   # (N, S, S) or (N, S, S, C) uint8
     labels: torch.Tensor   # (N,) int64
     source: str = ""       # the folder it was read from
 
@@ -47,13 +42,45 @@ class Split:
 
 
 def _read_idx(path: Path) -> np.ndarray:
-    """Read one IDX file (optionally gzipped): magic 0x0000 0x08 ndim, then ndim big-endian sizes."""
-    raw = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+    """Read one IDX file (optionally gzipped): magic 0x0000 0x08 ndim, then ndim big-endian
+    sizes, then exactly prod(sizes) bytes of data."""
+    try:
+        raw = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError, zlib.error) as e:   # unreadable, or a cut-off .gz
+        raise DataError(f"{path}: can't be read ({e})") from None
     if len(raw) < 4 or raw[0] or raw[1] or raw[2] != 0x08:
         raise DataError(f"{path} is not a uint8 IDX file")
     ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise DataError(f"{path} is truncated: its header is cut off")
     shape = tuple(int(s) for s in np.frombuffer(raw, ">i4", ndim, offset=4))
+    expected = math.prod(shape)
+    got = len(raw) - 4 - 4 * ndim
+    if got != expected:
+        what = "truncated" if got < expected else "longer than its header says"
+        raise DataError(f"{path} is {what}: its header promises {expected:,} bytes of data "
+                        f"for shape {shape}, the file holds {got:,}")
     return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def check_split(images: torch.Tensor, labels: torch.Tensor, spec: DatasetSpec, where: str) -> None:
+    """Raise DataError (one line naming `where`) unless images and labels are what `spec` trains
+    on: (N, S, S) grey or (N, S, S, C) images of the spec's size, N >= 1, N labels in range."""
+    S, C = spec.image_size, spec.channels
+    want = (S, S) if C == 1 else (S, S, C)
+    if images.dim() != 1 + len(want) or tuple(images.shape[1:]) != want:
+        raise DataError(f"{where}: images have shape {tuple(images.shape)}; {spec.name} needs "
+                        f"(N, {', '.join(map(str, want))})")
+    if len(images) == 0:
+        raise DataError(f"{where}: the file holds no images")
+    if labels.dim() != 1:
+        raise DataError(f"{where}: labels have shape {tuple(labels.shape)}, not (N,)")
+    if len(labels) != len(images):
+        raise DataError(f"{where}: {len(images):,} images but {len(labels):,} labels")
+    lo, hi = int(labels.min()), int(labels.max())
+    if lo < 0 or hi >= spec.num_classes:
+        raise DataError(f"{where}: labels run from {lo} to {hi}; {spec.name} has "
+                        f"{spec.num_classes} classes (0 to {spec.num_classes - 1})")
 
 
 def _flat_idx_folder(folder: Path, train: bool):
@@ -69,98 +96,77 @@ def _flat_idx_folder(folder: Path, train: bool):
 
 def load_split(dataset: str, data_dir: str | os.PathLike, train: bool,
                download: bool = False) -> Split:
-    """One split of `dataset` as tensors.
+    """One split of `dataset` as tensors, checked against its spec.
 
     Looks in the torchvision layout (`data_dir/MNIST/raw/…`, downloading there if asked) and, for
     a folder that holds the IDX files directly (such as Debian's /usr/share/datasets/fashion-mnist),
     reads them from there.
     """
-    if dataset not in DATASETS:
-        raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
-    tv_name = DATASETS[dataset][0]
+    spec = get_spec(dataset)
+    if spec is None:
+        raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPECS)}")
     folder = Path(data_dir)
     # The raw IDX files are read directly wherever they are (torchvision's layout included):
     # the same bytes torchvision would read, without importing it (~1 s) in the app.
-    flat = _flat_idx_folder(folder / tv_name / "raw", train) or _flat_idx_folder(folder, train)
-    if flat is None and dataset == "fashion-mnist" and not download:
-        flat = _flat_idx_folder(Path(DEBIAN_FASHION_DIR), train)
+    flat = (_flat_idx_folder(folder / spec.torchvision / "raw", train)
+            or _flat_idx_folder(folder, train))
+    if flat is None and spec.system_dir and not download:
+        flat = _flat_idx_folder(Path(spec.system_dir), train)
     if flat is not None:
         images, labels = (_read_idx(p) for p in flat)
-        return Split(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)),
-                     str(flat[0].parent))
+        split = Split(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)),
+                      str(flat[0].parent))
+    else:
+        split = _torchvision_split(spec, folder, train, download)
+    check_split(split.images, split.labels, spec,
+                f"{split.source} ({'train' if train else 'test'} split)")
+    return split
 
+
+def _torchvision_split(spec: DatasetSpec, folder: Path, train: bool, download: bool) -> Split:
     import torchvision.datasets as tvd  # imported here: the app never needs it
     try:
-        ds = getattr(tvd, tv_name)(root=str(folder), train=train, download=download)
+        ds = getattr(tvd, spec.torchvision)(root=str(folder), train=train, download=download)
     except RuntimeError as e:  # torchvision: "Dataset not found. You can use download=True …"
         raise DataError(
-            f"{dataset} not found under {folder}/{tv_name}/raw"
+            f"{spec.name} not found under {folder}/{spec.torchvision}/raw"
             + ("" if download else " (pass --download to fetch it)") + f": {e}") from None
-    return Split(ds.data.clone(), ds.targets.clone().long(), str(folder / tv_name / "raw"))
+    return Split(ds.data.clone(), ds.targets.clone().long(), str(folder / spec.torchvision / "raw"))
 
 
-def normalize(images: torch.Tensor, mean: float, std: float) -> torch.Tensor:
-    """uint8 (N, 28, 28) or float in [0, 1] -> normalised float (N, 1, 28, 28)."""
+def _per_channel(v: float | Sequence[float]) -> tuple[float, ...]:
+    return (float(v),) if isinstance(v, (int, float)) else tuple(float(x) for x in v)
+
+
+def to_unit_float(images: torch.Tensor, channels: int = 1) -> torch.Tensor:
+    """Images -> float (N, C, S, S) in [0, 1]. Takes uint8 (0..255) or float (already in [0, 1])
+    as (N, S, S) grey, (N, C, S, S) or (N, S, S, C)."""
     x = images.float().div_(255) if images.dtype == torch.uint8 else images.float()
-    if x.dim() == 3:
-        x = x.unsqueeze(1)
-    return (x - mean) / std
+    if x.dim() == 3 and channels == 1:
+        return x.unsqueeze(1)                      # (N, S, S) -> (N, 1, S, S)
+    if x.dim() == 4 and x.shape[1] == channels:
+        return x                                   # (N, C, S, S) already
+    if x.dim() == 4 and x.shape[-1] == channels:
+        return x.permute(0, 3, 1, 2)               # (N, S, S, C) -> (N, C, S, S)
+    raise ValueError(f"images of shape {tuple(images.shape)} don't have {channels} channel(s)")
 
 
-@dataclass
-class Augment:
-    """Random affine per image, applied to a whole batch at once with one `grid_sample`.
-
-    Digits tolerate small rotations, scalings, shifts and shears (people write that way);
-    flips would turn a 2 into something else, so they are off by default. Clothes photographed
-    upright are mirror-symmetric classes but are not written at a slant: see AUGMENT.
-    """
-    degrees: float = 10.0
-    scale: tuple = (0.9, 1.1)
-    shift: float = 2.0 / 28   # fraction of the image size
-    shear: float = 0.15       # radians-ish, as a matrix entry
-    flip: bool = False        # mirror left-right with probability 1/2
-
-    def __call__(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """x: (B, 1, S, S) float with background 0 -> same shape, transformed."""
-        return self.apply(x, self.draw(x.shape[0], gen))
-
-    def draw(self, batch: int, gen: torch.Generator) -> torch.Tensor:
-        """Random transforms for `batch` images, as affine matrices theta (batch, 2, 3) mapping
-        output coordinates to input ones. Drawn apart from `apply` so that data-parallel ranks can
-        draw for the whole global batch and each apply only its own rows."""
-        u = torch.rand(batch, 5, generator=gen) * 2 - 1                   # uniform in [-1, 1]
-        ang = u[:, 0] * math.radians(self.degrees)
-        lo, hi = self.scale
-        s = lo + (u[:, 1] + 1) / 2 * (hi - lo)
-        sh = u[:, 2] * self.shear
-        tx, ty = u[:, 3] * self.shift * 2, u[:, 4] * self.shift * 2       # grid coords span 2
-        cos, sin = torch.cos(ang) / s, torch.sin(ang) / s
-        # [rotation/scale · shear | shift]
-        theta = torch.stack([torch.stack([cos, -sin + cos * sh, tx], 1),
-                             torch.stack([sin, cos + sin * sh, ty], 1)], 1)
-        if self.flip:   # drawn after the rest, so flip-free draws stay what they always were
-            mirror = torch.rand(batch, generator=gen) < 0.5
-            theta[:, :, 0] = torch.where(mirror[:, None], -theta[:, :, 0], theta[:, :, 0])
-        return theta
-
-    @staticmethod
-    def apply(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
-        """x: (B, 1, S, S), theta: (B, 2, 3) -> (B, 1, S, S), resampled bilinearly."""
-        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-        return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
-
-
-# The augmentation each data set trains with (--no-augment: none).
-AUGMENT = {"mnist": Augment(),
-           "fashion-mnist": Augment(degrees=5.0, shear=0.05, flip=True)}
+def normalize(images: torch.Tensor, mean: float | Sequence[float],
+              std: float | Sequence[float]) -> torch.Tensor:
+    """Images (any layout `to_unit_float` takes) -> float (N, C, S, S), (x - mean) / std per
+    channel. mean/std: one number per channel (C = their length), or a bare number for grey."""
+    mean, std = _per_channel(mean), _per_channel(std)
+    if len(mean) != len(std):
+        raise ValueError(f"{len(mean)} means but {len(std)} standard deviations")
+    x = to_unit_float(images, len(mean))
+    return (x - torch.tensor(mean).view(1, -1, 1, 1)) / torch.tensor(std).view(1, -1, 1, 1)
 
 
 def main(argv=None) -> int:
     """`python -m vit.data`: fetch a data set (or check that it is there) and say where it is."""
     import argparse
     p = argparse.ArgumentParser(prog="python -m vit.data", description=main.__doc__.split(": ", 1)[1])
-    p.add_argument("--dataset", choices=list(DATASETS), default="mnist")
+    p.add_argument("--dataset", choices=list(SPECS), default="mnist")
     p.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
                    help=f"folder to put it in / read it from (default: {DEFAULT_DATA_DIR})")
     p.add_argument("--download", action=argparse.BooleanOptionalAction, default=True,

@@ -7,14 +7,9 @@ import sys
 
 import torch
 
-from .checkpoint import CheckpointError, load_checkpoint, resolve_device
+from .checkpoint import CheckpointError, open_checkpoint
 from .data import DataError, load_split
-from .train import evaluate
-
-
-def confusion_matrix(labels: torch.Tensor, preds: torch.Tensor, classes: int) -> torch.Tensor:
-    """(classes, classes): row = true class, column = predicted class."""
-    return torch.bincount(labels * classes + preds, minlength=classes ** 2).reshape(classes, classes)
+from .evaluation import confusion_matrix, evaluate, pick_device
 
 
 def format_confusion(cm: torch.Tensor, names: list[str]) -> str:
@@ -35,26 +30,29 @@ def main(argv=None) -> int:
     p.add_argument("--download", action=argparse.BooleanOptionalAction, default=False,
                    help="download the test set if missing")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, mps")
-    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=1000, help="images per batch (default: 1000)")
     args = p.parse_args(argv)
+    if args.batch_size < 1:
+        p.error("--batch-size must be at least 1")
     try:
-        device = resolve_device(args.device)
-        model = load_checkpoint(args.checkpoint, device)
-        cfg = model.config
-        test = load_split(cfg.get("dataset", "mnist"), args.data_dir, False, args.download)
-    except (CheckpointError, DataError, ValueError) as e:
+        device = pick_device(args.device)
+    except ValueError as e:
+        p.error(str(e))
+    try:
+        ck = open_checkpoint(args.checkpoint, device)
+        cfg = ck.config
+        test = load_split(cfg.dataset or "mnist", args.data_dir, False, args.download)
+    except (CheckpointError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    norm = cfg["normalization"]
-    loss, acc, preds = evaluate(model, test.images, test.labels, norm["mean"], norm["std"],
-                                args.batch_size, device)
-    cm = confusion_matrix(test.labels, preds, len(model.class_names))
+    loss, acc, preds = evaluate(ck.model, test.images, test.labels, cfg.mean, cfg.std,
+                                args.batch_size)
+    cm = confusion_matrix(test.labels, preds, len(cfg.class_names))
     print(f"{args.checkpoint}: test accuracy {100 * acc:.2f}% "
           f"({int(cm.trace())}/{len(test)} correct), loss {loss:.4f}")
-    recorded = cfg.get("test_accuracy")
-    if recorded is not None:
-        print(f"config.json records {100 * recorded:.2f}%")
-    print(format_confusion(cm, model.class_names))
+    if cfg.test_accuracy is not None:
+        print(f"config.json records {100 * cfg.test_accuracy:.2f}%")
+    print(format_confusion(cm, list(cfg.class_names)))
     return 0
 
 

@@ -91,7 +91,8 @@ def open_image(path):
         # ValueError covers PNG text-chunk bombs ("Decompressed data too large"): one line, no path.
         text = str(e).replace(str(path), "the file")
         reason = text.splitlines()[0][:120] if text.strip() else type(e).__name__
-        raise PreprocessError(f"The image file is damaged or truncated and can't be read ({reason}).") from None
+        raise PreprocessError(
+            f"The image file is damaged or truncated and can't be read ({reason}).") from None
 
 
 def _from_file(path) -> np.ndarray:

@@ -1,6 +1,6 @@
 """A model's answers on its data set's test split: computed once, cached beside the checkpoint.
 
-`load_results(folder, model, data_dir)` returns every test image's class probabilities. The first
+`load_results(checkpoint, data_dir)` returns every test image's class probabilities. The first
 call runs the model over the test set (seconds to a minute on a CPU) and writes
 `FOLDER/.cache/test-predictions.safetensors`; later calls read it back in milliseconds. The cache
 records the SHA-256 of the weights file and of the test data, so retraining the model (or pointing
@@ -22,7 +22,9 @@ import torch
 from PIL import Image, ImageDraw
 
 from .checkpoint import WEIGHTS, CheckpointError, load_tensors, save_tensors
-from .data import DATASETS, DEFAULT_DATA_DIR, DataError, load_split, normalize
+from .data import DEFAULT_DATA_DIR, DataError, load_split
+from .datasets import get_spec
+from .evaluation import confusion_matrix, predict_logits
 from .explain import colorize, load_font
 
 CACHE = Path(".cache") / "test-predictions.safetensors"
@@ -53,8 +55,7 @@ class Answers:
 
     def confusion(self) -> np.ndarray:
         """(C, C) counts: rows = true class, columns = predicted class."""
-        C = len(self.class_names)
-        return np.bincount(self.labels * C + self.preds, minlength=C * C).reshape(C, C)
+        return confusion_matrix(self.labels, self.preds, len(self.class_names)).numpy()
 
     def select(self, kind: str = "mistakes", true: int | None = None, pred: int | None = None,
                limit: int | None = None) -> np.ndarray:
@@ -92,33 +93,25 @@ def _sha256(*arrays: bytes) -> str:
     return h.hexdigest()
 
 
-@torch.no_grad()
-def predict_all(model, images: torch.Tensor, mean: float, std: float,
-                batch_size: int = 500, progress=None) -> np.ndarray:
-    """Softmax of `model` over uint8 images (N, 28, 28) -> (N, C) float32. `progress(done, total)`
-    is called after each batch."""
-    device = next(model.parameters()).device
-    out = []
-    for i in range(0, len(images), batch_size):
-        x = normalize(images[i:i + batch_size], mean, std).to(device)
-        out.append(model(x).float().softmax(1).cpu())
-        if progress is not None:
-            progress(min(i + batch_size, len(images)), len(images))
-    return torch.cat(out).numpy()
+def predict_all(model, images: torch.Tensor, mean, std, batch_size: int = 500,
+                progress=None) -> np.ndarray:
+    """Softmax of `model` over uint8 test images -> (N, C) float32 (the batched pass is
+    vit/evaluation.py's). `progress(done, total)` is called after each batch."""
+    return predict_logits(model, images, mean, std, batch_size, progress).softmax(1).numpy()
 
 
-def load_results(folder, model, data_dir, progress=None) -> Answers:
+def load_results(checkpoint, data_dir, progress=None) -> Answers:
     """The model's answers on the test split of its data set, from the cache when it is current.
     Raises DataError when the test split is not in `data_dir`."""
-    folder = Path(folder)
-    dataset = model.config.get("dataset", "mnist")
-    if dataset not in DATASETS:
+    folder, model, config = Path(checkpoint.folder), checkpoint.model, checkpoint.config
+    dataset = config.dataset or "mnist"
+    if get_spec(dataset) is None:
         raise DataError(f"this model was trained on {dataset!r}, which has no test set here")
     split = load_split(dataset, data_dir, train=False, download=False)
     images, labels = split.images.numpy(), split.labels.numpy()
     key = {"weights_sha256": _sha256((folder / WEIGHTS).read_bytes()),
            "data_sha256": _sha256(images.tobytes(), labels.tobytes())}
-    names = list(model.class_names)
+    names = list(config.class_names)
     cache = folder / CACHE
     try:
         stored = load_tensors(cache)
@@ -127,8 +120,7 @@ def load_results(folder, model, data_dir, progress=None) -> Answers:
             return Answers(dataset, names, images, labels, stored["probs"].numpy(), True)
     except (CheckpointError, KeyError, ValueError):
         pass                                 # no cache, or an outdated or damaged one: recompute
-    norm = model.config["normalization"]
-    probs = predict_all(model, split.images, norm["mean"], norm["std"], progress=progress)
+    probs = predict_all(model, split.images, config.mean, config.std, progress=progress)
     try:
         key_bytes = torch.frombuffer(bytearray(json.dumps(key).encode()), dtype=torch.uint8)
         save_tensors(cache, {"probs": torch.from_numpy(probs), "key": key_bytes})

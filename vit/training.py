@@ -1,0 +1,696 @@
+"""Training as a library: `python -m vit.train` is its command line, bench/train_throughput.py
+times its step.
+
+A run, in the order it uses these pieces: `config_problems` (the flags make sense); `preflight`
+(before any data is read: --out is writable, holds no run unless asked, and --resume's run was
+started with these settings); `new_session` (model, DDP wrapper, AdamW); `start_or_resume`; per
+step `make_batch` and `train_step`; per epoch `end_epoch` (test, metrics, checkpoints, curves);
+`save_state` (one file, written atomically, with everything --resume needs).
+
+Every random draw comes from a generator seeded by `mix_seed(seed, stream, epoch or step)`, so a
+run stopped anywhere and resumed ends with exactly the weights of an uninterrupted one.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import datetime as dt
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from safetensors import SafetensorError, safe_open
+
+from . import distributed
+from .checkpoint import atomic_write, save_checkpoint, save_tensors
+from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
+from .datasets import SPECS, DatasetSpec, get_spec
+from .evaluation import evaluate, pick_device
+from .model import ViT, ViTConfig
+
+MAX_SEED = 2**63 - 1                  # torch.manual_seed overflows beyond what fits an int64
+STATE_FILE = Path("train_state") / "state.safetensors"
+OLD_STATE_JSON = Path("train_state") / "state.json"     # the two-file form of earlier versions
+STATE_FORMAT = "vit-explorer-train-state/2"
+FINISHED_FILES = ("config.json", "model.safetensors", "metrics.csv")
+# What --overwrite removes: the files a run writes, by name (never a whole folder).
+RUN_FILES = ("config.json", "model.safetensors", "metrics.csv", "curves.png",
+             "best/config.json", "best/model.safetensors", str(STATE_FILE), str(OLD_STATE_JSON))
+# TrainConfig fields that say where and how a run executes, not what it computes: --resume may
+# change them.
+RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size", "data_dir",
+                            "download", "out", "resume", "overwrite"})
+METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "test_loss", "test_acc",
+                 "epoch_seconds", "images_per_second"]
+# Random streams, mixed into every seed so that no two draws share a generator.
+STREAM_ORDER, STREAM_AUGMENT, STREAM_DROPOUT = 1, 2, 3
+
+
+class TrainingError(RuntimeError):
+    """A run can't start or go on; the message is one line saying why and what to do."""
+
+
+@dataclass
+class TrainConfig:
+    """Training knobs. Defaults = the command that produced the bundled checkpoints."""
+    dataset: str = field(default="mnist", metadata={"help": "the data set to train on",
+                                                    "choices": list(SPECS)})
+    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={
+        "help": "folder with the data set (torchvision layout, or a folder of raw IDX files)"})
+    download: bool = field(default=True, metadata={
+        "help": "download the data set if it is missing (--no-download to forbid)"})
+    out: str = field(default="", metadata={"help": "checkpoint folder (default: checkpoints/DATASET)"})
+    overwrite: bool = field(default=False, metadata={
+        "help": "start afresh in an --out that already holds a run or a finished checkpoint, "
+                "removing its files"})
+    epochs: int = field(default=28, metadata={"help": "passes over the training set"})
+    batch_size: int = field(default=128, metadata={"help": "images per optimiser step"})
+    lr: float = field(default=1e-3, metadata={"help": "peak learning rate of AdamW"})
+    min_lr: float = field(default=1e-5, metadata={"help": "learning rate at the end of the cosine"})
+    weight_decay: float = field(default=0.05, metadata={
+        "help": "AdamW weight decay, applied to weight matrices only"})
+    warmup_epochs: float = field(default=2.0, metadata={"help": "linear warm-up length, in epochs"})
+    label_smoothing: float = field(default=0.1, metadata={"help": "cross-entropy label smoothing"})
+    grad_clip: float = field(default=1.0, metadata={"help": "max gradient norm (0 = off)"})
+    augment: bool = field(default=True, metadata={
+        "help": "random affine augmentation as the data set's spec says: rotation, scale, shift, "
+                "shear, and left-right flips for fashion-mnist (--no-augment: off)"})
+    seed: int = field(default=0, metadata={"help": f"random seed, 0 to {MAX_SEED}"})
+    device: str = field(default="auto", metadata={"help": "auto (cuda, then mps, then cpu), cpu, cuda, mps"})
+    threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
+    eval_batch_size: int = field(default=1000, metadata={"help": "images per batch when testing"})
+    resume: bool = field(default=False, metadata={
+        "help": "continue the interrupted or finished run in --out exactly where it stopped"})
+    max_steps: int = field(default=0, metadata={
+        "help": "stop (resumably) after this many optimiser steps in this invocation; for tests"})
+
+
+def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
+    """Every problem with the settings, one line each (empty: all fine)."""
+    spec = get_spec(tc.dataset)
+    if spec is None:
+        return [f"unknown --dataset {tc.dataset!r}: choose one of {', '.join(SPECS)}"]
+    max_threads = 4 * (os.cpu_count() or 1)       # far past any speed-up; 100000 crashes OpenMP
+    S, C = spec.image_size, spec.channels
+    checks = [
+        (tc.epochs >= 1, "--epochs must be at least 1"),
+        (tc.batch_size >= 1, "--batch-size must be at least 1"),
+        (tc.eval_batch_size >= 1, "--eval-batch-size must be at least 1"),
+        (math.isfinite(tc.lr) and tc.lr > 0, "--lr must be a positive number"),
+        (0 <= tc.min_lr <= tc.lr, "--min-lr must be between 0 and --lr"),     # NaN fails too
+        (math.isfinite(tc.weight_decay) and tc.weight_decay >= 0,
+         "--weight-decay must be a finite number >= 0"),
+        (math.isfinite(tc.warmup_epochs) and tc.warmup_epochs >= 0,
+         "--warmup-epochs must be a finite number >= 0"),
+        (0 <= tc.label_smoothing < 1, "--label-smoothing must be in [0, 1)"),
+        (math.isfinite(tc.grad_clip) and tc.grad_clip >= 0,
+         "--grad-clip must be a finite number >= 0 (0 = off)"),
+        (0 <= tc.seed <= MAX_SEED, f"--seed must be between 0 and {MAX_SEED} (2**63 - 1)"),
+        (0 <= tc.threads <= max_threads,
+         f"--threads must be between 0 (torch's default) and {max_threads} (4 per CPU core here)"),
+        (tc.max_steps >= 0, "--max-steps must be >= 0"),
+        (not (tc.resume and tc.overwrite),
+         "--resume continues the run in --out and --overwrite replaces it: pass only one"),
+        ((mc.image_size, mc.channels) == (S, C),
+         f"{spec.name} images are {S}x{S} with {C} channel(s): "
+         f"keep --image-size {S} --channels {C}"),
+        (mc.num_classes == spec.num_classes,
+         f"{spec.name} has {spec.num_classes} classes, not {mc.num_classes}"),
+    ]
+    return [message for ok, message in checks if not ok]
+
+
+# --- random streams ---------------------------------------------------------------------------
+_MASK64 = 2**64 - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def mix_seed(*values: int) -> int:
+    """A 63-bit seed from integers, by chaining splitmix64 over them: neighbouring inputs give
+    unrelated seeds, and (unlike hash()) the same ones on every platform and Python version."""
+    h = 0
+    for v in values:
+        h = _splitmix64(h ^ (v & _MASK64))
+    return h >> 1
+
+
+def _generator(*values: int) -> torch.Generator:
+    return torch.Generator().manual_seed(mix_seed(*values))
+
+
+# --- schedule and optimiser -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """The schedule's arithmetic, fixed by the training set's size and the flags."""
+    steps_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+
+
+def make_plan(tc: TrainConfig, n_train: int) -> Plan:
+    per_epoch = math.ceil(n_train / tc.batch_size)
+    return Plan(per_epoch, tc.epochs * per_epoch, int(tc.warmup_epochs * per_epoch))
+
+
+def lr_at(step: int, plan: Plan, tc: TrainConfig) -> float:
+    """Linear warm-up to tc.lr, then cosine down to tc.min_lr: a pure function of the step."""
+    if step < plan.warmup_steps:
+        return tc.lr * (step + 1) / plan.warmup_steps
+    t = (step - plan.warmup_steps) / max(1, plan.total_steps - plan.warmup_steps)
+    return tc.min_lr + 0.5 * (tc.lr - tc.min_lr) * (1 + math.cos(math.pi * t))
+
+
+def param_groups(model: ViT, weight_decay: float) -> list[dict]:
+    """Weight decay on matrices (linear and conv weights) only: not on biases, norms, the position
+    embeddings or the [CLS] token, which decay would pull towards zero for no benefit."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        is_matrix = p.ndim >= 2 and name not in ("pos_embed", "cls_token")
+        (decay if is_matrix else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+# --- the run's state: what --resume needs -----------------------------------------------------
+@dataclass
+class EpochTotals:
+    """Running sums of the epoch in progress. Saved with a mid-epoch state, so that a resumed
+    epoch's metrics row covers the whole epoch, not just the part after the resume."""
+    seen: int = 0
+    correct: int = 0
+    loss_sum: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass
+class RunState:
+    """Everything about a run besides its tensors; JSON in the state file's metadata."""
+    step: int = 0                                        # optimiser steps done
+    wall_seconds: float = 0.0
+    best_acc: float = -1.0
+    command: str = ""                                    # how the run was started
+    commits: list[str] = field(default_factory=list)     # code it ran, one entry per version
+    config: dict = field(default_factory=dict)           # {"train": {...}, "model": {...}}
+    train_images: int = 0
+    metrics: list[dict] = field(default_factory=list)    # one row per finished epoch
+    partial: EpochTotals = field(default_factory=EpochTotals)   # over all ranks
+
+    @classmethod
+    def from_json(cls, text: str) -> RunState:
+        d = json.loads(text)
+        return cls(**{**d, "partial": EpochTotals(**d["partial"])})
+
+
+@dataclass
+class SavedState:
+    run: RunState
+    tensors: dict[str, torch.Tensor]     # "model.NAME" and "opt.INDEX.NAME"
+    param_groups: list[dict]             # AdamW's, "params" as indices
+
+
+def save_state(path: Path, model: ViT, opt: torch.optim.Optimizer, run: RunState) -> None:
+    """One safetensors file: the model's and AdamW's tensors, with the run (and AdamW's param
+    groups) as JSON in its metadata. Written by atomic_write, so a kill at any moment leaves the
+    previous state or this one, never the weights of one step with the record of another."""
+    opt_sd = opt.state_dict()
+    tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+    for idx, st in opt_sd["state"].items():
+        for k, v in st.items():
+            tensors[f"opt.{idx}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
+    save_tensors(path, tensors, metadata={"format": STATE_FORMAT,
+                                          "run": json.dumps(asdict(run)),
+                                          "param_groups": json.dumps(opt_sd["param_groups"])})
+
+
+def read_state(path: Path) -> SavedState:
+    """The state save_state wrote; TrainingError (one line) if it is missing or damaged."""
+    if (path.parent / OLD_STATE_JSON.name).exists():
+        raise TrainingError(f"{path.parent} holds a resumable state in the two-file form of an "
+                            f"earlier version, which this one can't resume: finish it with that "
+                            f"version, or start afresh with --overwrite")
+    if not path.is_file():
+        raise TrainingError(f"nothing to resume: {path} not found")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        if meta.get("format") != STATE_FORMAT:
+            raise ValueError(f"format {meta.get('format')!r}, not {STATE_FORMAT!r}")
+        run, groups = RunState.from_json(meta["run"]), json.loads(meta["param_groups"])
+        return SavedState(run, tensors, groups)
+    except (SafetensorError, OSError, ValueError, KeyError, TypeError) as e:
+        reason = " ".join(str(e).split())
+        raise TrainingError(f"can't resume: {path} is damaged ({reason})") from None
+
+
+def restore(saved: SavedState, model: ViT, opt: torch.optim.Optimizer) -> None:
+    model.load_state_dict({k[6:]: v for k, v in saved.tensors.items() if k.startswith("model.")})
+    opt_state: dict[int, dict] = {}
+    for k, v in saved.tensors.items():
+        if k.startswith("opt."):
+            _, idx, name = k.split(".", 2)
+            opt_state.setdefault(int(idx), {})[name] = v
+    opt.load_state_dict({"state": opt_state, "param_groups": saved.param_groups})
+
+
+# --- before any data is read ------------------------------------------------------------------
+def check_writable(out: Path) -> None:
+    """Refuse an --out that can't be created or written, before minutes of loading and training
+    end in a failed save. Reads only: the first folder that exists on the way up must be a
+    writable folder."""
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise TrainingError(f"can't write --out {out}: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise TrainingError(f"can't write --out {out}: {probe} is not writable")
+
+
+def _flag(name: str, value) -> str:
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return flag if value else "--no-" + flag[2:]
+    return f"{flag} {value}"
+
+
+def check_same_settings(saved: dict, tc: TrainConfig, mc: ViTConfig, out: Path) -> None:
+    """--resume continues a run with the settings it was started with; anything else would
+    silently mix two runs (AdamW's saved param groups would even keep the old weight decay while
+    config.json recorded the new one). Refuse, naming every flag that differs."""
+    now = {**{k: v for k, v in asdict(tc).items() if k not in RUNTIME_FIELDS}, **mc.to_dict()}
+    before = {**saved.get("train", {}), **saved.get("model", {})}
+    changed = [k for k in now if before.get(k) != now[k]]
+    if changed:
+        raise TrainingError(
+            f"--resume: the run in {out} was started with "
+            + ", ".join(f"{_flag(k, before.get(k))} (now {_flag(k, now[k])})" for k in changed)
+            + ": resume with the saved values, or start afresh with --overwrite")
+
+
+def preflight(tc: TrainConfig, mc: ViTConfig) -> SavedState | None:
+    """The checks that need no data: --out is writable; it holds no run or finished checkpoint
+    unless --resume or --overwrite says what to do with it; a resumed run's settings match.
+    Returns the saved state to resume from (None: a fresh start)."""
+    out = Path(tc.out)
+    check_writable(out)
+    if tc.resume:
+        saved = read_state(out / STATE_FILE)
+        check_same_settings(saved.run.config, tc, mc, out)
+        return saved
+    if tc.overwrite:
+        return None
+    if (out / STATE_FILE).exists() or (out / OLD_STATE_JSON).exists():
+        raise TrainingError(f"{out} already holds a run: pass --resume to continue it, "
+                            f"--overwrite to start afresh, or choose another --out")
+    finished = [name for name in FINISHED_FILES if (out / name).exists()]
+    if finished:
+        raise TrainingError(f"{out} already holds a finished checkpoint ({', '.join(finished)}): "
+                            f"pass --overwrite to replace it, or choose another --out")
+    return None
+
+
+def remove_run_files(out: Path) -> list[str]:
+    """Delete the files a previous run wrote in `out` (by name); returns the ones removed."""
+    removed = [name for name in RUN_FILES if (out / name).is_file()]
+    for name in removed:
+        (out / name).unlink()
+    for sub in ("best", "train_state"):
+        with contextlib.suppress(OSError):      # only if nothing else is in it
+            (out / sub).rmdir()
+    return removed
+
+
+# --- one invocation: model, optimiser, batches, steps -----------------------------------------
+@dataclass
+class Session:
+    """What the steps of one invocation share."""
+    tc: TrainConfig
+    spec: DatasetSpec
+    d: distributed.Dist
+    device: torch.device
+    model: ViT
+    net: torch.nn.Module              # what a step calls: the model, or its DDP wrapper
+    opt: torch.optim.Optimizer
+    plan: Plan
+    train_split: Split
+
+    @property
+    def augment(self):
+        return self.spec.augment if self.tc.augment else None
+
+
+def new_session(tc: TrainConfig, mc: ViTConfig, train_split: Split,
+                d: distributed.Dist = distributed.Dist(),
+                device: torch.device = torch.device("cpu")) -> Session:
+    torch.manual_seed(tc.seed)                         # the initial weights
+    model = ViT(mc).to(device)
+    net = model
+    if d.enabled:   # averages gradients across processes during backward()
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    opt = torch.optim.AdamW(param_groups(model, tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999))
+    return Session(tc, get_spec(tc.dataset), d, device, model, net, opt,
+                   make_plan(tc, len(train_split)), train_split)
+
+
+@dataclass
+class Batch:
+    x: torch.Tensor       # (b, C, S, S) normalised: this rank's rows of the global batch
+    y: torch.Tensor       # (b,)
+    size: int             # images in the global batch, all ranks together
+
+
+def epoch_order(tc: TrainConfig, n: int, epoch: int) -> torch.Tensor:
+    """The epoch's shuffle of the training set: the same on every rank."""
+    return torch.randperm(n, generator=_generator(tc.seed, STREAM_ORDER, epoch))
+
+
+def make_batch(s: Session, order: torch.Tensor, step: int) -> Batch:
+    """The batch of global step `step` (in the epoch `order` shuffles), this rank's share of it."""
+    i = step % s.plan.steps_per_epoch
+    batch = order[i * s.tc.batch_size:(i + 1) * s.tc.batch_size]    # the global batch
+    mine = distributed.shard(s.d, len(batch))                        # this rank's rows of it
+    idx = batch[mine]
+    x = to_unit_float(s.train_split.images[idx], s.spec.channels)    # (b, C, S, S) in [0, 1]
+    if s.augment is not None:   # drawn for the global batch: every rank draws the same numbers
+        theta = s.augment.draw(len(batch), _generator(s.tc.seed, STREAM_AUGMENT, step))
+        x = s.augment.apply(x, theta[mine])
+    x = normalize(x, s.spec.mean, s.spec.std)
+    return Batch(x.to(s.device, non_blocking=True),
+                 s.train_split.labels[idx].to(s.device, non_blocking=True), len(batch))
+
+
+def _autocast(device: torch.device):
+    # bf16 on CUDA; float32 on the CPU, where bf16 is ~5x slower.
+    return (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+            else contextlib.nullcontext())
+
+
+@dataclass
+class StepResult:
+    loss_sum: float       # summed loss over this rank's images
+    correct: int          # of them, classified right
+    stop: bool            # some rank was asked to stop after this step
+
+
+def train_step(s: Session, batch: Batch, step: int, stop_requested: bool = False) -> StepResult:
+    """One AdamW step at global step `step`. Raises TrainingError on every rank, before updating
+    anything, when the loss is not finite on any of them."""
+    tc = s.tc
+    for g in s.opt.param_groups:
+        g["lr"] = lr_at(step, s.plan, tc)
+    # Dropout draws from torch's global generator: a stream per rank, since each rank drops units
+    # of its own images (batch order and augmentation are the same on every rank).
+    torch.manual_seed(mix_seed(tc.seed, STREAM_DROPOUT, step, s.d.rank))
+    with _autocast(s.device):
+        logits = s.net(batch.x)
+        # This rank's share of the global batch's mean loss: DDP averages gradients over ranks,
+        # so the optimiser sees the single-process gradient whatever the number of processes.
+        loss = F.cross_entropy(logits.float(), batch.y, label_smoothing=tc.label_smoothing,
+                               reduction="sum") * (s.d.world / batch.size)
+    bad, stop = distributed.any_rank(s.d, [not bool(torch.isfinite(loss)), stop_requested],
+                                     s.device)
+    if bad:
+        epoch, i = divmod(step, s.plan.steps_per_epoch)
+        raise TrainingError(
+            f"loss became non-finite at epoch {epoch + 1}, step {i + 1}: training diverged; "
+            f"try a lower --lr (now {tc.lr}) or a --grad-clip (now {tc.grad_clip})")
+    s.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if tc.grad_clip:
+        torch.nn.utils.clip_grad_norm_(s.model.parameters(), tc.grad_clip)
+    s.opt.step()
+    correct = (logits.argmax(1) == batch.y).sum().item()
+    return StepResult(loss.item() * batch.size / s.d.world, correct, stop)
+
+
+# --- an epoch ---------------------------------------------------------------------------------
+def train_epoch(s: Session, run: RunState, stop_at: int | None,
+                should_stop: Callable[[], bool]) -> tuple[str | None, EpochTotals]:
+    """Steps from run.step to the end of its epoch, with a progress bar. Returns (None, totals)
+    when the epoch is done, or ("interrupted" | "max_steps", totals) when it stopped early.
+    Totals are over all ranks."""
+    from tqdm import tqdm
+    per_epoch = s.plan.steps_per_epoch
+    epoch, first = divmod(run.step, per_epoch)
+    order = epoch_order(s.tc, len(s.train_split), epoch)
+    saved = run.partial if first else EpochTotals()
+    # The saved sums are over all ranks: rank 0 carries them on, the others start from zero.
+    t = replace(saved) if s.d.main else EpochTotals(seconds=saved.seconds)
+    bar = tqdm(range(first, per_epoch), desc=f"epoch {epoch + 1}/{s.tc.epochs}", initial=first,
+               total=per_epoch, leave=True, dynamic_ncols=True,
+               disable=None if s.d.main else True, file=sys.stderr)
+    t0, seconds0, reason = time.time(), t.seconds, None
+    for _ in bar:
+        batch = make_batch(s, order, run.step)
+        r = train_step(s, batch, run.step, should_stop())
+        run.step += 1
+        t.seen += len(batch.y)
+        t.correct += r.correct
+        t.loss_sum += r.loss_sum
+        t.seconds = seconds0 + time.time() - t0
+        bar.set_postfix(loss=f"{t.loss_sum / t.seen:.4f}", acc=f"{100 * t.correct / t.seen:.2f}%",
+                        img_s=f"{t.seen / max(t.seconds, 1e-9):.0f}")
+        if r.stop:
+            reason = "interrupted"
+        elif stop_at is not None and run.step >= stop_at:
+            reason = "max_steps"
+        if reason:
+            break
+    bar.close()
+    seen, correct, loss_sum = distributed.sum_all(s.d, [t.seen, t.correct, t.loss_sum], s.device)
+    return reason, EpochTotals(int(seen), int(correct), loss_sum, t.seconds)
+
+
+def test_pass(s: Session, split: Split) -> tuple[float, float]:
+    """(loss, accuracy) on the whole test set; under torchrun each rank tests a share of it."""
+    mine = distributed.shard(s.d, len(split))
+    labels = split.labels[mine]
+    loss, acc, _ = evaluate(s.model, split.images[mine], labels, s.spec.mean, s.spec.std,
+                            s.tc.eval_batch_size)
+    if not s.d.enabled:
+        return loss, acc
+    n = len(labels)
+    loss_sum, correct, total = distributed.sum_all(s.d, [loss * n, round(acc * n), n], s.device)
+    return loss_sum / total, correct / total
+
+
+def end_epoch(s: Session, run: RunState, test_split: Split, totals: EpochTotals, out: Path,
+              say: Callable) -> dict:
+    """Test, record, save. The epoch's metrics row goes into run.metrics; rank 0 writes the
+    checkpoint (the folder: the latest epoch, what the app loads, an unselected test figure;
+    best/: the best test accuracy so far), metrics.csv (from run.metrics, whole: a replayed
+    epoch never duplicates a row) and curves.png."""
+    epoch = run.step // s.plan.steps_per_epoch            # 1-based: the epoch just finished
+    test_loss, test_acc = test_pass(s, test_split)
+    seen = max(totals.seen, 1)
+    row = {"epoch": epoch, "step": run.step, "lr": f"{s.opt.param_groups[0]['lr']:.3g}",
+           "train_loss": f"{totals.loss_sum / seen:.5f}", "train_acc": f"{totals.correct / seen:.5f}",
+           "test_loss": f"{test_loss:.5f}", "test_acc": f"{test_acc:.5f}",
+           "epoch_seconds": f"{totals.seconds:.1f}",
+           "images_per_second": f"{totals.seen / max(totals.seconds, 1e-9):.0f}"}
+    run.metrics.append(row)
+    say(f"epoch {epoch}: test accuracy {100 * test_acc:.2f}% (loss {test_loss:.4f})", flush=True)
+    check_in_sync(s)
+    if s.d.main:
+        meta = checkpoint_meta(s, run, test_acc, epoch)
+        save_checkpoint(out, s.model, meta)
+        if test_acc > run.best_acc:
+            save_checkpoint(out / "best", s.model, meta)
+        write_metrics(out / "metrics.csv", run.metrics)
+        plot_curves(run.metrics, out / "curves.png")
+    run.best_acc = max(run.best_acc, test_acc)
+    return row
+
+
+def checkpoint_meta(s: Session, run: RunState, test_acc: float, epoch: int) -> dict:
+    """config.json's contents besides the model: data set, classes, normalisation (per-channel
+    lists), the recipe and where the weights came from."""
+    commits = run.commits
+    return {"dataset": s.spec.name, "class_names": list(s.spec.class_names),
+            "normalization": {"mean": list(s.spec.mean), "std": list(s.spec.std)},
+            "test_accuracy": test_acc,
+            "training": {k: v for k, v in asdict(s.tc).items()
+                         if k not in RUNTIME_FIELDS or k == "eval_batch_size"},
+            "provenance": {"command": run.command, "commit": commits[0],
+                           **({"resumed_with_commits": commits[1:]} if len(commits) > 1 else {}),
+                           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                           "epochs": epoch, "seed": s.tc.seed,
+                           "wall_time_seconds": round(run.wall_seconds, 1),
+                           "device": describe_device(s.device)
+                           + (f" × {s.d.world} processes" if s.d.enabled else ""),
+                           "torch": torch.__version__}}
+
+
+def check_in_sync(s: Session) -> str:
+    """Data-parallel ranks must hold bit-identical weights; saving one of two diverged copies
+    would hide a bug, so stop instead. Returns the weights' digest ('' for one process)."""
+    if not s.d.enabled:
+        return ""
+    same, digest = distributed.digests_agree(s.d, s.model, s.device)
+    if not same:
+        raise TrainingError("the processes' weights differ: data-parallel training went out of sync")
+    return digest
+
+
+# --- a whole run ------------------------------------------------------------------------------
+def start_or_resume(s: Session, saved: SavedState | None, argv: list[str] | None, out: Path,
+                    say: Callable) -> RunState:
+    """The run to continue: the saved one, loaded into the model and optimiser, or a new one."""
+    if saved is not None:
+        run = saved.run
+        if run.train_images != len(s.train_split):
+            raise TrainingError(f"--resume: the run in {out} trained on {run.train_images:,} "
+                                f"images, --data-dir {s.tc.data_dir} has {len(s.train_split):,}: "
+                                f"point --data-dir at the same data")
+        restore(saved, s.model, s.opt)
+        say(f"Resuming {out} at step {run.step} of {s.plan.total_steps}", flush=True)
+    else:
+        run = RunState(command=distributed.launch_command(s.d) + " "
+                       + shlex.join(sys.argv[1:] if argv is None else argv),
+                       train_images=len(s.train_split))
+        distributed.barrier(s.d)              # every rank has run preflight before rank 0 writes
+        if s.d.main and s.tc.overwrite:
+            removed = remove_run_files(out)
+            if removed:
+                say(f"--overwrite: removed the previous run's {', '.join(removed)} from {out}",
+                    file=sys.stderr, flush=True)
+    run.config = {"train": asdict(s.tc) | {"out": str(out)}, "model": s.model.cfg.to_dict()}
+    # The code this process runs is the code at start-up: record that commit, not HEAD at save time.
+    commit = git_commit()
+    if commit not in run.commits:
+        run.commits.append(commit)
+    return run
+
+
+def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
+          should_stop: Callable[[], bool] = lambda: False) -> dict:
+    """Run or resume training; returns the last epoch's metrics row, or {"stopped": True,
+    "reason": "interrupted" | "max_steps", "step": N}. Raises TrainingError, DataError,
+    CheckpointError or OSError, each with a one-line message. Under torchrun every process calls
+    this; they train one model together (vit/distributed.py). `should_stop()` true (e.g. after
+    Ctrl-C) ends the run after the current step with a resumable state."""
+    problems = config_problems(tc, mc)
+    if problems:
+        raise TrainingError(problems[0])
+    tc = replace(tc, out=tc.out or f"checkpoints/{tc.dataset}")
+    try:
+        device = pick_device(tc.device)
+    except ValueError as e:
+        raise TrainingError(str(e)) from None
+    saved = preflight(tc, mc)
+    d = distributed.from_environment()
+    device = distributed.setup(d, device)
+    try:
+        return _train(tc, mc, argv, d, device, saved, should_stop)
+    finally:
+        distributed.teardown(d)
+
+
+def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: torch.device,
+           saved: SavedState | None, should_stop: Callable[[], bool]) -> dict:
+    say = print if d.main else (lambda *a, **k: None)    # one voice, one writer: rank 0
+    if tc.threads:
+        torch.set_num_threads(tc.threads)
+    out = Path(tc.out)
+    train_split = load_split(tc.dataset, tc.data_dir, True, tc.download)
+    test_split = load_split(tc.dataset, tc.data_dir, False, tc.download)
+    s = new_session(tc, mc, train_split, d, device)
+    run = start_or_resume(s, saved, argv, out, say)
+    stop_at = run.step + tc.max_steps if tc.max_steps else None
+    t_call, wall0 = time.time(), run.wall_seconds
+    last_row = None
+    while run.step < s.plan.total_steps:
+        reason, totals = train_epoch(s, run, stop_at, should_stop)
+        run.wall_seconds = wall0 + time.time() - t_call
+        if run.step % s.plan.steps_per_epoch == 0:
+            last_row = end_epoch(s, run, test_split, totals, out, say)
+            run.partial = EpochTotals()
+            run.wall_seconds = wall0 + time.time() - t_call
+        else:
+            run.partial = totals
+        if d.main:
+            save_state(out / STATE_FILE, s.model, s.opt, run)
+        distributed.barrier(d)                    # nobody runs ahead of a half-written state
+        if reason and run.step < s.plan.total_steps:
+            say(f"Stopped at step {run.step} of {s.plan.total_steps} "
+                f"(epoch {run.step // s.plan.steps_per_epoch + 1}); continue with:\n"
+                f"  {run.command} --resume", file=sys.stderr, flush=True)
+            return {"stopped": True, "reason": reason, "step": run.step}
+    if d.enabled:
+        digest = check_in_sync(s)
+        say(f"Weights identical on all {d.world} processes (sha256 {digest[:16]})", flush=True)
+    say(f"Done in {run.wall_seconds / 60:.1f} min: {out}", flush=True)
+    return last_row or {"step": run.step}
+
+
+# --- records ----------------------------------------------------------------------------------
+def write_metrics(path: Path, rows: list[dict]) -> None:
+    """metrics.csv, all rows, replacing the file atomically."""
+    def write(tmp):
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=METRIC_FIELDS)
+            w.writeheader()
+            w.writerows(rows)
+    atomic_write(path, write)
+
+
+def read_metrics(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def plot_curves(rows: list[dict], path: Path) -> None:
+    """Loss and accuracy per epoch, as a PNG (matplotlib's object API: no pyplot state)."""
+    from matplotlib.figure import Figure
+    ep = [int(r["epoch"]) for r in rows]
+    fig = Figure(figsize=(9, 3.5), dpi=100)
+    ax1, ax2 = fig.subplots(1, 2)
+    ax1.plot(ep, [float(r["train_loss"]) for r in rows], "o-", label="train")
+    ax1.plot(ep, [float(r["test_loss"]) for r in rows], "o-", label="test")
+    ax1.set(xlabel="epoch", ylabel="loss", title="Loss")
+    ax2.plot(ep, [100 * float(r["train_acc"]) for r in rows], "o-", label="train (augmented)")
+    ax2.plot(ep, [100 * float(r["test_acc"]) for r in rows], "o-", label="test")
+    ax2.set(xlabel="epoch", ylabel="accuracy (%)", title="Accuracy")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+
+
+def git_commit() -> str:
+    """HEAD's hash, with '-dirty' when tracked files differ from it ('unknown' outside git)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "vit"],
+                               cwd=root, capture_output=True, text=True).stdout.strip()
+        return head + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    if device.type == "cpu":
+        return f"cpu ({torch.get_num_threads()} threads)"
+    return device.type
