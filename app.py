@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import sys
 
-from vit.ui import NoModelsError, create_app, launch
+from vit.ui import StartupError, create_app, launch
 
 if __name__ == "__main__":
     try:
         demo = create_app()
-    except NoModelsError as e:
+    except StartupError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     launch(demo)

@@ -121,3 +121,35 @@ def test_an_upload_over_the_size_limit_is_refused_and_the_server_keeps_serving(
         client.predict(handle_file(str(big)), api_name="/classify")
     assert app_server[0].poll() is None
     assert label_of(client.predict(handle_file(str(files / "seven.png")), api_name="/classify")) == "7"
+
+
+def test_out_of_range_sliders_and_unknown_models_from_a_client(client, tmp_path):
+    """Sliders are clamped by the app (a deeper model's layers are past the first model's
+    slider range); an unknown model is one line. The server log stays free of tracebacks
+    (checked when the server stops)."""
+    ink = 255 - np.asarray(render_digit("4", 500, 34), np.uint8)
+    layer = np.zeros((500, 500, 4), np.uint8)
+    layer[..., 3] = ink
+    Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
+    value = {"background": None, "layers": [handle_file(str(tmp_path / "layer.png"))], "composite": None}
+    out = client.predict(value, "mnist", True, 99, -5, None, api_name="/analyse_drawing")
+    assert "**4**" in out[0]
+    with pytest.raises(Exception, match="no model named") as e:
+        client.predict(value, "../../etc", True, 6, 1, None, api_name="/analyse_drawing")
+    assert "\n" not in str(e.value).strip()
+
+
+def test_a_file_the_client_did_not_upload_is_refused_without_server_paths(app_server):
+    """Raw HTTP, as a script would call the API: a FileData naming a server file."""
+    import json
+    import os
+    import urllib.request
+    url = app_server[1] + "gradio_api/call/classify"
+    body = json.dumps({"data": [{"path": "x", "url": "file:///etc/passwd",
+                                 "meta": {"_type": "gradio.FileData"}}]}).encode()
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    event = json.loads(urllib.request.urlopen(req, timeout=30).read())["event_id"]
+    stream = urllib.request.urlopen(f"{url}/{event}", timeout=60).read().decode()
+    assert "error" in stream and "not uploaded to this server" in stream
+    assert os.getcwd() not in stream and "/etc/passwd" not in stream
+    assert app_server[0].poll() is None

@@ -117,7 +117,7 @@ def grids_page(tmp_path_factory):
     tiny(root / "grid4", patch_size=7)
     tiny(root / "grid2", patch_size=14)
     tiny(root / "grid14", patch_size=2)
-    tiny(root / "big", image_size=56, patch_size=8)
+    tiny(root / "big", image_size=56, patch_size=8, dataset=None)     # no data set: any size
     return create_app(root, device="cpu").page
 
 
@@ -205,3 +205,42 @@ def test_queue_is_bounded_and_the_cache_is_cleaned(tmp_path):
     tiny(root / "mnist")
     demo = create_app(root, device="cpu")
     assert demo._queue.max_size == 16 and demo.delete_cache == (1800, 3600)
+
+
+def test_a_click_at_nan_or_infinity_changes_nothing(grids_page, tmp_path):
+    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-1]
+    for index in (["nan", "nan"], ["inf", 3], [None, 2]):
+        out = grids_page.pick_patch(shown, "mnist", 2, 1, SimpleNamespace(index=index))
+        assert all(isinstance(o, dict) for o in out)           # gr.update(): nothing changes
+
+
+def test_the_first_view_cache_stays_bounded_whatever_clients_send(grids_page):
+    """Keyed by the raw slider values, 400 requests with layer 1+i*1e-9 grew the server by
+    ~2.3 MB each and never freed it."""
+    grids_page._first.clear()
+    for i in range(40):
+        grids_page.first_view("mnist", True, 1 + i * 1e-9, 1 + i, i * 1000)
+    assert len(grids_page._first) <= 3
+
+
+def test_a_model_that_failed_tells_every_later_visitor_why(broken_root):
+    """A page built before the failure still lists it: its visitors get the reason, not
+    "no model named"."""
+    page = create_app(broken_root, device="cpu").page
+    with pytest.warns(UserWarning):
+        page.choose_model("nan", "mnist")
+    with pytest.raises(gr.Error, match="NaN"):
+        page.predictor("nan")
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"VIT_DEVICE": "meta"}, "VIT_DEVICE"), ({"VIT_DEVICE": "bogus"}, "VIT_DEVICE"),
+    ({"VIT_THREADS": "abc"}, "VIT_THREADS"), ({"VIT_QUEUE_SIZE": "0"}, "VIT_QUEUE_SIZE"),
+])
+def test_bad_settings_stop_start_up_with_one_line(env, message):
+    import os
+    r = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env={**os.environ, **env,
+                       "GRADIO_SERVER_PORT": "1"}, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0]

@@ -123,6 +123,15 @@ BAD = {   # id: (change to config.json, words the message must contain)
     "dataset-number": (put("dataset", value=5), ["dataset"]),
     "format-other": (put("format", value="vit-explorer/2"), ["format"]),
     "class_names-missing": (drop("class_names"), ["class_names"]),
+    # Found by attacking the app: accepted before, then NaN answers or crashes in the app.
+    "std-tiny": (put("normalization", "std", value=1e-300), ["normalization.std", "between"]),
+    "mean-huge": (put("normalization", "mean", value=-1e300), ["normalization.mean", "between"]),
+    "one-class": (lambda c: (put("model", "num_classes", value=1)(c), put("class_names", value=["0"])(c)),
+                  ["num_classes", "at least 2"]),
+    "size-not-the-datasets": (put("model", "image_size", value=56), ["model.image_size", "mnist has 28"]),
+    "classes-not-the-datasets": (lambda c: (put("model", "num_classes", value=3)(c),
+                                            put("class_names", value=list("abc"))(c)),
+                                 ["model.num_classes", "mnist has 10"]),
 }
 
 

@@ -306,3 +306,48 @@ def test_any_model_image_size(size):
     assert max(np.ptp(ys), np.ptp(xs)) + 1 <= round(size * 20 / 28) + 1
     cy = (img.sum(1) * np.arange(size)).sum() / img.sum()
     assert abs(cy - (size - 1) / 2) < 1.0
+
+
+def _nested(depth):
+    value = None
+    for _ in range(depth):
+        value = {"composite": value}
+    return value
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: drawn("7", 300, 250, (25, 25)).convert("RGB").convert("LAB").save(d / "lab.tif")
+     or str(d / "lab.tif"), "LAB colour mode"),
+    (lambda d: Image.new("L", (0, 0)), "empty"),
+    (lambda d: {"background": None, "composite": None,
+                "layers": [np.full((50, 50, 4), 255, np.uint8), np.full((30, 30, 4), 255, np.uint8)]},
+     "layers differ in size"),
+    (lambda d: _nested(5000), "could not be read"),
+    (lambda d: str(d), "is a folder"),
+])
+def test_inputs_that_crashed_inside_pil_or_numpy_get_one_line(tmp_path, make, message):
+    """Found by attacking the app: these raised ValueError, IndexError or RecursionError."""
+    with pytest.raises(PreprocessError, match=message) as e:
+        preprocess(make(tmp_path))
+    assert "\n" not in str(e.value) and str(tmp_path) not in str(e.value)
+
+
+def test_a_small_file_of_many_pixels_is_read_at_reduced_size(tmp_path):
+    """A 150 KB 6300x6300 RGBA PNG cost the server ~0.9 GB as float64 arrays; it is now box-
+    reduced in PIL, band by band, before any float array exists. Measured in a fresh process
+    (a peak RSS is a peak: earlier tests in this one would hide it)."""
+    import subprocess
+    import sys
+    big = np.zeros((6300, 6300, 4), np.uint8)
+    big[1000:5000, 3000:3400, 3] = 255                        # a tall stroke: a "1"
+    Image.fromarray(big, "RGBA").save(tmp_path / "big.png")
+    del big
+    code = ("import resource, sys; from vit.preprocessing import to_model_image; "
+            "r = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; b = r(); "
+            "img = to_model_image(sys.argv[1]); "
+            "print((r() - b) / 1024, float(img.max()), float(img.sum()))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "big.png")], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.split()
+    grown_mb, top, total = map(float, out)
+    assert grown_mb < 400, grown_mb                            # the RGBA decode itself is 160 MB
+    assert top == 1.0 and total > 20

@@ -201,14 +201,15 @@ def test_an_old_or_damaged_state_gets_a_clear_message(tiny_data, tmp_path):
     (tmp_path / "bad" / "train_state" / "state.safetensors").write_bytes(b"\x10" * 64)
     for out, extra, message in (("old", ["--resume"], "earlier version"),
                                 ("old", [], "already holds a run"),
-                                ("bad", ["--resume"], "state.safetensors is damaged")):
+                                ("bad", ["--resume"], "state.safetensors is damaged"),
+                                ("bad", [], "already holds a run")):
         r = train(tiny_data, tmp_path / out, *extra, timeout=60)
         assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
-    r = train(tiny_data, tmp_path / "nan", "--lr", "1e30", "--warmup-epochs", "0", "--grad-clip", "0",
+    r = train(tiny_data, tmp_path / "nan", "--lr", "1e6", "--warmup-epochs", "0", "--grad-clip", "0",
               "--label-smoothing", "0")
     assert r.returncode == 1
     assert "training diverged" in r.stderr and "--lr" in r.stderr and "Traceback" not in r.stderr
@@ -216,7 +217,8 @@ def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
 
 @pytest.mark.parametrize("flags, message", [
     (["--epochs", "0"], "--epochs must be at least 1"),
-    (["--lr", "-1"], "--lr must be a positive number"),
+    (["--lr", "-1"], "--lr must be in (0, 1e+06]"),
+    (["--lr", "1e308"], "--lr must be in (0, 1e+06]"),
     (["--batch-size", "many"], "invalid int value"),
     (["--dataset", "cifar"], "invalid choice"),
     (["--patch-size", "5"], "not divisible by patch_size"),
@@ -387,3 +389,84 @@ def test_ctrl_c_saves_a_resumable_state_and_resume_matches(tiny_data, tmp_path):
     b = load_file(tmp_path / "int" / "model.safetensors")
     for k in a:
         assert torch.equal(a[k], b[k]), k
+
+
+def _tamper(state_path, run_edit=None, tensor_edit=None):
+    """Rewrite a state file as a person with a text editor might: valid safetensors, odd contents."""
+    import json as _json
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    with safe_open(str(state_path), framework="pt") as f:
+        meta, tensors = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    run = _json.loads(meta["run"])
+    if run_edit:
+        run_edit(run)
+    if tensor_edit:
+        tensor_edit(tensors)
+    meta["run"] = _json.dumps(run)
+    save_file(tensors, str(state_path), metadata=meta)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (dict(run_edit=lambda r: r.update(step="five")), "step is 'five'"),
+    (dict(run_edit=lambda r: r.update(step=10**9)), "past the run's"),
+    (dict(run_edit=lambda r: r["partial"].update(seen="x")), "partial.seen"),
+    (dict(run_edit=lambda r: r.update(metrics=[5])), "metrics is not a list of rows"),
+    (dict(tensor_edit=lambda t: t.pop("model.head.weight")), "does not fit this model"),
+    (dict(tensor_edit=lambda t: t.update({"opt.0.exp_avg": torch.zeros(3)})), "does not fit this model"),
+])
+def test_a_tampered_state_is_refused_in_one_line(tiny_data, tmp_path, edit, message):
+    out = tmp_path / "run"
+    assert train(tiny_data, out, "--max-steps", "3").returncode == 0
+    _tamper(out / "train_state" / "state.safetensors", **edit)
+    r = train(tiny_data, out, "--resume", timeout=120)
+    assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_second_trainer_on_the_same_out_is_refused(tiny_data, tmp_path):
+    """Two runs writing one folder left one run's weights beside the other's best/ and state."""
+    from vit.training import exclusive
+    out = tmp_path / "shared"
+    out.mkdir()
+    with exclusive(out, True):                       # a trainer is running on `out`
+        r = train(tiny_data, out, timeout=60)
+    assert r.returncode == 1 and "another trainer is writing to" in r.stderr
+    assert not (out / "config.json").exists()
+    assert train(tiny_data, out).returncode == 0     # once it has finished, the folder is free
+
+
+def test_out_that_cannot_really_be_written_is_refused_before_training(tiny_data):
+    """os.access says yes to root everywhere; /proc refuses the write itself."""
+    r = train(tiny_data, "/proc/vit-explorer-test", timeout=60)
+    assert r.returncode == 1 and "can't write --out" in r.stderr and "epoch 1" not in r.stdout
+
+
+def test_checkpoint_files_get_the_usual_permissions(trained):
+    """mkstemp makes owner-only files: an app server running as another user could not read them."""
+    import os
+    mask = os.umask(0o022)
+    os.umask(mask)
+    out, _ = trained
+    for name in ("model.safetensors", "config.json", "metrics.csv", "curves.png", "best/config.json"):
+        assert (out / name).stat().st_mode & 0o777 == 0o666 & ~mask, name
+
+
+def test_a_gzip_bomb_in_the_data_is_refused_without_inflating_it(tmp_path):
+    """A 2 MB .gz whose header promises 60 million images (47 GB): refused from the header."""
+    import gzip
+    import resource
+    import struct
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    with gzip.open(raw / "t10k-images-idx3-ubyte.gz", "wb") as f:
+        f.write(bytes([0, 0, 8, 3]) + struct.pack(">3i", 60_000_000, 28, 28))
+        for _ in range(200):
+            f.write(b"\0" * 1_000_000)
+    with gzip.open(raw / "t10k-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(bytes([0, 0, 8, 1]) + struct.pack(">i", 10) + bytes(10))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(DataError, match="more than this trainer reads"):
+        load_split("mnist", tmp_path, train=False)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000      # KB

@@ -116,13 +116,26 @@ class Checkpoint:
         return next(self.model.parameters()).device
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)      # reading the umask means setting it: put it straight back
+    os.umask(mask)
+    return mask
+
+
+# Read once, at import (single-threaded): files get the permissions a plain open() would give.
+_FILE_MODE = 0o666 & ~_umask()
+
+
 def atomic_write(path: Path, write) -> None:
-    """Call write(tmp_path), then rename tmp over `path` (atomic on POSIX and Windows)."""
+    """Call write(tmp_path), then rename tmp over `path` (atomic on POSIX and Windows). The file
+    gets the usual permissions (mkstemp's are owner-only: an app server running as another
+    user could not read a freshly trained checkpoint)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -186,6 +199,11 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+# Pixels are read in [0, 1]: a channel's mean lies there and its spread is a fraction of it.
+# Outside these bounds the normalised input is absurd (std 1e-300 turned every answer into NaN).
+MEAN_RANGE, STD_RANGE = (-1.0, 2.0), (1e-3, 10.0)
+
+
 def _per_channel(v, name: str, channels: int, where: str, positive: bool) -> tuple[float, ...]:
     """normalization.mean/std: one number for every channel, or a list of one per channel."""
     values = [v] * channels if _is_number(v) else v
@@ -195,10 +213,11 @@ def _per_channel(v, name: str, channels: int, where: str, positive: bool) -> tup
     if len(values) != channels:
         raise CheckpointError(f"{where}: normalization.{name} has {len(values)} values for "
                               f"{channels} channel(s)")
+    lo, hi = STD_RANGE if positive else MEAN_RANGE
     for x in values:
-        if not math.isfinite(x) or (positive and x <= 0):
-            need = "finite and > 0" if positive else "finite"
-            raise CheckpointError(f"{where}: normalization.{name} must be {need}, got {_show(x)}")
+        if not (math.isfinite(x) and lo <= x <= hi):
+            raise CheckpointError(f"{where}: normalization.{name} must be between {lo:g} and "
+                                  f"{hi:g} (pixels are read in [0, 1]), got {_show(x)}")
     return tuple(float(x) for x in values)
 
 
@@ -236,6 +255,18 @@ def _model_config(obj, where: str) -> ViTConfig:
     return cfg
 
 
+def _check_against_spec(model: ViTConfig, spec: DatasetSpec | None, where: str) -> None:
+    """A model that names a known data set must take that data set's images and classes: its
+    test set (the app's Test set tab, vit.evaluate) is fed to it as they are."""
+    if spec is None:
+        return
+    for key, want in (("image_size", spec.image_size), ("channels", spec.channels),
+                      ("num_classes", spec.num_classes)):
+        if getattr(model, key) != want:
+            raise CheckpointError(f"{where}: model.{key} is {getattr(model, key)}, but "
+                                  f"{spec.name} has {want}")
+
+
 def implied_shapes(cfg: ViTConfig) -> dict[str, tuple[int, ...]]:
     """Name -> shape of every tensor a ViT of `cfg` has, without allocating any: the model is
     built on the meta device, where tensors have shapes but no storage."""
@@ -270,6 +301,9 @@ def parse_config(obj, where: str) -> CheckpointConfig:
     if len(names) != model.num_classes:
         raise CheckpointError(f"{where}: class_names has {len(names)} names for "
                               f"model.num_classes {model.num_classes}")
+    if model.num_classes < 2:
+        raise CheckpointError(f"{where}: model.num_classes must be at least 2: a classifier "
+                              f"needs two classes to choose between")
     seen = set()
     for n in names:       # a set, not names.count(): a 1 MB list of names must stay cheap
         if n in seen:
@@ -291,6 +325,7 @@ def parse_config(obj, where: str) -> CheckpointConfig:
     dataset = obj.get("dataset")
     if dataset is not None and not isinstance(dataset, str):
         raise CheckpointError(f"{where}: dataset must be a string, got {_show(dataset)}")
+    _check_against_spec(model, get_spec(dataset), where)
     acc = obj.get("test_accuracy")
     if acc is not None and not (_is_number(acc) and 0 <= acc <= 1):
         raise CheckpointError(f"{where}: test_accuracy must be a number in [0, 1], "

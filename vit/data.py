@@ -41,26 +41,38 @@ class Split:
         return len(self.labels)
 
 
+MAX_IDX_BYTES = 4 << 30     # a header promising more is refused before any data is read
+
+
 def _read_idx(path: Path) -> np.ndarray:
     """Read one IDX file (optionally gzipped): magic 0x0000 0x08 ndim, then ndim big-endian
-    sizes, then exactly prod(sizes) bytes of data."""
+    sizes, then exactly prod(sizes) bytes of data. The header is read first and at most the
+    promised bytes (+1, to notice extra) after it: a 2 MB gzip that inflates to gigabytes is
+    refused without being inflated."""
     try:
-        raw = gzip.open(path).read() if path.suffix == ".gz" else path.read_bytes()
+        with (gzip.open(path) if path.suffix == ".gz" else open(path, "rb")) as f:
+            head = f.read(4)
+            if len(head) < 4 or head[0] or head[1] or head[2] != 0x08:
+                raise DataError(f"{path} is not a uint8 IDX file")
+            ndim = head[3]
+            sizes = f.read(4 * ndim)
+            if len(sizes) < 4 * ndim:
+                raise DataError(f"{path} is truncated: its header is cut off")
+            shape = tuple(int(v) for v in np.frombuffer(sizes, ">i4"))
+            if any(n < 0 for n in shape):
+                raise DataError(f"{path}: its header gives a negative size {shape}")
+            expected = math.prod(shape)
+            if expected > MAX_IDX_BYTES:
+                raise DataError(f"{path}: its header promises {expected:,} bytes of data "
+                                f"(shape {shape}), more than this trainer reads into memory")
+            data = f.read(expected + 1)
     except (OSError, EOFError, zlib.error) as e:   # unreadable, or a cut-off .gz
         raise DataError(f"{path}: can't be read ({e})") from None
-    if len(raw) < 4 or raw[0] or raw[1] or raw[2] != 0x08:
-        raise DataError(f"{path} is not a uint8 IDX file")
-    ndim = raw[3]
-    if len(raw) < 4 + 4 * ndim:
-        raise DataError(f"{path} is truncated: its header is cut off")
-    shape = tuple(int(s) for s in np.frombuffer(raw, ">i4", ndim, offset=4))
-    expected = math.prod(shape)
-    got = len(raw) - 4 - 4 * ndim
-    if got != expected:
-        what = "truncated" if got < expected else "longer than its header says"
+    if len(data) != expected:
+        what = "truncated" if len(data) < expected else "longer than its header says"
         raise DataError(f"{path} is {what}: its header promises {expected:,} bytes of data "
-                        f"for shape {shape}, the file holds {got:,}")
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape)
+                        f"for shape {shape}")
+    return np.frombuffer(data, np.uint8).reshape(shape)
 
 
 def check_split(images: torch.Tensor, labels: torch.Tensor, spec: DatasetSpec, where: str) -> None:

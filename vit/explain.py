@@ -237,7 +237,8 @@ def _colorbar_template(width: int, title: str):
 def _colorbar(width: int, vmax: float, title: str) -> np.ndarray:
     template, x = _colorbar_template(width, title)
     im = template.copy()
-    ImageDraw.Draw(im).text((x, 17), f"{vmax:.2f}", fill="black", font=load_font(12))
+    ImageDraw.Draw(im).text((x, 17), f"{vmax:.2g}" if vmax < 0.01 else f"{vmax:.2f}", fill="black",
+                            font=load_font(12))
     return np.asarray(im)
 
 

@@ -10,6 +10,7 @@ Everything here is a pure function of its input: the app, the CLI and the tests 
 """
 from __future__ import annotations
 
+import functools
 import io
 import os
 import warnings
@@ -36,6 +37,24 @@ class BlankInputError(PreprocessError):
     ("Draw a digit") for a drawing, not an error."""
 
 
+def _never_crashes(fn):
+    """Whatever a caller hands in, the public functions below answer with a PreprocessError (one
+    line for people), never with an exception from deep inside PIL or numpy (a 0x0 image, layers
+    of different sizes, a dict nested a thousand deep...)."""
+    @functools.wraps(fn)
+    def guarded(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except PreprocessError:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError, AttributeError, RecursionError,
+                OSError, EOFError, SyntaxError) as e:
+            raise PreprocessError(f"That image could not be read ({type(e).__name__}).") from None
+        except MemoryError:
+            raise PreprocessError("That image is too large to read here.") from None
+    return guarded
+
+
 def _too_big(w: int, h: int) -> PreprocessError:
     return PreprocessError(f"The image is {w}x{h} pixels; the limit is "
                            f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.")
@@ -53,6 +72,8 @@ def open_image(path):
         size, source, path = len(path), io.BytesIO(path), Path("<bytes>")
     else:
         path = source = Path(path)
+        if path.is_dir():
+            raise PreprocessError(f"{path.name} is a folder, not an image file.")
         try:
             size = path.stat().st_size
         except FileNotFoundError:
@@ -74,6 +95,8 @@ def open_image(path):
             raise _too_big(w, h)
         im.seek(0)                                  # animated GIF/WebP: the first frame
         im.load()
+        if im.getexif().get(0x0112, 1) == 1:        # upright already: no copy (40 MP = 160 MB)
+            return im
         upright = ImageOps.exif_transpose(im)       # a copy, turned as its EXIF orientation says
         if upright is not None and upright is not im:
             im.close()                              # the copy holds the pixels: free the file
@@ -105,6 +128,8 @@ def _from_pil(im) -> np.ndarray:
     w, h = im.size
     if w * h > MAX_PIXELS:
         raise _too_big(w, h)
+    if w == 0 or h == 0:
+        raise BlankInputError("The image is empty (zero pixels).")
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
         a = np.asarray(im, dtype=np.float64)
         top = 65535.0 if im.mode.startswith("I;16") or a.max() > 255 else 255.0
@@ -113,8 +138,24 @@ def _from_pil(im) -> np.ndarray:
         return _from_array(np.asarray(im, dtype=np.float64))
     has_alpha = im.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (
         im.mode == "P" and "transparency" in im.info)
-    im = im.convert("LA" if has_alpha else "L")   # CMYK, P, 1, RGB, YCbCr … all end here
-    return np.asarray(im, dtype=np.float64) / 255.0
+    try:
+        if has_alpha:   # grey and alpha as separate 8-bit bands: PIL would premultiply RGBA
+            rgba = im if im.mode in ("RGBA", "LA") else im.convert("RGBA")
+            bands = [rgba.convert("L"), rgba.getchannel("A")]
+        else:
+            bands = [im.convert("L")]                 # CMYK, P, 1, RGB, YCbCr … all end here
+    except (ValueError, OSError):                     # LAB, HSV …: PIL has no conversion
+        raise PreprocessError(f"Images in the {im.mode} colour mode can't be read; please save "
+                              "it as an RGB or greyscale PNG or JPEG.") from None
+    arrays = [np.asarray(_shrink(b), dtype=np.float32) / 255.0 for b in bands]
+    return arrays[0] if len(arrays) == 1 else np.stack(arrays, axis=-1)
+
+
+def _shrink(im):
+    """A single-band PIL image box-averaged down to at most 2 x WORK_SIDE a side: a
+    40-megapixel upload then costs a few MB of floats, not a gigabyte."""
+    factor = max(im.size) // (2 * WORK_SIDE)
+    return im.reduce(factor + 1) if factor else im
 
 
 def _from_array(a: np.ndarray) -> np.ndarray:
@@ -156,12 +197,15 @@ def _from_array(a: np.ndarray) -> np.ndarray:
     return grey
 
 
-def _layer_array(layer) -> np.ndarray:
-    """One Sketchpad layer as an array: RGBA when it is a file (its alpha holds the strokes)."""
+def _layer_alpha(layer) -> np.ndarray | None:
+    """A Sketchpad layer's alpha (H, W) uint8 — where the strokes are — or None without one."""
     if isinstance(layer, (str, os.PathLike, bytes, bytearray)):
         with open_image(layer) as im:
-            return np.asarray(im.convert("RGBA"))
-    return np.asarray(layer)
+            if "A" not in im.getbands():
+                return None
+            return np.asarray(_shrink(im.getchannel("A")))
+    a = np.asarray(layer)
+    return a[..., 3] if a.ndim == 3 and a.shape[2] == 4 else None
 
 
 def _from_sketchpad(value: dict) -> np.ndarray:
@@ -173,10 +217,11 @@ def _from_sketchpad(value: dict) -> np.ndarray:
     elif not isinstance(layers, (list, tuple)):   # a lone layer instead of a list of them
         layers = [layers]
     layers = [l for l in layers if l is not None]
-    arrays = [_layer_array(l) for l in layers]
-    alpha = [a[..., 3] for a in arrays if a.ndim == 3 and a.shape[2] == 4]
+    alpha = [a for a in map(_layer_alpha, layers) if a is not None]
+    if len({a.shape for a in alpha}) > 1:
+        raise PreprocessError("The drawing's layers differ in size; please clear and draw again.")
     if alpha and value.get("background") is None:
-        ink = np.max(np.stack(alpha), axis=0).astype(np.float64) / 255.0
+        ink = np.max(np.stack(alpha), axis=0).astype(np.float32) / 255.0
         if ink.max() > 0:
             # Black strokes on a transparent layer: ink = opacity. Present as white-on-black.
             return ink
@@ -276,6 +321,7 @@ STROKE_TARGET = 2.2           # MNIST median
 CONTRAST = (0.05, 0.8)
 
 
+@_never_crashes
 def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
     """Any image -> float32 (size, size) in [0, 1], white ink on black, laid out like the training
     data (for "digits", the ink fills a box of 20/28 of the side, as in MNIST).
@@ -343,6 +389,7 @@ def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
 COMPACT_SIDE = 160    # a session's copy of its input: enough to lay it out again at 28-40 px
 
 
+@_never_crashes
 def compact(image, max_side: int = COMPACT_SIDE) -> np.ndarray:
     """A small copy of an input's ink to lay out again later (after a model switch): uint8 (H, W)
     with the longer side at most `max_side`, white ink on black. A 500x500 Sketchpad value holds
@@ -365,6 +412,7 @@ def normalize_image(img: np.ndarray, mean=0.1307, std=0.3081) -> torch.Tensor:
     return ((x - _per_channel(mean, C)[:, None, None]) / _per_channel(std, C)[:, None, None])[None]
 
 
+@_never_crashes
 def preprocess(image, mean=0.1307, std=0.3081, style: str = "digits", size: int = 28,
                config=None) -> torch.Tensor:
     """Any image -> (1, C, S, S) float tensor normalised for a model: MNIST's layout and statistics
@@ -379,6 +427,7 @@ def preprocess(image, mean=0.1307, std=0.3081, style: str = "digits", size: int 
     return normalize_image(to_model_image(image, style, size), mean, std)
 
 
+@_never_crashes
 def to_rgb_image(image, size: int) -> np.ndarray:
     """Any image -> float32 (size, size, 3) in [0, 1] for colour models: the picture's centre
     square, resized (anti-aliased). Transparency is flattened onto white. Raises PreprocessError."""
@@ -397,7 +446,8 @@ def to_rgb_image(image, size: int) -> np.ndarray:
             flat = Image.new("RGB", image.size, "white")
             flat.paste(image.convert("RGBA"), mask=image.convert("RGBA").getchannel("A"))
             image = flat
-        a = np.asarray(image.convert("RGB"), np.float32) / 255.0
+        bands = [_shrink(b) for b in image.convert("RGB").split()]     # 8-bit, shrunk first
+        a = np.stack([np.asarray(b, np.float32) for b in bands], axis=-1) / 255.0
     else:
         a = _from_array(np.asarray(image.detach().cpu() if torch.is_tensor(image) else image)
                         if not isinstance(image, dict) else _to_array(image))

@@ -21,6 +21,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -38,6 +39,7 @@ from .evaluation import evaluate, pick_device
 from .model import ViT, ViTConfig
 
 MAX_SEED = 2**63 - 1                  # torch.manual_seed overflows beyond what fits an int64
+MAX_LR = 1e6                          # far past any useful rate; 1e308 overflows AdamW's float
 STATE_FILE = Path("train_state") / "state.safetensors"
 OLD_STATE_JSON = Path("train_state") / "state.json"     # the two-file form of earlier versions
 STATE_FORMAT = "vit-explorer-train-state/2"
@@ -105,7 +107,7 @@ def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
         (tc.epochs >= 1, "--epochs must be at least 1"),
         (tc.batch_size >= 1, "--batch-size must be at least 1"),
         (tc.eval_batch_size >= 1, "--eval-batch-size must be at least 1"),
-        (math.isfinite(tc.lr) and tc.lr > 0, "--lr must be a positive number"),
+        (math.isfinite(tc.lr) and 0 < tc.lr <= MAX_LR, f"--lr must be in (0, {MAX_LR:g}]"),
         (0 <= tc.min_lr <= tc.lr, "--min-lr must be between 0 and --lr"),     # NaN fails too
         (math.isfinite(tc.weight_decay) and tc.weight_decay >= 0,
          "--weight-decay must be a finite number >= 0"),
@@ -212,8 +214,29 @@ class RunState:
 
     @classmethod
     def from_json(cls, text: str) -> RunState:
+        """Parse and type-check (the file may have been edited); ValueError names the field."""
         d = json.loads(text)
-        return cls(**{**d, "partial": EpochTotals(**d["partial"])})
+        if not isinstance(d, dict) or not isinstance(d.get("partial"), dict):
+            raise ValueError("run record is not an object with a 'partial' object")
+        run = cls(**{**d, "partial": EpochTotals(**d["partial"])})
+        ints = {"step": run.step, "train_images": run.train_images,
+                "partial.seen": run.partial.seen, "partial.correct": run.partial.correct}
+        nums = {"wall_seconds": run.wall_seconds, "best_acc": run.best_acc,
+                "partial.loss_sum": run.partial.loss_sum, "partial.seconds": run.partial.seconds}
+        for name, v in ints.items():
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+                raise ValueError(f"{name} is {v!r}, not a whole number >= 0")
+        for name, v in nums.items():
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
+                raise ValueError(f"{name} is {v!r}, not a number")
+        if not (isinstance(run.metrics, list) and all(isinstance(r, dict) for r in run.metrics)):
+            raise ValueError("metrics is not a list of rows")
+        if not (isinstance(run.commits, list) and all(isinstance(c, str) for c in run.commits)):
+            raise ValueError("commits is not a list of strings")
+        if not (isinstance(run.config, dict) and isinstance(run.config.get("train"), dict)
+                and isinstance(run.config.get("model"), dict) and isinstance(run.command, str)):
+            raise ValueError("config/command are not what a run writes")
+        return run
 
 
 @dataclass
@@ -252,6 +275,8 @@ def read_state(path: Path) -> SavedState:
         if meta.get("format") != STATE_FORMAT:
             raise ValueError(f"format {meta.get('format')!r}, not {STATE_FORMAT!r}")
         run, groups = RunState.from_json(meta["run"]), json.loads(meta["param_groups"])
+        if not (isinstance(groups, list) and all(isinstance(g, dict) for g in groups)):
+            raise ValueError("param_groups is not a list of objects")
         return SavedState(run, tensors, groups)
     except (SafetensorError, OSError, ValueError, KeyError, TypeError) as e:
         reason = " ".join(str(e).split())
@@ -259,20 +284,32 @@ def read_state(path: Path) -> SavedState:
 
 
 def restore(saved: SavedState, model: ViT, opt: torch.optim.Optimizer) -> None:
-    model.load_state_dict({k[6:]: v for k, v in saved.tensors.items() if k.startswith("model.")})
-    opt_state: dict[int, dict] = {}
-    for k, v in saved.tensors.items():
-        if k.startswith("opt."):
-            _, idx, name = k.split(".", 2)
-            opt_state.setdefault(int(idx), {})[name] = v
-    opt.load_state_dict({"state": opt_state, "param_groups": saved.param_groups})
+    """Load the saved tensors into the model and AdamW; TrainingError if they don't fit (a state
+    file edited by hand, or one from another model)."""
+    try:
+        model.load_state_dict({k[6:]: v for k, v in saved.tensors.items() if k.startswith("model.")})
+        opt_state: dict[int, dict] = {}
+        for k, v in saved.tensors.items():
+            if k.startswith("opt."):
+                _, idx, name = k.split(".", 2)
+                opt_state.setdefault(int(idx), {})[name] = v
+        params = [p for g in opt.param_groups for p in g["params"]]
+        for idx, st in opt_state.items():       # AdamW would fail mid-step on a wrong shape
+            for name in ("exp_avg", "exp_avg_sq"):
+                if name in st and st[name].shape != params[idx].shape:
+                    raise ValueError(f"optimiser state {idx}.{name} has shape "
+                                     f"{tuple(st[name].shape)}, its parameter {tuple(params[idx].shape)}")
+        opt.load_state_dict({"state": opt_state, "param_groups": saved.param_groups})
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+        reason = " ".join(str(e).split())[:200]
+        raise TrainingError(f"can't resume: the saved state does not fit this model ({reason})") from None
 
 
 # --- before any data is read ------------------------------------------------------------------
 def check_writable(out: Path) -> None:
     """Refuse an --out that can't be created or written, before minutes of loading and training
-    end in a failed save. Reads only: the first folder that exists on the way up must be a
-    writable folder."""
+    end in a failed save: the first folder that exists on the way up must be a writable folder,
+    and a file must really be creatable in --out (which this creates)."""
     probe = out
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -280,6 +317,12 @@ def check_writable(out: Path) -> None:
         raise TrainingError(f"can't write --out {out}: {probe} is a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise TrainingError(f"can't write --out {out}: {probe} is not writable")
+    try:      # os.access can say yes where a write fails (root, /sys, read-only mounts): try one
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise TrainingError(f"can't write --out {out}: {e.strerror or e}") from None
 
 
 def _flag(name: str, value) -> str:
@@ -559,6 +602,9 @@ def start_or_resume(s: Session, saved: SavedState | None, argv: list[str] | None
             raise TrainingError(f"--resume: the run in {out} trained on {run.train_images:,} "
                                 f"images, --data-dir {s.tc.data_dir} has {len(s.train_split):,}: "
                                 f"point --data-dir at the same data")
+        if run.step > s.plan.total_steps:
+            raise TrainingError(f"can't resume: the saved state is at step {run.step}, past the "
+                                f"run's {s.plan.total_steps} steps (the state file is damaged)")
         restore(saved, s.model, s.opt)
         say(f"Resuming {out} at step {run.step} of {s.plan.total_steps}", flush=True)
     else:
@@ -594,13 +640,39 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
         device = pick_device(tc.device)
     except ValueError as e:
         raise TrainingError(str(e)) from None
-    saved = preflight(tc, mc)
     d = distributed.from_environment()
-    device = distributed.setup(d, device)
+    check_writable(Path(tc.out))
+    with exclusive(Path(tc.out), d.main):
+        saved = preflight(tc, mc)
+        device = distributed.setup(d, device)
+        try:
+            return _train(tc, mc, argv, d, device, saved, should_stop)
+        finally:
+            distributed.teardown(d)
+
+
+@contextlib.contextmanager
+def exclusive(out: Path, main: bool):
+    """Hold a lock on `out` for the whole run: two trainers writing one folder would leave the
+    weights of one beside the best/ and state of the other. (POSIX flock; released even if the
+    process is killed. Only the main process locks; on Windows there is no lock.)"""
     try:
-        return _train(tc, mc, argv, d, device, saved, should_stop)
+        import fcntl
+    except ImportError:                       # pragma: no cover - Windows
+        fcntl = None
+    if not main or fcntl is None:
+        yield
+        return
+    fd = os.open(out, os.O_RDONLY)            # the folder itself: no lock file left behind
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TrainingError(f"another trainer is writing to {out}: wait for it to finish, "
+                                f"or choose another --out") from None
+        yield
     finally:
-        distributed.teardown(d)
+        os.close(fd)                          # closing releases the lock
 
 
 def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: torch.device,

@@ -7,6 +7,7 @@ anything but `gr.Error`.
 """
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -19,20 +20,34 @@ from .. import explain as ex
 from .. import testset as ts
 from ..checkpoint import CheckpointError
 from ..data import DataError
+from ..evaluation import pick_device
 from ..examples import write_examples
 from ..inference import Analysis, Predictor
 from ..preprocessing import BlankInputError, PreprocessError, compact
 from . import draw_tab, testset_tab, upload_tab, views
-from .gradio_patches import never_rewrite_cached_images
-from .models import Models
+from .gradio_patches import handlers_validate, hide_server_paths, never_rewrite_cached_images
+from .models import Models, StartupError
 from .state import PageUpdate, Shown
 
 ROOT = Path(__file__).resolve().parents[2]
 CSS = draw_tab.CSS + ".hint { color: #555; font-size: 0.95em; }\n"
 # A burst of requests must not make the next visitor wait for answers nobody will read: the
 # queue holds a few per worker; beyond that a client is told at once that the server is busy.
-QUEUE_SIZE = int(os.environ.get("VIT_QUEUE_SIZE", "16"))
 CONCURRENCY = 2
+
+
+def env_int(name: str, default: int, lo: int, hi: int) -> int:
+    """An integer setting from the environment, or StartupError with one line."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise StartupError(f"{name}={raw[:20]!r} is not a whole number") from None
+    if not lo <= value <= hi:
+        raise StartupError(f"{name} must be between {lo} and {hi}, not {value}")
+    return value
 
 
 def user_error(message: str) -> gr.Error:
@@ -93,9 +108,10 @@ class Page:
     def first_view(self, name, shared, layer, head, patch):
         """At page load, a worked example rather than empty boxes; the same for every visitor,
         so computed once per model and setting."""
-        key = (name, shared, layer, head, patch)
+        p = self.predictor(name)
+        # Keyed by the clamped values, so a client sending odd numbers can't grow the cache.
+        key = (name, bool(shared), *views.clamp(p, layer, head, patch))
         if key not in self._first:
-            p = self.predictor(name)
             u = self._analyse("upload", self.examples[7], name, shared, layer, head, patch)
             if u.label:
                 best = max(u.label, key=u.label.get)
@@ -133,6 +149,8 @@ class Page:
         try:
             x, y = (float(v) for v in evt.index[:2])
         except (TypeError, ValueError):
+            x = y = float("nan")
+        if not (math.isfinite(x) and math.isfinite(y)):        # a click can't be at NaN or inf
             return gr.update(), gr.update(), gr.update()
         patch = ex.patch_at(x, y, views.PICK_SIZE, p.grid)
         if not isinstance(shown, Shown):
@@ -212,9 +230,9 @@ def _progress(progress):
 
 def headline(p: Predictor, probs: np.ndarray) -> str:
     order = np.argsort(probs)[::-1]
-    best, second = order[0], order[1]
+    best, second = order[0], order[min(1, len(order) - 1)]
     text = f"### The model reads this as **{p.class_names[best]}** ({100 * probs[best]:.1f} %)"
-    if probs[best] < 0.6:
+    if probs[best] < 0.6 and second != best:
         text += f"\nNot sure: it could also be **{p.class_names[second]}** ({100 * probs[second]:.1f} %)."
     return text
 
@@ -226,7 +244,12 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
     `threads`: torch CPU threads ($VIT_THREADS, else 1: with two cores, two concurrent requests on
     one thread each beat one request whose two threads fight the other's). Raises NoModelsError."""
     never_rewrite_cached_images()
-    torch.set_num_threads(max(1, int(threads or os.environ.get("VIT_THREADS", "1"))))
+    hide_server_paths()
+    torch.set_num_threads(threads or env_int("VIT_THREADS", 1, 1, 4 * (os.cpu_count() or 1)))
+    try:
+        device = pick_device(device or os.environ.get("VIT_DEVICE") or "auto")
+    except ValueError as e:
+        raise StartupError(f"VIT_DEVICE: {e}") from None
     models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"),
                               device)
     data_dir = Path(data_dir) if data_dir else ts.data_dir_for_app()
@@ -263,6 +286,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         with gr.Accordion("About this model", open=False):
             card = gr.Markdown(p.card())
 
+        # Sliders follow the chosen model's depth and heads; the handlers clamp what arrives.
+        handlers_validate(panel.layer, panel.head, model)
         outs = [status, label, *panel.pictures, shown]
         ins = [model, panel.shared, panel.layer, panel.head, patch]
         quiet = dict(show_progress="hidden", api_visibility="private")
@@ -294,7 +319,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         api_file = gr.File(visible=False, type="filepath")
         api_label = gr.Label(visible=False)
         api_file.upload(page.classify, api_file, api_label, api_name="classify")
-    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=CONCURRENCY)
+    demo.queue(max_size=env_int("VIT_QUEUE_SIZE", 16, 1, 10_000),
+               default_concurrency_limit=CONCURRENCY)
     demo.page = page                    # for tests and notebooks: the handlers over these models
     return demo
 

@@ -9,6 +9,13 @@
    (the server went from 1.5 to 4.5 GB). `SafeImage` and `SafeSketchpad` hand the app the
    uploaded file's path (or bytes) untouched; vit.preprocessing checks size and pixel count before
    decoding anything, and answers in one line.
+3. Sliders and dropdowns check a value against the range and choices they were built with, and
+   refuse it with a traceback in the log: a model with more layers than the first one could not
+   be explored past the first model's depth. `handlers_validate` makes them pass values on; the
+   app's handlers clamp or refuse them (vit/ui/views.py `clamp`, vit/ui/models.py).
+4. A client that names a file it did not upload is refused with a message that spells out the
+   server's working directory ("Cannot move /srv/app/x to the gradio cache dir…");
+   `hide_server_paths` keeps the refusal and drops the paths.
 """
 from __future__ import annotations
 
@@ -20,14 +27,13 @@ from pathlib import Path
 import gradio as gr
 from gradio.data_classes import FileData
 
-_patched = False
+_patched: set[str] = set()
 
 
 def never_rewrite_cached_images() -> None:
     """Patch 1 (idempotent): a hash-named file is written once, under a temporary name, then
     renamed into place."""
-    global _patched
-    if _patched:
+    if "cache" in _patched:
         return
     from gradio import processing_utils as pu
 
@@ -44,7 +50,33 @@ def never_rewrite_cached_images() -> None:
         return str(path)
 
     pu.save_pil_to_cache = save_pil_to_cache
-    _patched = True
+    _patched.add("cache")
+
+
+def hide_server_paths() -> None:
+    """Patch 4 (idempotent)."""
+    if "paths" in _patched:
+        return
+    from gradio import processing_utils as pu
+    from gradio.exceptions import InvalidPathError
+    check = pu._check_allowed
+
+    class RefusedPath(InvalidPathError, gr.Error):
+        """Still an InvalidPathError for Gradio's routes; a gr.Error so the queue shows the
+        message without logging a traceback for what is only a bad request."""
+
+        def __init__(self, message):
+            gr.Error.__init__(self, message, print_exception=False)
+
+    def _check_allowed(path, check_in_upload_folder):
+        try:
+            return check(path, check_in_upload_folder)
+        except InvalidPathError:
+            raise RefusedPath("That file was not uploaded to this server, so it can't be read; "
+                              "send the file itself.") from None
+
+    pu._check_allowed = _check_allowed
+    _patched.add("paths")
 
 
 # The two components below stay plain gr.Image / gr.Sketchpad objects (a subclass would make
@@ -82,3 +114,14 @@ def SafeSketchpad(**kwargs) -> gr.Sketchpad:
     component = gr.Sketchpad(**kwargs)
     component.convert_and_format_image = types.MethodType(_editor_file, component)
     return component
+
+
+def _pass_through(self, payload):
+    return payload
+
+
+def handlers_validate(*components):
+    """Patch 3: these components hand any value to the handlers, which validate it themselves."""
+    for component in components:
+        component.preprocess = types.MethodType(_pass_through, component)
+    return components

@@ -17,7 +17,11 @@ from ..inference import Predictor
 HOW_TO_GET_ONE = "train one with `python -m vit.train` (it writes checkpoints/mnist)"
 
 
-class NoModelsError(RuntimeError):
+class StartupError(RuntimeError):
+    """The app can't start as configured; the message is one line saying what to change."""
+
+
+class NoModelsError(StartupError):
     """No usable checkpoint: the message is one line that says how to get one."""
 
 
@@ -34,6 +38,7 @@ class Models:
         self.configs: dict[str, CheckpointConfig] = {}
         self.folders: dict[str, Path] = {}
         self._loaded: dict[str, Predictor] = {}
+        self._failed: dict[str, str] = {}       # name -> why it could not be loaded
         self._lock = threading.Lock()
         if not self.root.is_dir():
             raise NoModelsError(f"no checkpoints folder {self.root.name!r}: {HOW_TO_GET_ONE}, "
@@ -67,6 +72,8 @@ class Models:
 
     def get(self, name: str) -> Predictor:
         """The loaded model; CheckpointError (a one-line, path-free message) if it can't be."""
+        if name in self._failed:                # a page built before it failed still offers it
+            raise CheckpointError(self._failed[name])
         if name not in self.configs:
             raise CheckpointError(f"no model named {str(name)[:40]!r}")
         with self._lock:                        # two first requests must not load it twice
@@ -78,6 +85,7 @@ class Models:
                     del self.configs[name]      # never offered again in this process
                     if name in getattr(self, "names", []):
                         self.names.remove(name)
-                    raise CheckpointError(f"can't load model {name!r}: "
-                                          f"{_public(str(e), folder, name)}") from None
+                    self._failed[name] = (f"can't load model {name!r}: "
+                                          f"{_public(str(e), folder, name)}")
+                    raise CheckpointError(self._failed[name]) from None
             return self._loaded[name]
