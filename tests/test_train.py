@@ -167,10 +167,17 @@ def test_a_finished_checkpoint_is_replaced_only_with_overwrite(tiny_data, tmp_pa
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "already holds a finished checkpoint" in r.stderr and "--overwrite" in r.stderr
     assert digest_files(out) == before
+    # Stopped before its first epoch: the old checkpoint is kept aside, whole, not lost.
+    r = train(tiny_data, out, "--epochs", "1", "--overwrite", "--max-steps", "3")
+    assert r.returncode == 0, r.stderr
+    assert "--overwrite: moved the previous run's config.json, model.safetensors, metrics.csv" \
+        in r.stderr
+    aside = digest_files(out / ".replaced-by-overwrite")
+    assert {k: v for k, v in before.items() if k in aside} == aside and len(aside) >= 6
+    # Run to its first epoch: the new checkpoint is in place and the old one is gone.
     r = train(tiny_data, out, "--epochs", "1", "--overwrite")
     assert r.returncode == 0, r.stderr
-    assert "--overwrite: removed the previous run's config.json, model.safetensors, metrics.csv" \
-        in r.stderr
+    assert not (out / ".replaced-by-overwrite").exists()
     assert json.loads((out / "config.json").read_text())["model"]["dim"] == 16
     assert [row["epoch"] for row in rows_of(out)] == ["1"]
     assert json.loads((out / "best" / "config.json").read_text())["model"]["dim"] == 16

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,13 +45,14 @@ STATE_FILE = Path("train_state") / "state.safetensors"
 OLD_STATE_JSON = Path("train_state") / "state.json"     # the two-file form of earlier versions
 STATE_FORMAT = "vit-explorer-train-state/2"
 FINISHED_FILES = ("config.json", "model.safetensors", "metrics.csv")
-# What --overwrite removes: the files a run writes, by name (never a whole folder).
+# What --overwrite sets aside: the files a run writes, by name (never a whole folder).
 RUN_FILES = ("config.json", "model.safetensors", "metrics.csv", "curves.png",
              "best/config.json", "best/model.safetensors", str(STATE_FILE), str(OLD_STATE_JSON))
 # TrainConfig fields that say where and how a run executes, not what it computes: --resume may
 # change them.
 RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size", "data_dir",
                             "download", "out", "resume", "overwrite"})
+SET_ASIDE = ".replaced-by-overwrite"   # where --overwrite keeps the old run until a new epoch
 METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "test_loss", "test_acc",
                  "epoch_seconds", "images_per_second"]
 # Random streams, mixed into every seed so that no two draws share a generator.
@@ -368,15 +370,22 @@ def preflight(tc: TrainConfig, mc: ViTConfig) -> SavedState | None:
     return None
 
 
-def remove_run_files(out: Path) -> list[str]:
-    """Delete the files a previous run wrote in `out` (by name); returns the ones removed."""
-    removed = [name for name in RUN_FILES if (out / name).is_file()]
-    for name in removed:
-        (out / name).unlink()
+def set_aside_run_files(out: Path) -> list[str]:
+    """--overwrite: move the files a previous run wrote in `out` (by name) into `out/SET_ASIDE`,
+    where they stay until the new run's first checkpoint is saved, so that stopping the new run
+    early never leaves the folder with neither model. Returns the names moved."""
+    moved = [name for name in RUN_FILES if (out / name).is_file()]
+    for name in moved:
+        target = out / SET_ASIDE / name
+        if target.exists():      # set aside by an earlier --overwrite that never saved: keep that,
+            (out / name).unlink()    # the older, finished work; this file is the partial run's
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(out / name, target)
     for sub in ("best", "train_state"):
         with contextlib.suppress(OSError):      # only if nothing else is in it
             (out / sub).rmdir()
-    return removed
+    return moved
 
 
 # --- one invocation: model, optimiser, batches, steps -----------------------------------------
@@ -558,6 +567,8 @@ def end_epoch(s: Session, run: RunState, test_split: Split, totals: EpochTotals,
             save_checkpoint(out / "best", s.model, meta)
         write_metrics(out / "metrics.csv", run.metrics)
         plot_curves(run.metrics, out / "curves.png")
+        if (out / SET_ASIDE).is_dir():        # this run now has a checkpoint of its own
+            shutil.rmtree(out / SET_ASIDE, ignore_errors=True)
     run.best_acc = max(run.best_acc, test_acc)
     return row
 
@@ -613,9 +624,10 @@ def start_or_resume(s: Session, saved: SavedState | None, argv: list[str] | None
                        train_images=len(s.train_split))
         distributed.barrier(s.d)              # every rank has run preflight before rank 0 writes
         if s.d.main and s.tc.overwrite:
-            removed = remove_run_files(out)
-            if removed:
-                say(f"--overwrite: removed the previous run's {', '.join(removed)} from {out}",
+            moved = set_aside_run_files(out)
+            if moved:
+                say(f"--overwrite: moved the previous run's {', '.join(moved)} to "
+                    f"{out / SET_ASIDE} (deleted when this run saves its first epoch)",
                     file=sys.stderr, flush=True)
     run.config = {"train": asdict(s.tc) | {"out": str(out)}, "model": s.model.cfg.to_dict()}
     # The code this process runs is the code at start-up: record that commit, not HEAD at save time.
