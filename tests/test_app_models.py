@@ -221,6 +221,9 @@ def test_the_first_view_cache_stays_bounded_whatever_clients_send(grids_page):
     for i in range(40):
         grids_page.first_view("mnist", True, 1 + i * 1e-9, 1 + i, i * 1000)
     assert len(grids_page._first) <= 3
+    for i in range(49):                        # every valid patch: still a bounded cache
+        grids_page.first_view("mnist", True, 2, 1, i)
+    assert len(grids_page._first) <= 8
 
 
 def test_a_model_that_failed_tells_every_later_visitor_why(broken_root):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 
 import gradio as gr
@@ -34,6 +35,7 @@ CSS = draw_tab.CSS + ".hint { color: #555; font-size: 0.95em; }\n"
 # A burst of requests must not make the next visitor wait for answers nobody will read: the
 # queue holds a few per worker; beyond that a client is told at once that the server is busy.
 CONCURRENCY = 2
+FIRST_VIEWS = 8          # first views kept (each ~2 MB of pictures): every visitor's is the same
 
 
 def env_int(name: str, default: int, lo: int, hi: int) -> int:
@@ -61,7 +63,7 @@ class Page:
     def __init__(self, models: Models, data_dir: Path, examples: list[str]):
         self.models, self.examples = models, examples
         self.answers = testset_tab.Answers(models, data_dir)
-        self._first: dict[tuple, tuple] = {}
+        self._first: OrderedDict[tuple, tuple] = OrderedDict()      # at most FIRST_VIEWS
 
     # --- helpers ----------------------------------------------------------------------------
     def predictor(self, name) -> Predictor:
@@ -118,6 +120,9 @@ class Page:
                 u.status = (f"### Example: a drawn 7 — read as **{best}**\nDraw your own "
                             f"{p.config.noun} in the box (the brush is ready), or upload a picture.")
             self._first[key] = u.outputs()
+            while len(self._first) > FIRST_VIEWS:   # valid settings still number in thousands
+                self._first.popitem(last=False)
+        self._first.move_to_end(key)
         return self._first[key]
 
     def reanalyse(self, shown, name, shared, layer, head, patch):
