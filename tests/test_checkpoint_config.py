@@ -94,6 +94,8 @@ BAD = {   # id: (change to config.json, words the message must contain)
     "dropout-one": (put("model", "dropout", value=1.0), ["dropout"]),
     "depth-missing": (drop("model", "depth"), ["depth", "missing"]),
     "heads-not-dividing-dim": (put("model", "heads", value=3), ["heads", "dim"]),
+    "heads-zero": (put("model", "heads", value=0), ["heads", "positive"]),       # was 1/0
+    "patch_size-zero": (put("model", "patch_size", value=0), ["patch_size", "positive"]),
     "model-not-object": (put("model", value=[1, 2]), ["model"]),
     "image_size-huge": (put("model", "image_size", value=8192), ["model.image_size", "4096"]),
     "depth-huge": (put("model", "depth", value=100000), ["model.depth"]),

@@ -230,6 +230,8 @@ def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
     (["--dataset", "cifar"], "invalid choice"),
     (["--patch-size", "5"], "not divisible by patch_size"),
     (["--dim", "30", "--heads", "4"], "not divisible by heads"),
+    (["--heads", "0"], "heads must be a positive integer"),                # was ZeroDivisionError
+    (["--patch-size", "0"], "patch_size must be a positive integer"),
     (["--device", "tpu"], "unknown device"),
     (["--device", "cuda"], "CUDA is not available"),
     (["--num-classes", "7"], "has 10 classes"),

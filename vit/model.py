@@ -30,11 +30,7 @@ class ViTConfig:
     num_classes: int = 10
 
     def __post_init__(self) -> None:
-        if self.image_size % self.patch_size:
-            raise ValueError(
-                f"image_size {self.image_size} is not divisible by patch_size {self.patch_size}")
-        if self.dim % self.heads:
-            raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}")
+        # Signs first: the divisibility checks below would divide by a zero patch or head count.
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name == "dropout":
@@ -45,6 +41,11 @@ class ViTConfig:
                     raise ValueError(f"stem_channels must be 0 (no stem) or more, got {v}")
             elif v < 1:
                 raise ValueError(f"{f.name} must be a positive integer, got {v}")
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                f"image_size {self.image_size} is not divisible by patch_size {self.patch_size}")
+        if self.dim % self.heads:
+            raise ValueError(f"dim {self.dim} is not divisible by heads {self.heads}")
 
     @property
     def grid(self) -> int:
