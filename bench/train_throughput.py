@@ -1,6 +1,6 @@
 """Training throughput: this project's trainer loop vs the seeds' notebook-style loop, same model size.
 
-    python bench/train_throughput.py --data-dir ../shared/data [--rounds 8] [--threads 0]
+    python -m bench.train_throughput --data-dir ../shared/data [--rounds 8] [--threads 0]
 
 The project loop: MNIST as one uint8 tensor, batched affine augmentation, our ViT (fused SDPA
 attention), AdamW, batch 128 — vit/training.py's own `make_batch` and `train_step`, which
@@ -20,10 +20,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from vit import training  # noqa: E402
-from vit.data import load_split  # noqa: E402
-from vit.model import ViTConfig  # noqa: E402
-from vit.training import TrainConfig  # noqa: E402
+from vit import training
+from vit.data import load_split
+from vit.model import ViTConfig
+from vit.training import TrainConfig
 
 
 class SeedBlock(nn.Module):

@@ -351,3 +351,18 @@ def test_a_small_file_of_many_pixels_is_read_at_reduced_size(tmp_path):
     grown_mb, top, total = map(float, out)
     assert grown_mb < 400, grown_mb                            # the RGBA decode itself is 160 MB
     assert top == 1.0 and total > 20
+
+
+def test_decoding_once_gives_what_the_input_gives(tmp_path):
+    """The app decodes a drawing's files once and lays out both the model input and the session
+    copy from that: it must be exactly what passing the drawing itself gives."""
+    from vit.preprocessing import decode
+    ink = 255 - np.asarray(drawn("4", 500, 280, (110, 110)), np.uint8)
+    layer = np.zeros((500, 500, 4), np.uint8)
+    layer[..., 3] = ink
+    Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
+    value = {"background": None, "layers": [str(tmp_path / "layer.png")], "composite": None}
+    for x in (value, drawn("7"), drawn("2").convert("RGBA")):
+        d = decode(x)
+        assert np.array_equal(to_model_image(d), to_model_image(x))
+        assert np.array_equal(compact(d), compact(x))

@@ -322,6 +322,14 @@ CONTRAST = (0.05, 0.8)
 
 
 @_never_crashes
+def decode(image) -> np.ndarray:
+    """Read any input once into float32 grey (H, W) or grey+alpha (H, W, 2) in [0, 1]. Handing
+    the result to `to_model_image` or `compact` gives what handing them the input would, so a
+    caller that needs both decodes a drawing's files once, not twice."""
+    return _to_array(image)
+
+
+@_never_crashes
 def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
     """Any image -> float32 (size, size) in [0, 1], white ink on black, laid out like the training
     data (for "digits", the ink fills a box of 20/28 of the side, as in MNIST).

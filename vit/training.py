@@ -349,11 +349,10 @@ def check_same_settings(saved: dict, tc: TrainConfig, mc: ViTConfig, out: Path) 
 
 
 def preflight(tc: TrainConfig, mc: ViTConfig) -> SavedState | None:
-    """The checks that need no data: --out is writable; it holds no run or finished checkpoint
-    unless --resume or --overwrite says what to do with it; a resumed run's settings match.
-    Returns the saved state to resume from (None: a fresh start)."""
+    """The checks that need no data (after check_writable, under the folder's lock): --out holds
+    no run or finished checkpoint unless --resume or --overwrite says what to do with it; a
+    resumed run's settings match. Returns the saved state to resume from (None: a fresh start)."""
     out = Path(tc.out)
-    check_writable(out)
     if tc.resume:
         saved = read_state(out / STATE_FILE)
         check_same_settings(saved.run.config, tc, mc, out)

@@ -24,7 +24,7 @@ from ..data import DataError
 from ..evaluation import pick_device
 from ..examples import write_examples
 from ..inference import Analysis, Predictor
-from ..preprocessing import BlankInputError, PreprocessError, compact
+from ..preprocessing import BlankInputError, PreprocessError, compact, decode
 from . import draw_tab, testset_tab, upload_tab, views
 from .gradio_patches import handlers_validate, hide_server_paths, never_rewrite_cached_images
 from .models import Models, StartupError
@@ -80,6 +80,8 @@ class Page:
     def _analyse(self, kind: str, source, name, shared, layer, head, patch) -> PageUpdate:
         p = self.predictor(name)
         try:
+            if kind == "drawing":        # its layer files, read once for the input and the copy
+                source = decode(source)
             image = p.prepare(source)
             kept = compact(source) if kind == "drawing" else source
         except PreprocessError as e:
