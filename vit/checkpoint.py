@@ -22,6 +22,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from .calibration import TEMPERATURE_RANGE
 from .datasets import DatasetSpec, get_spec
 from .model import ViT, ViTConfig
 
@@ -30,7 +31,7 @@ CONFIG = "config.json"
 FORMAT = "vit-explorer/1"
 # Top-level keys a config.json may carry; anything else is a typo or a different format.
 CONFIG_KEYS = {"format", "model", "dataset", "class_names", "normalization", "test_accuracy",
-               "num_parameters", "training", "provenance"}
+               "num_parameters", "training", "provenance", "calibration"}
 REQUIRED_KEYS = {"model", "class_names", "normalization"}
 # Limits that stop a hostile or mistyped config from making us allocate (or even plan) a huge
 # model. Far above anything this project trains (~0.2 M parameters), far below a crash.
@@ -64,6 +65,20 @@ class CheckpointConfig:
     num_parameters: int | None = None
     training: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+    # {"temperature": T, "reject_below": p, ...}: fitted on the validation split (vit/calibration.py)
+    calibration: dict = field(default_factory=dict)
+
+    @property
+    def temperature(self) -> float:
+        """Logits are divided by this before any probability is shown (1: not calibrated)."""
+        return float(self.calibration.get("temperature", 1.0))
+
+    @property
+    def reject_below(self) -> float | None:
+        """A calibrated top probability below this means "not one of these classes" (None: the
+        model has no fitted threshold)."""
+        v = self.calibration.get("reject_below")
+        return None if v is None else float(v)
 
     @property
     def spec(self) -> DatasetSpec | None:
@@ -97,6 +112,8 @@ class CheckpointConfig:
             out["test_accuracy"] = self.test_accuracy
         out["training"] = self.training
         out["provenance"] = self.provenance
+        if self.calibration:
+            out["calibration"] = self.calibration
         return out
 
 
@@ -334,7 +351,7 @@ def parse_config(obj, where: str) -> CheckpointConfig:
     if n_params is not None and not (_is_int(n_params) and n_params >= 0):
         raise CheckpointError(f"{where}: num_parameters must be an integer >= 0, "
                               f"got {_show(n_params)}")
-    for key in ("training", "provenance"):
+    for key in ("training", "provenance", "calibration"):
         if not isinstance(obj.get(key, {}), dict):
             raise CheckpointError(f"{where}: {key} must be an object, got {_show(obj[key])}")
     provenance = obj.get("provenance", {})
@@ -342,10 +359,20 @@ def parse_config(obj, where: str) -> CheckpointConfig:
         v = provenance.get(key)
         if v is not None and not _CHECKS[kind](v):   # null: not known (a resumed run's command)
             raise CheckpointError(f"{where}: provenance.{key} must be {kind}, got {_show(v)}")
+    calibration = obj.get("calibration", {})
+    t = calibration.get("temperature")
+    lo, hi = TEMPERATURE_RANGE
+    if t is not None and not (_is_number(t) and math.isfinite(t) and lo <= t <= hi):
+        raise CheckpointError(f"{where}: calibration.temperature must be a number between {lo:g} "
+                              f"and {hi:g}, got {_show(t)}")
+    r = calibration.get("reject_below")
+    if r is not None and not (_is_number(r) and 0 <= r <= 1):
+        raise CheckpointError(f"{where}: calibration.reject_below must be a number in [0, 1], "
+                              f"got {_show(r)}")
     return CheckpointConfig(model=model, class_names=tuple(names), mean=mean, std=std,
                             dataset=dataset, test_accuracy=None if acc is None else float(acc),
                             num_parameters=n_params, training=dict(obj.get("training", {})),
-                            provenance=dict(provenance))
+                            provenance=dict(provenance), calibration=dict(calibration))
 
 
 def read_config(folder) -> CheckpointConfig:
