@@ -16,7 +16,7 @@ from vit.checkpoint import load_checkpoint, open_checkpoint
 from vit.distributed import weights_digest
 
 ARGS = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
-        "--eval-batch-size", "40", *TINY_MODEL]
+        "--eval-batch-size", "40", "--val-size", "40", "--negatives", "16", *TINY_MODEL]
 
 
 def torchrun(data, out, *extra, nproc=2):

@@ -16,7 +16,7 @@ from vit.data import DataError, check_split, load_split
 from vit.datasets import get_spec
 
 BASE = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
-        "--eval-batch-size", "40", *TINY_MODEL]
+        "--eval-batch-size", "40", "--val-size", "40", "--negatives", "16", *TINY_MODEL]
 
 
 def train(data, out, *extra, timeout=300):

@@ -49,5 +49,5 @@ class Augment:
     @staticmethod
     def apply(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
         """x: (B, C, S, S), theta: (B, 2, 3) -> (B, C, S, S), resampled bilinearly."""
-        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        grid = F.affine_grid(theta.to(x.device, x.dtype), list(x.shape), align_corners=False)
         return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)

@@ -41,6 +41,8 @@ MAX_DEPTH = 256              # the meta-device model below is built block by blo
 MAX_WIDTH = 1 << 20          # any other integer field; keeps shape products well inside int64
 MAX_PARAMETERS = 2_000_000_000
 FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
+# Model fields added after checkpoints were first written, with the value their absence means.
+LATER_MODEL_KEYS = {"stem_layers": 1}
 # provenance keys this code writes, and their types; other keys pass through untouched.
 PROVENANCE_TYPES = {"command": "a string", "commit": "a string", "date": "a string",
                     "device": "a string", "torch": "a string", "epochs": "an integer",
@@ -245,7 +247,9 @@ def _model_config(obj, where: str) -> ViTConfig:
     unknown = sorted(set(obj) - set(types))
     if unknown:
         raise CheckpointError(f"{where}: unknown model config key(s) {', '.join(unknown)}")
-    # Every field is required: a default filled in silently would describe other weights.
+    # Every field is required: a default filled in silently would describe other weights. The one
+    # exception is a field added later whose absence means what every earlier checkpoint was.
+    obj = {**{k: v for k, v in LATER_MODEL_KEYS.items() if k not in obj}, **obj}
     missing = [k for k in types if k not in obj]
     if missing:
         raise CheckpointError(f"{where}: missing model config key(s) {', '.join(missing)}")

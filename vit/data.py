@@ -171,7 +171,8 @@ def normalize(images: torch.Tensor, mean: float | Sequence[float],
     if len(mean) != len(std):
         raise ValueError(f"{len(mean)} means but {len(std)} standard deviations")
     x = to_unit_float(images, len(mean))
-    return (x - torch.tensor(mean).view(1, -1, 1, 1)) / torch.tensor(std).view(1, -1, 1, 1)
+    m = torch.tensor(mean, device=x.device).view(1, -1, 1, 1)
+    return (x - m) / torch.tensor(std, device=x.device).view(1, -1, 1, 1)
 
 
 def main(argv=None) -> int:

@@ -13,6 +13,7 @@ run stopped anywhere and resumed ends with exactly the weights of an uninterrupt
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
 import datetime as dt
 import json
@@ -28,15 +29,17 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 
+from . import calibration as cal
 from . import distributed
 from .checkpoint import atomic_write, save_checkpoint, save_tensors
 from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
 from .datasets import SPECS, DatasetSpec, get_spec
-from .evaluation import evaluate, pick_device
+from .evaluation import evaluate, pick_device, predict_logits
 from .model import ViT, ViTConfig
 
 MAX_SEED = 2**63 - 1                  # torch.manual_seed overflows beyond what fits an int64
@@ -53,10 +56,12 @@ RUN_FILES = ("config.json", "model.safetensors", "metrics.csv", "curves.png",
 RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size", "data_dir",
                             "download", "out", "resume", "overwrite"})
 SET_ASIDE = ".replaced-by-overwrite"   # where --overwrite keeps the old run until a new epoch
-METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "test_loss", "test_acc",
-                 "epoch_seconds", "images_per_second"]
+METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "val_loss", "val_acc",
+                 "test_loss", "test_acc", "epoch_seconds", "images_per_second"]
 # Random streams, mixed into every seed so that no two draws share a generator.
-STREAM_ORDER, STREAM_AUGMENT, STREAM_DROPOUT = 1, 2, 3
+STREAM_ORDER, STREAM_AUGMENT, STREAM_DROPOUT, STREAM_VAL, STREAM_VIEW, STREAM_NEG = 1, 2, 3, 4, 5, 6
+# Held-out synthetic non-digits (never trained on) that measure "not a digit" on validation.
+HELD_OUT_NEGATIVES = 1000
 
 
 class TrainingError(RuntimeError):
@@ -88,6 +93,21 @@ class TrainConfig:
     augment: bool = field(default=True, metadata={
         "help": "random affine augmentation as the data set's spec says: rotation, scale, shift, "
                 "shear, and left-right flips for fashion-mnist (--no-augment: off)"})
+    val_size: int = field(default=5000, metadata={
+        "help": "training images held out (the same ones for every seed) to choose best/, fit the "
+                "confidence temperature and the 'not a digit' threshold: never the test set"})
+    serve_view: float = field(default=0.5, metadata={
+        "help": "share of training images shown as the app's preprocessing lays them out "
+                "(vit.preprocessing), so that serving sees what training saw"})
+    negatives: int = field(default=20000, metadata={
+        "help": "synthetic non-digit drawings (letters, scribbles, dots, dashes, shapes, two digits) "
+                "trained towards a flat answer, 1 per 8 digits in a batch (digit data sets only; "
+                "0 = off)"})
+    oe_weight: float = field(default=0.5, metadata={
+        "help": "weight of the flat-answer loss on those drawings (outlier exposure)"})
+    ema: float = field(default=0.0, metadata={
+        "help": "decay of an exponential moving average of the weights, which is what gets tested "
+                "and saved (0 = off; 0.999 averages ~1000 steps)"})
     seed: int = field(default=0, metadata={"help": f"random seed, 0 to {MAX_SEED}"})
     device: str = field(default="auto", metadata={"help": "auto (cuda, then mps, then cpu), cpu, cuda, mps"})
     threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
@@ -122,6 +142,11 @@ def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
         (0 <= tc.threads <= max_threads,
          f"--threads must be between 0 (torch's default) and {max_threads} (4 per CPU core here)"),
         (tc.max_steps >= 0, "--max-steps must be >= 0"),
+        (tc.val_size >= 0, "--val-size must be >= 0"),
+        (0 <= tc.serve_view <= 1, "--serve-view must be in [0, 1]"),
+        (tc.negatives >= 0, "--negatives must be >= 0"),
+        (math.isfinite(tc.oe_weight) and tc.oe_weight >= 0, "--oe-weight must be a finite number >= 0"),
+        (0 <= tc.ema < 1, "--ema must be in [0, 1) (0 = off)"),
         (not (tc.resume and tc.overwrite),
          "--resume continues the run in --out and --overwrite replaces it: pass only one"),
         ((mc.image_size, mc.channels) == (S, C),
@@ -206,7 +231,7 @@ class RunState:
     """Everything about a run besides its tensors; JSON in the state file's metadata."""
     step: int = 0                                        # optimiser steps done
     wall_seconds: float = 0.0
-    best_acc: float = -1.0
+    best_acc: float = -1.0                               # best validation accuracy so far
     command: str = ""                                    # how the run was started
     commits: list[str] = field(default_factory=list)     # code it ran, one entry per version
     config: dict = field(default_factory=dict)           # {"train": {...}, "model": {...}}
@@ -248,12 +273,15 @@ class SavedState:
     param_groups: list[dict]             # AdamW's, "params" as indices
 
 
-def save_state(path: Path, model: ViT, opt: torch.optim.Optimizer, run: RunState) -> None:
+def save_state(path: Path, model: ViT, opt: torch.optim.Optimizer, run: RunState,
+               ema: ViT | None = None) -> None:
     """One safetensors file: the model's and AdamW's tensors, with the run (and AdamW's param
     groups) as JSON in its metadata. Written by atomic_write, so a kill at any moment leaves the
     previous state or this one, never the weights of one step with the record of another."""
     opt_sd = opt.state_dict()
     tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+    if ema is not None:
+        tensors.update({f"ema.{k}": v for k, v in ema.state_dict().items()})
     for idx, st in opt_sd["state"].items():
         for k, v in st.items():
             tensors[f"opt.{idx}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
@@ -285,11 +313,13 @@ def read_state(path: Path) -> SavedState:
         raise TrainingError(f"can't resume: {path} is damaged ({reason})") from None
 
 
-def restore(saved: SavedState, model: ViT, opt: torch.optim.Optimizer) -> None:
+def restore(saved: SavedState, model: ViT, opt: torch.optim.Optimizer, ema: ViT | None = None) -> None:
     """Load the saved tensors into the model and AdamW; TrainingError if they don't fit (a state
     file edited by hand, or one from another model)."""
     try:
         model.load_state_dict({k[6:]: v for k, v in saved.tensors.items() if k.startswith("model.")})
+        if ema is not None:
+            ema.load_state_dict({k[4:]: v for k, v in saved.tensors.items() if k.startswith("ema.")})
         opt_state: dict[int, dict] = {}
         for k, v in saved.tensors.items():
             if k.startswith("opt."):
@@ -400,15 +430,22 @@ class Session:
     opt: torch.optim.Optimizer
     plan: Plan
     train_split: Split
+    data: TrainData | None = None
+    ema_model: ViT | None = None      # the weights' moving average (--ema), else None
 
     @property
     def augment(self):
         return self.spec.augment if self.tc.augment else None
 
+    @property
+    def eval_model(self) -> ViT:
+        """What is tested, calibrated and saved: the moving average if there is one."""
+        return self.ema_model if self.ema_model is not None else self.model
+
 
 def new_session(tc: TrainConfig, mc: ViTConfig, train_split: Split,
                 d: distributed.Dist = distributed.Dist(),
-                device: torch.device = torch.device("cpu")) -> Session:
+                device: torch.device = torch.device("cpu"), data: TrainData | None = None) -> Session:
     torch.manual_seed(tc.seed)                         # the initial weights
     model = ViT(mc).to(device)
     net = model
@@ -416,15 +453,80 @@ def new_session(tc: TrainConfig, mc: ViTConfig, train_split: Split,
         net = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.AdamW(param_groups(model, tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999))
+    ema = copy.deepcopy(model).requires_grad_(False).eval() if tc.ema else None
     return Session(tc, get_spec(tc.dataset), d, device, model, net, opt,
-                   make_plan(tc, len(train_split)), train_split)
+                   make_plan(tc, len(train_split)), train_split, data, ema)
+
+
+# --- what a run trains on besides the digits themselves -----------------------------------------
+@dataclass
+class TrainData:
+    """The training split's companions, all uint8 like the split (on the training device):
+    `served` — each training image as the app's preprocessing lays it out; `val`/`val_served` —
+    the held-out validation images (raw and laid out); `negatives`/`held_out` — synthetic
+    non-digit drawings to train on / to measure with (None when off)."""
+    served: torch.Tensor | None
+    val: Split | None
+    val_served: torch.Tensor | None
+    negatives: torch.Tensor | None
+    held_out: torch.Tensor | None
+
+
+def carve_validation(split: Split, size: int) -> tuple[Split, Split | None]:
+    """(training part, validation part): `size` images drawn by a fixed generator, the same for
+    every seed, so runs with different seeds are compared on the same held-out images."""
+    if size == 0:
+        return split, None
+    if size > len(split) // 5:
+        raise TrainingError(f"--val-size {size} is more than a fifth of the {len(split):,} "
+                            f"training images: choose at most {len(split) // 5}")
+    perm = torch.randperm(len(split), generator=_generator(STREAM_VAL))
+    val_idx, train_idx = perm[:size].sort().values, perm[size:].sort().values
+    return (Split(split.images[train_idx], split.labels[train_idx], split.source),
+            Split(split.images[val_idx], split.labels[val_idx], split.source))
+
+
+def as_served(images: torch.Tensor, style: str, size: int) -> torch.Tensor:
+    """uint8 images -> the same images laid out by vit.preprocessing.to_model_image, as the app
+    does to every drawing and upload (an image it can't lay out, e.g. a blank one, stays as is)."""
+    from .preprocessing import PreprocessError, to_model_image
+    out = images.clone()
+    for i, img in enumerate(images.numpy()):
+        try:
+            out[i] = torch.from_numpy(np.round(to_model_image(img, style, size) * 255).astype(np.uint8))
+        except PreprocessError:
+            pass
+    return out
+
+
+def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable) -> tuple[Split, TrainData]:
+    """Carve the validation split and build the laid-out views and the non-digit bank. Pure
+    functions of the data and the seed-independent streams: a resumed run rebuilds the same."""
+    from .negatives import make_bank
+    train_split, val = carve_validation(split, tc.val_size)
+    grey = spec.channels == 1
+    served = val_served = negatives = held_out = None
+    if grey and (tc.serve_view > 0 or val is not None):
+        t0 = time.time()
+        served = as_served(train_split.images, spec.style, spec.image_size) if tc.serve_view else None
+        val_served = as_served(val.images, spec.style, spec.image_size) if val is not None else None
+        say(f"Laid out {len(split):,} images as the app would in {time.time() - t0:.0f} s", flush=True)
+    if tc.negatives and spec.style == "digits":
+        t0 = time.time()
+        digits = train_split.images[:5000]        # for "two digits side by side": training images only
+        negatives = make_bank(tc.negatives, mix_seed(STREAM_NEG, 0), digits, spec.image_size)
+        held_out = make_bank(HELD_OUT_NEGATIVES, mix_seed(STREAM_NEG, 1), digits, spec.image_size)
+        say(f"Drew {tc.negatives + HELD_OUT_NEGATIVES:,} non-digit drawings in "
+            f"{time.time() - t0:.0f} s", flush=True)
+    return train_split, TrainData(served, val, val_served, negatives, held_out)
 
 
 @dataclass
 class Batch:
-    x: torch.Tensor       # (b, C, S, S) normalised: this rank's rows of the global batch
-    y: torch.Tensor       # (b,)
-    size: int             # images in the global batch, all ranks together
+    x: torch.Tensor       # (b + n, C, S, S) normalised: this rank's digits, then its non-digits
+    y: torch.Tensor       # (b,) labels of the digits
+    size: int             # digits in the global batch, all ranks together
+    negatives: int = 0    # non-digits in the global batch (this rank's: len(x) - len(y))
 
 
 def epoch_order(tc: TrainConfig, n: int, epoch: int) -> torch.Tensor:
@@ -438,13 +540,26 @@ def make_batch(s: Session, order: torch.Tensor, step: int) -> Batch:
     batch = order[i * s.tc.batch_size:(i + 1) * s.tc.batch_size]    # the global batch
     mine = distributed.shard(s.d, len(batch))                        # this rank's rows of it
     idx = batch[mine]
-    x = to_unit_float(s.train_split.images[idx], s.spec.channels)    # (b, C, S, S) in [0, 1]
+    images = s.train_split.images[idx]
+    data = s.data
+    if data is not None and data.served is not None:     # some images as the app lays them out
+        view = torch.rand(len(batch), generator=_generator(s.tc.seed, STREAM_VIEW, step))[mine]
+        images = torch.where(view.to(images.device)[:, None, None] < s.tc.serve_view,
+                             data.served[idx], images)
+    n_neg, neg_mine = 0, slice(0, 0)
+    if data is not None and data.negatives is not None:
+        n_neg = max(1, len(batch) // 8)
+        pick = torch.randint(len(data.negatives), (n_neg,),
+                             generator=_generator(s.tc.seed, STREAM_NEG, step))
+        neg_mine = distributed.shard(s.d, n_neg)
+        images = torch.cat([images, data.negatives[pick[neg_mine]]])
+    x = to_unit_float(images, s.spec.channels)                       # (b + n, C, S, S) in [0, 1]
     if s.augment is not None:   # drawn for the global batch: every rank draws the same numbers
-        theta = s.augment.draw(len(batch), _generator(s.tc.seed, STREAM_AUGMENT, step))
-        x = s.augment.apply(x, theta[mine])
+        theta = s.augment.draw(len(batch) + n_neg, _generator(s.tc.seed, STREAM_AUGMENT, step))
+        x = s.augment.apply(x, torch.cat([theta[:len(batch)][mine], theta[len(batch):][neg_mine]]))
     x = normalize(x, s.spec.mean, s.spec.std)
     return Batch(x.to(s.device, non_blocking=True),
-                 s.train_split.labels[idx].to(s.device, non_blocking=True), len(batch))
+                 s.train_split.labels[idx].to(s.device, non_blocking=True), len(batch), n_neg)
 
 
 def _autocast(device: torch.device):
@@ -473,8 +588,14 @@ def train_step(s: Session, batch: Batch, step: int, stop_requested: bool = False
         logits = s.net(batch.x)
         # This rank's share of the global batch's mean loss: DDP averages gradients over ranks,
         # so the optimiser sees the single-process gradient whatever the number of processes.
-        loss = F.cross_entropy(logits.float(), batch.y, label_smoothing=tc.label_smoothing,
+        digits = logits[:len(batch.y)].float()
+        loss = F.cross_entropy(digits, batch.y, label_smoothing=tc.label_smoothing,
                                reduction="sum") * (s.d.world / batch.size)
+        digit_loss = loss.detach()
+        if batch.negatives:
+            # Outlier exposure: cross-entropy against the uniform answer on the non-digits.
+            flat = -logits[len(batch.y):].float().log_softmax(1).mean(1).sum()
+            loss = loss + tc.oe_weight * flat * (s.d.world / batch.negatives)
     bad, stop = distributed.any_rank(s.d, [not bool(torch.isfinite(loss)), stop_requested],
                                      s.device)
     if bad:
@@ -487,8 +608,18 @@ def train_step(s: Session, batch: Batch, step: int, stop_requested: bool = False
     if tc.grad_clip:
         torch.nn.utils.clip_grad_norm_(s.model.parameters(), tc.grad_clip)
     s.opt.step()
-    correct = (logits.argmax(1) == batch.y).sum().item()
-    return StepResult(loss.item() * batch.size / s.d.world, correct, stop)
+    if s.ema_model is not None:
+        update_ema(s.ema_model, s.model, tc.ema, step)
+    correct = (digits.argmax(1) == batch.y).sum().item()
+    return StepResult(digit_loss.item() * batch.size / s.d.world, correct, stop)
+
+
+@torch.no_grad()
+def update_ema(ema: ViT, model: ViT, decay: float, step: int) -> None:
+    """ema <- d * ema + (1 - d) * model, with d ramping up from 0.1 over the first steps so that
+    the average does not drag the random initial weights along (as timm's ModelEmaV3 warms up)."""
+    d = min(decay, (1 + step) / (10 + step))
+    torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1 - d)
 
 
 # --- an epoch ---------------------------------------------------------------------------------
@@ -533,7 +664,7 @@ def test_pass(s: Session, split: Split) -> tuple[float, float]:
     """(loss, accuracy) on the whole test set; under torchrun each rank tests a share of it."""
     mine = distributed.shard(s.d, len(split))
     labels = split.labels[mine]
-    loss, acc, _ = evaluate(s.model, split.images[mine], labels, s.spec.mean, s.spec.std,
+    loss, acc, _ = evaluate(s.eval_model, split.images[mine], labels, s.spec.mean, s.spec.std,
                             s.tc.eval_batch_size)
     if not s.d.enabled:
         return loss, acc
@@ -542,33 +673,79 @@ def test_pass(s: Session, split: Split) -> tuple[float, float]:
     return loss_sum / total, correct / total
 
 
+@dataclass
+class Validation:
+    loss: float
+    accuracy: float
+    calibration: dict     # config.json's "calibration" object
+
+
+def validate(s: Session) -> Validation | None:
+    """Score the held-out validation images, as stored and as the app lays them out, and fit the
+    confidence temperature on both and the "not one of these" threshold on the laid-out ones
+    (what the app will see). Every rank computes the same (the images are few)."""
+    data = s.data
+    if data is None or data.val is None:
+        return None
+    val, m = data.val, s.eval_model
+    logits = predict_logits(m, val.images, s.spec.mean, s.spec.std, s.tc.eval_batch_size)
+    labels = val.labels
+    loss = F.cross_entropy(logits, labels).item()
+    acc = (logits.argmax(1) == labels).float().mean().item()
+    served = (predict_logits(m, data.val_served, s.spec.mean, s.spec.std, s.tc.eval_batch_size)
+              if data.val_served is not None else logits[:0])
+    both, both_labels = torch.cat([logits, served]), torch.cat([labels, labels[:len(served)]])
+    t = cal.fit_temperature(both, both_labels)
+    probs = cal.calibrated(both, t)
+    in_app = cal.calibrated(served if len(served) else logits, t)
+    reject = cal.fit_reject_threshold(in_app)
+    record = {"temperature": round(t, 4), "reject_below": round(reject, 4),
+              "fitted_on": f"validation split: {len(val):,} training images held out of training, "
+                           f"each as stored and as the app lays it out",
+              "validation_ece_before": round(cal.ece(torch.softmax(both, 1), both_labels), 5),
+              "validation_ece_after": round(cal.ece(probs, both_labels), 5),
+              "validation_refused": round((in_app.max(1).values < reject).float().mean().item(), 5)}
+    if data.held_out is not None:
+        neg = cal.calibrated(predict_logits(m, data.held_out, s.spec.mean, s.spec.std,
+                                            s.tc.eval_batch_size), t)
+        record["held_out_negatives_flagged"] = round((neg.max(1).values < reject).float().mean().item(), 5)
+    return Validation(loss, acc, record)
+
+
 def end_epoch(s: Session, run: RunState, test_split: Split, totals: EpochTotals, out: Path,
               say: Callable) -> dict:
-    """Test, record, save. The epoch's metrics row goes into run.metrics; rank 0 writes the
-    checkpoint (the folder: the latest epoch, what the app loads, an unselected test figure;
-    best/: the best test accuracy so far), metrics.csv (from run.metrics, whole: a replayed
-    epoch never duplicates a row) and curves.png."""
+    """Validate, test, record, save. The epoch's metrics row goes into run.metrics; rank 0 writes
+    the checkpoint (the folder: the latest epoch, what the app loads; best/: the best validation
+    accuracy so far — chosen on held-out training images, never on the test set), metrics.csv
+    (from run.metrics, whole: a replayed epoch never duplicates a row) and curves.png."""
     epoch = run.step // s.plan.steps_per_epoch            # 1-based: the epoch just finished
+    v = validate(s)
     test_loss, test_acc = test_pass(s, test_split)
     seen = max(totals.seen, 1)
     row = {"epoch": epoch, "step": run.step, "lr": f"{s.opt.param_groups[0]['lr']:.3g}",
            "train_loss": f"{totals.loss_sum / seen:.5f}", "train_acc": f"{totals.correct / seen:.5f}",
+           "val_loss": f"{v.loss:.5f}" if v else "", "val_acc": f"{v.accuracy:.5f}" if v else "",
            "test_loss": f"{test_loss:.5f}", "test_acc": f"{test_acc:.5f}",
            "epoch_seconds": f"{totals.seconds:.1f}",
            "images_per_second": f"{totals.seen / max(totals.seconds, 1e-9):.0f}"}
     run.metrics.append(row)
-    say(f"epoch {epoch}: test accuracy {100 * test_acc:.2f}% (loss {test_loss:.4f})", flush=True)
+    say(f"epoch {epoch}: " + (f"validation accuracy {100 * v.accuracy:.2f}%, "
+                              f"temperature {v.calibration['temperature']:.2f}, " if v else "")
+        + f"test accuracy {100 * test_acc:.2f}% (loss {test_loss:.4f})", flush=True)
     check_in_sync(s)
     if s.d.main:
         meta = checkpoint_meta(s, run, test_acc, epoch)
-        save_checkpoint(out, s.model, meta)
-        if test_acc > run.best_acc:
-            save_checkpoint(out / "best", s.model, meta)
+        if v:
+            meta["calibration"] = v.calibration
+        save_checkpoint(out, s.eval_model, meta)
+        if v and v.accuracy > run.best_acc:
+            save_checkpoint(out / "best", s.eval_model, meta)
         write_metrics(out / "metrics.csv", run.metrics)
         plot_curves(run.metrics, out / "curves.png")
         if (out / SET_ASIDE).is_dir():        # this run now has a checkpoint of its own
             shutil.rmtree(out / SET_ASIDE, ignore_errors=True)
-    run.best_acc = max(run.best_acc, test_acc)
+    if v:
+        run.best_acc = max(run.best_acc, v.accuracy)
     return row
 
 
@@ -615,7 +792,7 @@ def start_or_resume(s: Session, saved: SavedState | None, argv: list[str] | None
         if run.step > s.plan.total_steps:
             raise TrainingError(f"can't resume: the saved state is at step {run.step}, past the "
                                 f"run's {s.plan.total_steps} steps (the state file is damaged)")
-        restore(saved, s.model, s.opt)
+        restore(saved, s.model, s.opt, s.ema_model)
         say(f"Resuming {out} at step {run.step} of {s.plan.total_steps}", flush=True)
     else:
         run = RunState(command=distributed.launch_command(s.d) + " "
@@ -692,9 +869,14 @@ def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: to
     if tc.threads:
         torch.set_num_threads(tc.threads)
     out = Path(tc.out)
-    train_split = load_split(tc.dataset, tc.data_dir, True, tc.download)
+    full_train = load_split(tc.dataset, tc.data_dir, True, tc.download)
     test_split = load_split(tc.dataset, tc.data_dir, False, tc.download)
-    s = new_session(tc, mc, train_split, d, device)
+    train_split, data = prepare_data(tc, get_spec(tc.dataset), full_train, say)
+    if device.type == "cuda":       # a few hundred MB at most: batches are then cut on the GPU
+        train_split = replace(train_split, images=train_split.images.to(device),
+                              labels=train_split.labels.to(device))
+        data = replace(data, served=_to(data.served, device), negatives=_to(data.negatives, device))
+    s = new_session(tc, mc, train_split, d, device, data)
     run = start_or_resume(s, saved, argv, out, say)
     stop_at = run.step + tc.max_steps if tc.max_steps else None
     t_call, wall0 = time.time(), run.wall_seconds
@@ -709,18 +891,23 @@ def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: to
         else:
             run.partial = totals
         if d.main:
-            save_state(out / STATE_FILE, s.model, s.opt, run)
+            save_state(out / STATE_FILE, s.model, s.opt, run, s.ema_model)
         distributed.barrier(d)                    # nobody runs ahead of a half-written state
         if reason and run.step < s.plan.total_steps:
+            again = shlex.join(w for w in shlex.split(run.command) if w != "--overwrite")
             say(f"Stopped at step {run.step} of {s.plan.total_steps} "
                 f"(epoch {run.step // s.plan.steps_per_epoch + 1}); continue with:\n"
-                f"  {run.command} --resume", file=sys.stderr, flush=True)
+                f"  {again} --resume", file=sys.stderr, flush=True)
             return {"stopped": True, "reason": reason, "step": run.step}
     if d.enabled:
         digest = check_in_sync(s)
         say(f"Weights identical on all {d.world} processes (sha256 {digest[:16]})", flush=True)
     say(f"Done in {run.wall_seconds / 60:.1f} min: {out}", flush=True)
     return last_row or {"step": run.step}
+
+
+def _to(t: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+    return None if t is None else t.to(device)
 
 
 # --- records ----------------------------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""Synthetic drawings that are not digits, for outlier exposure (Hendrycks et al. 2019).
+
+The trainer shows the model these beside the digits and asks for a flat (uniform) answer on them,
+so that a letter, a scribble, a dot, a dash, a shape or two digits side by side get a low top
+probability, which the app reads as "not a digit" (vit/calibration.py fits the threshold).
+
+Each drawing is made the way a person would make it on the page's canvas (black pen on white, a
+few hundred pixels, a pen of some width) and then laid out by `vit.preprocessing.to_model_image`
+itself: the model trains on exactly what the app would hand it for that drawing. Every drawing
+comes from its own seed, so a bank is the same whatever order or process makes it.
+
+The tests judge "not a digit" on drawings of their own (fonts, other shapes), not on these.
+"""
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import torch
+from PIL import Image, ImageDraw
+
+from .preprocessing import PreprocessError, to_model_image
+
+# Capital letters as pen strokes in a unit box (y down), chosen not to look like digits.
+LETTERS = {
+    "A": [[(0, 1), (0.5, 0), (1, 1)], [(0.25, 0.55), (0.75, 0.55)]],
+    "E": [[(1, 0), (0, 0), (0, 1), (1, 1)], [(0, 0.5), (0.7, 0.5)]],
+    "F": [[(1, 0), (0, 0), (0, 1)], [(0, 0.5), (0.7, 0.5)]],
+    "H": [[(0, 0), (0, 1)], [(1, 0), (1, 1)], [(0, 0.5), (1, 0.5)]],
+    "K": [[(0, 0), (0, 1)], [(1, 0), (0, 0.55), (1, 1)]],
+    "M": [[(0, 1), (0, 0), (0.5, 0.6), (1, 0), (1, 1)]],
+    "N": [[(0, 1), (0, 0), (1, 1), (1, 0)]],
+    "W": [[(0, 0), (0.25, 1), (0.5, 0.4), (0.75, 1), (1, 0)]],
+    "X": [[(0, 0), (1, 1)], [(1, 0), (0, 1)]],
+    "V": [[(0, 0), (0.5, 1), (1, 0)]],
+    "#": [[(0.3, 0), (0.3, 1)], [(0.7, 0), (0.7, 1)], [(0, 0.3), (1, 0.3)], [(0, 0.7), (1, 0.7)]],
+}
+KINDS = ("scribble", "dots", "dash", "shape", "letter", "two digits")
+
+
+def _pen(rng: random.Random, side: int) -> int:
+    return max(2, round(side * rng.uniform(0.02, 0.09)))
+
+
+def _scribble(d: ImageDraw.ImageDraw, rng: random.Random, side: int) -> None:
+    """A long wandering line: 14 to 26 steps with turns of up to ~100 degrees (shorter ones can
+    pass for a 2 or a 9, and teaching the model to doubt those would teach it to doubt digits)."""
+    x, y = rng.uniform(0.3, 0.7) * side, rng.uniform(0.3, 0.7) * side
+    angle, pts = rng.uniform(0, 2 * math.pi), []
+    for _ in range(rng.randint(14, 26)):
+        pts.append((x, y))
+        angle += rng.uniform(-1.8, 1.8)
+        step = rng.uniform(0.08, 0.25) * side
+        x = min(max(x + step * math.cos(angle), 0.05 * side), 0.95 * side)
+        y = min(max(y + step * math.sin(angle), 0.05 * side), 0.95 * side)
+    d.line(pts, fill=0, width=_pen(rng, side), joint="curve")
+
+
+def _dots(d: ImageDraw.ImageDraw, rng: random.Random, side: int) -> None:
+    """One dot, or a few scattered ones; sometimes a tiny tick (a near-empty mark)."""
+    for _ in range(rng.choice([1, 1, 2, 3, 4])):
+        x, y, r = rng.uniform(0.1, 0.9) * side, rng.uniform(0.1, 0.9) * side, _pen(rng, side)
+        if rng.random() < 0.3:
+            d.line([(x, y), (x + rng.uniform(-2, 2) * r, y + rng.uniform(-2, 2) * r)], fill=0,
+                   width=r)
+        else:
+            d.ellipse([x - r, y - r, x + r, y + r], fill=0)
+
+
+def _dash(d: ImageDraw.ImageDraw, rng: random.Random, side: int) -> None:
+    """A flat stroke (or two: an equals sign), within 25 degrees of horizontal: a steeper one is a 1."""
+    length, angle = rng.uniform(0.2, 0.8) * side, math.radians(rng.uniform(-25, 25))
+    cx, cy, pen = rng.uniform(0.3, 0.7) * side, rng.uniform(0.3, 0.7) * side, _pen(rng, side)
+    dx, dy = length / 2 * math.cos(angle), length / 2 * math.sin(angle)
+    for off in ([0] if rng.random() < 0.7 else [-0.12 * side, 0.12 * side]):
+        d.line([(cx - dx, cy - dy + off), (cx + dx, cy + dy + off)], fill=0, width=pen)
+
+
+def _polygon(rng: random.Random, kind: str) -> list[tuple[float, float]]:
+    if kind == "triangle":
+        return [(0.5, 0.0), (1.0, 0.9), (0.0, 0.9)]
+    if kind == "square":
+        return [(0, 0), (1, 0), (1, rng.uniform(0.5, 1)), (0, rng.uniform(0.5, 1))]
+    if kind == "star":
+        return [(0.5 + (0.5 if i % 2 == 0 else 0.2) * math.sin(i * math.pi / 5),
+                 0.5 - (0.5 if i % 2 == 0 else 0.2) * math.cos(i * math.pi / 5)) for i in range(10)]
+    # a cross / plus, as an outline
+    a, b = 0.35, 0.65
+    return [(a, 0), (b, 0), (b, a), (1, a), (1, b), (b, b), (b, 1), (a, 1), (a, b), (0, b), (0, a), (a, a)]
+
+
+def _place(points, rng: random.Random, side: int, jitter: float = 0.0):
+    """Unit-box points -> canvas points: random size, position, rotation and a little wobble."""
+    size = rng.uniform(0.35, 0.8) * side
+    ox, oy = rng.uniform(0.05, 0.95 - size / side) * side, rng.uniform(0.05, 0.95 - size / side) * side
+    rot = math.radians(rng.uniform(-15, 15))
+    c, s = math.cos(rot), math.sin(rot)
+    out = []
+    for x, y in points:
+        x, y = x + rng.uniform(-jitter, jitter) - 0.5, y + rng.uniform(-jitter, jitter) - 0.5
+        out.append((ox + size * (0.5 + c * x - s * y), oy + size * (0.5 + s * x + c * y)))
+    return out
+
+
+def _shape(d: ImageDraw.ImageDraw, rng: random.Random, side: int) -> None:
+    pts = _place(_polygon(rng, rng.choice(["triangle", "square", "star", "cross"])), rng, side, 0.04)
+    if rng.random() < 0.2:
+        d.polygon(pts, fill=0)
+    else:
+        d.line(pts + pts[:1], fill=0, width=_pen(rng, side), joint="curve")
+
+
+def _letter(d: ImageDraw.ImageDraw, rng: random.Random, side: int) -> None:
+    strokes = LETTERS[rng.choice(sorted(LETTERS))]
+    pen = _pen(rng, side)
+    # One placement for the whole letter (its strokes must meet), drawn stroke by stroke.
+    flat = [p for stroke in strokes for p in stroke]
+    placed = iter(_place(flat, rng, side, 0.05))
+    for stroke in strokes:
+        d.line([next(placed) for _ in stroke], fill=0, width=pen, joint="curve")
+
+
+def _two_digits(im: Image.Image, rng: random.Random, side: int, digits: np.ndarray) -> None:
+    """Two training digits side by side with a gap: the model reads one digit at a time."""
+    h = round(side * rng.uniform(0.3, 0.5))
+    gap = round(h * rng.uniform(0.1, 0.5))
+    x = round(rng.uniform(0.02, 0.98) * max(1, side - 2 * h - gap))
+    y = round(rng.uniform(0.05, 0.95) * (side - h))
+    for _ in range(2):
+        digit = Image.fromarray(255 - digits[rng.randrange(len(digits))]).resize((h, h), Image.BILINEAR)
+        im.paste(Image.fromarray(np.minimum(np.array(im.crop((x, y, x + h, y + h))),
+                                            np.array(digit))), (x, y))
+        x += h + gap - round(h * 0.25)      # MNIST digits have a 4-px margin each side
+
+
+def draw(seed, digits: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+    """One non-digit drawing on a canvas (uint8 (side, side), black on white) and its kind."""
+    rng = random.Random(seed)
+    kinds = KINDS if digits is not None and len(digits) else KINDS[:-1]
+    kind = rng.choice(kinds)
+    side = rng.randint(200, 500)
+    im = Image.new("L", (side, side), 255)
+    d = ImageDraw.Draw(im)
+    if kind == "two digits":
+        _two_digits(im, rng, side, digits)
+    else:
+        {"scribble": _scribble, "dots": _dots, "dash": _dash, "shape": _shape,
+         "letter": _letter}[kind](d, rng, side)
+    return np.array(im), kind
+
+
+def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int = 28) -> torch.Tensor:
+    """n non-digit drawings laid out as the app lays out a drawing: uint8 (n, size, size).
+    `digits` (uint8 (N, 28, 28) training digits, white on black) feed the "two digits" kind."""
+    pool = None if digits is None else digits.cpu().numpy()
+    out = torch.zeros(n, size, size, dtype=torch.uint8)
+    for i in range(n):
+        for attempt in range(10):       # a mark too faint to lay out is drawn again
+            canvas, _ = draw(f"{seed}-{i}-{attempt}", pool)   # str seeds: sha512, stable
+            try:
+                img = to_model_image(canvas, "digits", size)
+            except PreprocessError:
+                continue
+            out[i] = torch.from_numpy(np.round(img * 255).astype(np.uint8))
+            break
+    return out
