@@ -41,16 +41,19 @@ from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
 from .datasets import SPECS, DatasetSpec, get_spec
 from .evaluation import evaluate, pick_device, predict_logits
 from .model import ViT, ViTConfig
+from .teacher import Teacher, distillation_loss
 
 MAX_SEED = 2**63 - 1                  # torch.manual_seed overflows beyond what fits an int64
 MAX_LR = 1e6                          # far past any useful rate; 1e308 overflows AdamW's float
 STATE_FILE = Path("train_state") / "state.safetensors"
+TEACHER_FILE = Path("train_state") / "teacher.safetensors"   # the CNN a --distill run learns from
 OLD_STATE_JSON = Path("train_state") / "state.json"     # the two-file form of earlier versions
 STATE_FORMAT = "vit-explorer-train-state/2"
 FINISHED_FILES = ("config.json", "model.safetensors", "metrics.csv")
 # What --overwrite sets aside: the files a run writes, by name (never a whole folder).
 RUN_FILES = ("config.json", "model.safetensors", "metrics.csv", "curves.png",
-             "best/config.json", "best/model.safetensors", str(STATE_FILE), str(OLD_STATE_JSON))
+             "best/config.json", "best/model.safetensors", str(STATE_FILE), str(OLD_STATE_JSON),
+             str(TEACHER_FILE))
 # TrainConfig fields that say where and how a run executes, not what it computes: --resume may
 # change them.
 RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size", "data_dir",
@@ -60,6 +63,7 @@ METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "val_loss", "
                  "test_loss", "test_acc", "epoch_seconds", "images_per_second"]
 # Random streams, mixed into every seed so that no two draws share a generator.
 STREAM_ORDER, STREAM_AUGMENT, STREAM_DROPOUT, STREAM_VAL, STREAM_VIEW, STREAM_NEG = 1, 2, 3, 4, 5, 6
+STREAM_TEACHER = 7
 # Held-out synthetic non-digits (never trained on) that measure "not a digit" on validation.
 HELD_OUT_NEGATIVES = 1000
 
@@ -105,6 +109,10 @@ class TrainConfig:
                 "0 = off)"})
     oe_weight: float = field(default=0.5, metadata={
         "help": "weight of the flat-answer loss on those drawings (outlier exposure)"})
+    distill: float = field(default=0.0, metadata={
+        "help": "weight of soft distillation from a small CNN trained first (vit/teacher.py); "
+                "0 = off"})
+    teacher_epochs: int = field(default=5, metadata={"help": "epochs of that CNN teacher"})
     ema: float = field(default=0.0, metadata={
         "help": "decay of an exponential moving average of the weights, which is what gets tested "
                 "and saved (0 = off; 0.999 averages ~1000 steps)"})
@@ -147,6 +155,8 @@ def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
         (tc.negatives >= 0, "--negatives must be >= 0"),
         (math.isfinite(tc.oe_weight) and tc.oe_weight >= 0, "--oe-weight must be a finite number >= 0"),
         (0 <= tc.ema < 1, "--ema must be in [0, 1) (0 = off)"),
+        (0 <= tc.distill <= 1, "--distill must be in [0, 1] (0 = off)"),
+        (tc.teacher_epochs >= 1, "--teacher-epochs must be at least 1"),
         (not (tc.resume and tc.overwrite),
          "--resume continues the run in --out and --overwrite replaces it: pass only one"),
         ((mc.image_size, mc.channels) == (S, C),
@@ -432,6 +442,7 @@ class Session:
     train_split: Split
     data: TrainData | None = None
     ema_model: ViT | None = None      # the weights' moving average (--ema), else None
+    teacher: torch.nn.Module | None = None   # the CNN distilled from (--distill), else None
 
     @property
     def augment(self):
@@ -592,6 +603,11 @@ def train_step(s: Session, batch: Batch, step: int, stop_requested: bool = False
         loss = F.cross_entropy(digits, batch.y, label_smoothing=tc.label_smoothing,
                                reduction="sum") * (s.d.world / batch.size)
         digit_loss = loss.detach()
+        if s.teacher is not None:
+            with torch.no_grad():
+                taught = s.teacher(batch.x[:len(batch.y)]).float()
+            kd = distillation_loss(digits, taught) * (s.d.world / batch.size)
+            loss = (1 - tc.distill) * loss + tc.distill * kd
         if batch.negatives:
             # Outlier exposure: cross-entropy against the uniform answer on the non-digits.
             flat = -logits[len(batch.y):].float().log_softmax(1).mean(1).sum()
@@ -877,7 +893,9 @@ def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: to
                               labels=train_split.labels.to(device))
         data = replace(data, served=_to(data.served, device), negatives=_to(data.negatives, device))
     s = new_session(tc, mc, train_split, d, device, data)
-    run = start_or_resume(s, saved, argv, out, say)
+    run = start_or_resume(s, saved, argv, out, say)      # (--overwrite sets old files aside here)
+    if tc.distill:
+        s.teacher = get_teacher(s, out, say)
     stop_at = run.step + tc.max_steps if tc.max_steps else None
     t_call, wall0 = time.time(), run.wall_seconds
     last_row = None
@@ -904,6 +922,51 @@ def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: to
         say(f"Weights identical on all {d.world} processes (sha256 {digest[:16]})", flush=True)
     say(f"Done in {run.wall_seconds / 60:.1f} min: {out}", flush=True)
     return last_row or {"step": run.step}
+
+
+def get_teacher(s: Session, out: Path, say: Callable) -> torch.nn.Module:
+    """The CNN to distil from: the one this run trained before (in its state folder), or a new
+    one trained now on the run's own batches (DeiT's recipe: teacher first, then the student)."""
+    from .checkpoint import load_tensors
+    teacher = Teacher(s.spec.channels, s.spec.num_classes).to(s.device)
+    path = out / TEACHER_FILE
+    if path.is_file():
+        teacher.load_state_dict(load_tensors(path))
+        return teacher.eval().requires_grad_(False)
+    torch.manual_seed(mix_seed(s.tc.seed, STREAM_TEACHER))
+    teacher = Teacher(s.spec.channels, s.spec.num_classes).to(s.device)
+    net = teacher
+    if s.d.enabled:
+        net = torch.nn.parallel.DistributedDataParallel(
+            teacher, device_ids=[s.device.index] if s.device.type == "cuda" else None)
+    opt = torch.optim.AdamW(teacher.parameters(), lr=2e-3, weight_decay=5e-4)
+    plan = replace(s.plan, total_steps=s.tc.teacher_epochs * s.plan.steps_per_epoch,
+                   warmup_steps=s.plan.steps_per_epoch // 2)
+    t0 = time.time()
+    for step in range(plan.total_steps):
+        epoch, i = divmod(step, plan.steps_per_epoch)
+        if i == 0:
+            order = torch.randperm(len(s.train_split),
+                                   generator=_generator(s.tc.seed, STREAM_TEACHER, epoch))
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, plan, replace(s.tc, lr=2e-3, min_lr=1e-5))
+        batch = make_batch(s, order, step)
+        with _autocast(s.device):
+            logits = net(batch.x[:len(batch.y)])
+            loss = F.cross_entropy(logits.float(), batch.y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    teacher.eval().requires_grad_(False)
+    v = s.data.val if s.data is not None and s.data.val is not None else None
+    if v is not None:
+        acc = (predict_logits(teacher, v.images, s.spec.mean, s.spec.std, s.tc.eval_batch_size)
+               .argmax(1) == v.labels).float().mean().item()
+        say(f"Teacher CNN: {s.tc.teacher_epochs} epochs in {time.time() - t0:.0f} s, validation "
+            f"accuracy {100 * acc:.2f}%", flush=True)
+    if s.d.main:
+        save_tensors(path, teacher.state_dict())
+    return teacher
 
 
 def _to(t: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
