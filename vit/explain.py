@@ -20,9 +20,10 @@ from .model import ViT
 
 @dataclass
 class Explanation:
-    probs: np.ndarray        # (classes,) softmax probabilities
+    probs: np.ndarray        # (classes,) softmax(logits / temperature): calibrated probabilities
     attn: np.ndarray         # (L, H, T, T) attention weights, rows sum to 1
     grid: int                # G
+    logits: np.ndarray | None = None     # (classes,) the model's raw output
 
     @property
     def cls_maps(self) -> np.ndarray:
@@ -31,12 +32,15 @@ class Explanation:
 
 
 @torch.no_grad()
-def explain(model: ViT, x: torch.Tensor) -> Explanation:
-    """One normalised image (1, C, S, S) -> probabilities and every layer's attention."""
+def explain(model: ViT, x: torch.Tensor, temperature: float = 1.0) -> Explanation:
+    """One normalised image (1, C, S, S) -> probabilities and every layer's attention.
+    `temperature`: the checkpoint's fitted one (`CheckpointConfig.temperature`; 1 = raw softmax),
+    so that the probabilities shown are calibrated (vit/calibration.py)."""
     device = next(model.parameters()).device
     logits, attn = model(x.to(device), return_attention=True)
-    probs = logits.float().softmax(-1)[0].cpu().numpy()
-    return Explanation(probs, attn[0].float().cpu().numpy(), model.cfg.grid)
+    logits = logits.float()[0].cpu()
+    probs = torch.softmax(logits / temperature, -1).numpy()
+    return Explanation(probs, attn[0].float().cpu().numpy(), model.cfg.grid, logits.numpy())
 
 
 def cls_attention(attn: np.ndarray, grid: int) -> np.ndarray:

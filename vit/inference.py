@@ -2,27 +2,37 @@
 
 `Predictor` wraps a `Checkpoint`: it lays any picture out the way the checkpoint's training data
 was made (its data set's preprocessing style, at its image size), runs the model once with
-attention, and hands back an `Analysis`. The app calls it; so do `vit.predict` and notebooks.
+attention, and hands back an `Analysis`: calibrated probabilities (the checkpoint's temperature),
+attention, and the verdict of `vit.ood.judge` — one of the model's classes, or "not a digit" and
+why. The app calls it; so do `vit.predict` and notebooks, so all three agree.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import explain as ex
+from . import ood
 from .checkpoint import Checkpoint, open_checkpoint
-from .preprocessing import normalize_image, to_model_image, to_rgb_image
+from .preprocessing import decode, normalize_image, open_image, to_model_image, to_rgb_image
 
 
 @dataclass
 class Analysis:
     image: np.ndarray             # (S, S) or (S, S, 3) in [0, 1]: what the model sees
     explanation: ex.Explanation
+    verdict: ood.Verdict = ood.ACCEPT     # is it one of the model's classes at all?
 
     @property
     def probs(self) -> np.ndarray:
+        """Calibrated class probabilities (softmax of the logits over the fitted temperature)."""
         return self.explanation.probs
+
+    @property
+    def is_class(self) -> bool:
+        return self.verdict.is_class
 
 
 class Predictor:
@@ -46,6 +56,38 @@ class Predictor:
             return to_rgb_image(image, self.size)
         return to_model_image(image, self.config.style, self.size)
 
+    @property
+    def reads_ink(self) -> bool:
+        """Whether inputs get vit.ood's ink checks: grey models of digit-style data sets."""
+        return self.model.cfg.channels == 1 and self.config.style == "digits"
+
+    def read(self, image) -> tuple[np.ndarray, np.ndarray | None]:
+        """Any image -> (this model's input, as `prepare` gives it; its ink map for the checks
+        of vit.ood, or None when this model has none or the input is a photo). The input is
+        decoded once for both. Raises PreprocessError."""
+        if not self.reads_ink:
+            return self.prepare(image), None
+        if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
+            # A file: opened (and checked) once; both read the PIL image, as a path would be.
+            with open_image(image) as im:
+                return self._read(im)
+        if isinstance(image, dict):              # a Sketchpad value: its layer files read once
+            image = decode(image)
+        return self._read(image)
+
+    def _read(self, image) -> tuple[np.ndarray, np.ndarray | None]:
+        return to_model_image(image, self.config.style, self.size), ood.ink_map(image)
+
+    def ink(self, image) -> np.ndarray | None:
+        """The ink map of an input (None when this model does not check ink, or for a photo).
+        Raises PreprocessError."""
+        if not self.reads_ink:
+            return None
+        if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
+            with open_image(image) as im:
+                return ood.ink_map(im)
+        return ood.ink_map(image)
+
     def fits(self, image: np.ndarray) -> bool:
         """Whether `image` is already this model's input shape (a test-set image, say)."""
         want = (self.size, self.size) + ((3,) if self.model.cfg.channels == 3 else ())
@@ -53,16 +95,31 @@ class Predictor:
 
     def analyse(self, image) -> Analysis:
         """Any image -> Analysis. Raises PreprocessError."""
-        return self.analyse_input(self.prepare(image))
+        return self.analyse_input(*self.read(image))
 
-    def analyse_input(self, image: np.ndarray) -> Analysis:
-        """An already prepared input (see `prepare`) -> Analysis."""
+    def analyse_input(self, image: np.ndarray, ink: np.ndarray | None = None) -> Analysis:
+        """An already prepared input (see `prepare`) -> Analysis. `ink`: the original input's
+        ink map (`read`, `ink`), for the checks that need the drawing before it was shrunk;
+        without it (a test-set image) only the calibrated probability can refuse."""
         x = normalize_image(image, self.config.mean, self.config.std)
-        return Analysis(image, ex.explain(self.model, x))
+        e = ex.explain(self.model, x, self.config.temperature)
+        return Analysis(image, e, ood.judge(ink, e.probs, self.config))
 
-    def label(self, probs: np.ndarray) -> dict[str, float]:
-        """gr.Label's value: class name -> probability."""
-        return {name: float(p) for name, p in zip(self.class_names, probs)}
+    @property
+    def not_label(self) -> str:
+        """"not a digit" (or "not one of these N classes" for a model of an unknown data set)."""
+        return ood.not_label(self.config)
+
+    def label(self, probs: np.ndarray, verdict: ood.Verdict | None = None) -> dict:
+        """gr.Label's value: class name -> probability; for an input refused by `verdict`,
+        {"label": "not a digit", "confidences": [{"label": class, "confidence": p}, …]}, which
+        the app's Label shows (vit/ui/gradio_patches.py) with the classes still listed."""
+        if verdict is None or verdict.is_class:
+            return {name: float(p) for name, p in zip(self.class_names, probs)}
+        order = np.argsort(probs)[::-1]
+        return {"label": self.not_label,
+                "confidences": [{"label": self.class_names[i], "confidence": float(probs[i])}
+                                for i in order]}
 
     def card(self) -> str:
         """Markdown: what this model is and how it was made."""
@@ -83,9 +140,21 @@ class Predictor:
             ("Trained on", f"{prov.get('date', '?')}, {prov.get('epochs', '?')} epochs, "
                            + (f"{wall / 60:.0f} min" if isinstance(wall, (int, float)) else "? min")
                            + f" on {prov.get('device', '?')}"),
+            ("Confidence", self._calibration_line()),
             ("Running on", str(self.device)),
         ]
         return "\n".join(["| | |", "|---|---|"] + [f"| **{k}** | {_cell(v)} |" for k, v in rows])
+
+    def _calibration_line(self) -> str:
+        c = self.config
+        if not c.calibration:
+            return "not calibrated: the raw softmax"
+        text = f"calibrated: logits divided by a temperature of {c.temperature:.3g}"
+        if c.reject_below is not None:
+            text += (f"; \"{self.not_label}\" below {100 * c.reject_below:.0f} % for the top "
+                     f"class")
+        fitted_on = c.calibration.get("fitted_on")
+        return text + (f" (fitted on the {fitted_on[:160]})" if isinstance(fitted_on, str) else "")
 
 
 def _cell(text: str) -> str:

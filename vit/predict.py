@@ -1,4 +1,6 @@
-"""Classify image files: `python -m vit.predict IMAGE... --checkpoint checkpoints/mnist`."""
+"""Classify image files: `python -m vit.predict IMAGE... --checkpoint checkpoints/mnist`.
+Probabilities are calibrated (the checkpoint's temperature); an input that is not one of the
+model's classes is answered "not a digit: <why>" (vit/ood.py), its best guesses still listed."""
 from __future__ import annotations
 
 import argparse
@@ -26,13 +28,18 @@ def main(argv=None) -> int:
     failed = 0
     for path in args.images:
         try:
-            probs = predictor.analyse(path).probs
+            a = predictor.analyse(path)
         except PreprocessError as e:
             print(f"{path}: {e}", file=sys.stderr)
             failed += 1
             continue
+        probs = a.probs
         order = probs.argsort()[::-1][:args.top]
-        print(f"{path}: " + ", ".join(f"{predictor.class_names[i]} {100 * probs[i]:.1f}%" for i in order))
+        top = ", ".join(f"{predictor.class_names[i]} {100 * probs[i]:.1f}%" for i in order)
+        if a.is_class:
+            print(f"{path}: {top}")
+        else:
+            print(f"{path}: {predictor.not_label}: {a.verdict.reason} ({top})")
     return 1 if failed else 0
 
 

@@ -1,10 +1,12 @@
 """A model's answers on its data set's test split: computed once, cached beside the checkpoint.
 
-`load_results(checkpoint, data_dir)` returns every test image's class probabilities. The first
-call runs the model over the test set (seconds to a minute on a CPU) and writes
-`FOLDER/.cache/test-predictions.safetensors`; later calls read it back in milliseconds. The cache
-records the SHA-256 of the weights file and of the test data, so retraining the model (or pointing
-at other data) recomputes it instead of showing stale answers.
+`load_results(checkpoint, data_dir)` returns every test image's class probabilities, calibrated
+with the checkpoint's temperature (vit/calibration.py). The first call runs the model over the
+test set (seconds to a minute on a CPU) and writes `FOLDER/.cache/test-predictions.safetensors`
+(the logits: a calibration fitted later changes the probabilities, not the cache); later calls
+read it back in milliseconds. The cache records the SHA-256 of the weights file and of the test
+data, so retraining the model (or pointing at other data) recomputes it instead of showing stale
+answers.
 
 The selection helpers and `confusion_picture` are pure functions over the results, for the app's
 test-set explorer and for tests.
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
+from .calibration import calibrated
 from .checkpoint import WEIGHTS, CheckpointError, load_tensors, save_tensors
 from .data import DEFAULT_DATA_DIR, DataError, load_split
 from .datasets import get_spec
@@ -37,7 +40,7 @@ class Answers:
     class_names: list[str]
     images: np.ndarray         # (N, 28, 28) uint8, as stored in the data set
     labels: np.ndarray         # (N,) int64
-    probs: np.ndarray          # (N, C) float32, the model's softmax
+    probs: np.ndarray          # (N, C) float32, softmax(logits / the checkpoint's temperature)
     from_cache: bool = False
 
     @property
@@ -94,10 +97,11 @@ def _sha256(*arrays: bytes) -> str:
 
 
 def predict_all(model, images: torch.Tensor, mean, std, batch_size: int = 500,
-                progress=None) -> np.ndarray:
-    """Softmax of `model` over uint8 test images -> (N, C) float32 (the batched pass is
-    vit/evaluation.py's). `progress(done, total)` is called after each batch."""
-    return predict_logits(model, images, mean, std, batch_size, progress).softmax(1).numpy()
+                progress=None, temperature: float = 1.0) -> np.ndarray:
+    """softmax(logits / temperature) of `model` over uint8 test images -> (N, C) float32 (the
+    batched pass is vit/evaluation.py's). `progress(done, total)` is called after each batch."""
+    logits = predict_logits(model, images, mean, std, batch_size, progress)
+    return calibrated(logits, temperature).numpy()
 
 
 def load_results(checkpoint, data_dir, progress=None) -> Answers:
@@ -113,20 +117,23 @@ def load_results(checkpoint, data_dir, progress=None) -> Answers:
            "data_sha256": _sha256(images.tobytes(), labels.tobytes())}
     names = list(config.class_names)
     cache = folder / CACHE
+    t = config.temperature
     try:
         stored = load_tensors(cache)
         meta = json.loads(stored["key"].numpy().tobytes().decode())
-        if meta == key and stored["probs"].shape == (len(labels), len(names)):
-            return Answers(dataset, names, images, labels, stored["probs"].numpy(), True)
+        # (A cache from before calibration holds "probs", not "logits": recomputed.)
+        if meta == key and stored["logits"].shape == (len(labels), len(names)):
+            probs = calibrated(stored["logits"], t).numpy()
+            return Answers(dataset, names, images, labels, probs, True)
     except (CheckpointError, KeyError, ValueError):
         pass                                 # no cache, or an outdated or damaged one: recompute
-    probs = predict_all(model, split.images, config.mean, config.std, progress=progress)
+    logits = predict_logits(model, split.images, config.mean, config.std, 500, progress)
     try:
         key_bytes = torch.frombuffer(bytearray(json.dumps(key).encode()), dtype=torch.uint8)
-        save_tensors(cache, {"probs": torch.from_numpy(probs), "key": key_bytes})
+        save_tensors(cache, {"logits": logits, "key": key_bytes})
     except OSError:
         pass            # a read-only checkpoint folder: the answers still serve this process
-    return Answers(dataset, names, images, labels, probs)
+    return Answers(dataset, names, images, labels, calibrated(logits, t).numpy())
 
 
 # --- the confusion matrix as a clickable picture --------------------------------------------
