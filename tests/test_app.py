@@ -153,3 +153,36 @@ def test_a_file_the_client_did_not_upload_is_refused_without_server_paths(app_se
     assert "error" in stream and "not uploaded to this server" in stream
     assert os.getcwd() not in stream and "/etc/passwd" not in stream
     assert app_server[0].poll() is None
+
+
+def two_digits_drawing(path):
+    """A 4 and a 7 side by side, a clear gap between them: a number, not a digit."""
+    im = Image.new("L", (600, 400), 255)
+    im.paste(render_digit("4", 240, 20), (40, 80))
+    im.paste(Image.fromarray(np.minimum(np.asarray(im.crop((300, 80, 540, 320))),
+                                        np.asarray(render_digit("7", 240, 20)))), (300, 80))
+    im.save(path)
+    return path
+
+
+def test_two_digits_side_by_side_are_not_a_digit(client, tmp_path):
+    """/classify answers "not a digit" and still lists every class's probability."""
+    result = client.predict(handle_file(str(two_digits_drawing(tmp_path / "47.png"))),
+                            api_name="/classify")
+    assert label_of(result).startswith("not ") and label_of(result) == "not a digit"
+    confidences = {c["label"]: c["confidence"] for c in result["confidences"]}
+    assert set(confidences) == {str(i) for i in range(10)}
+    assert sum(confidences.values()) == pytest.approx(1, abs=1e-3)
+
+
+def test_the_page_says_why_it_is_not_a_digit(client, tmp_path):
+    ink = 255 - np.asarray(Image.open(two_digits_drawing(tmp_path / "47.png")), np.uint8)
+    layer = np.zeros(ink.shape + (4,), np.uint8)
+    layer[..., 3] = ink
+    Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
+    value = {"background": None, "layers": [handle_file(str(tmp_path / "layer.png"))], "composite": None}
+    out = client.predict(value, "mnist", True, 6, 1, None, api_name="/analyse_drawing")
+    status, label = out[0], out[1]
+    assert "Not a digit" in status
+    assert "Two separate marks side by side — this model reads one digit at a time." in status
+    assert label_of(label) == "not a digit" and len(label["confidences"]) == 10

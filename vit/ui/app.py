@@ -26,7 +26,7 @@ from ..examples import write_examples
 from ..inference import Analysis, Predictor
 from ..preprocessing import BlankInputError, PreprocessError, compact, decode
 from . import draw_tab, testset_tab, upload_tab, views
-from .gradio_patches import handlers_validate, hide_server_paths, never_rewrite_cached_images
+from .gradio_patches import VerdictLabel, handlers_validate, hide_server_paths, never_rewrite_cached_images
 from .models import Models, StartupError
 from .state import PageUpdate, Shown
 
@@ -74,7 +74,7 @@ class Page:
 
     def _update(self, p: Predictor, a: Analysis, shown: Shown, shared, layer, head, patch,
                 status: str | None = None) -> PageUpdate:
-        return PageUpdate(status or headline(p, a.probs), p.label(a.probs),
+        return PageUpdate(status or headline(p, a), p.label(a.probs, a.verdict),
                           views.render(p, a, shared, layer, head, patch), shown)
 
     def _analyse(self, kind: str, source, name, shared, layer, head, patch) -> PageUpdate:
@@ -82,22 +82,26 @@ class Page:
         try:
             if kind == "drawing":        # its layer files, read once for the input and the copy
                 source = decode(source)
-            image = p.prepare(source)
-            kept = compact(source) if kind == "drawing" else source
+            image, ink = p.read(source)
+            # A drawing's session copy is its ink map (the same compact copy) when it has one.
+            kept = (compact(source) if ink is None else ink) if kind == "drawing" else source
         except PreprocessError as e:
             if kind == "drawing" and isinstance(e, BlankInputError):   # an erased canvas: rest
                 return PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box")
             gr.Warning(str(e))
             return PageUpdate(f"### ⚠️ {e}")
-        a = p.analyse_input(image)
+        a = p.analyse_input(image, ink)
         return self._update(p, a, Shown(kind, kept, image, name), shared, layer, head, patch)
 
-    def _reanalysis(self, shown: Shown, name) -> tuple[Predictor, Analysis]:
+    def _reanalysis(self, shown: Shown, name, judged: bool = False) -> tuple[Predictor, Analysis]:
         """The input on screen through model `name`: as it was if already that model's input
-        (a test image stays exactly the test image), else laid out again from its source."""
+        (a test image stays exactly the test image), else laid out again from its source.
+        `judged`: the verdict is shown, so a drawing's or upload's ink checks run again too
+        (the pictures alone don't need them)."""
         p = self.predictor(name)
         if shown.model == name or (shown.kind == "test" and p.fits(shown.image)):
-            return p, p.analyse_input(shown.image)
+            ink = p.ink(shown.source) if judged and shown.kind != "test" else None
+            return p, p.analyse_input(shown.image, ink)
         return p, p.analyse(shown.source)
 
     # --- events -----------------------------------------------------------------------------
@@ -118,9 +122,9 @@ class Page:
         if key not in self._first:
             u = self._analyse("upload", self.examples[7], name, shared, layer, head, patch)
             if u.label:
-                best = max(u.label, key=u.label.get)
-                u.status = (f"### Example: a drawn 7 — read as **{best}**\nDraw your own "
-                            f"{p.config.noun} in the box (the brush is ready), or upload a picture.")
+                u.status = (f"### Example: a drawn 7 — read as **{top_label(u.label)}**\nDraw "
+                            f"your own {p.config.noun} in the box (the brush is ready), or upload a "
+                            f"picture.")
             self._first[key] = u.outputs()
             while len(self._first) > FIRST_VIEWS:   # valid settings still number in thousands
                 self._first.popitem(last=False)
@@ -133,7 +137,7 @@ class Page:
             p = self.predictor(name)
             return PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box").outputs()
         try:
-            p, a = self._reanalysis(shown, name)
+            p, a = self._reanalysis(shown, name, judged=True)
         except PreprocessError as e:               # an upload's file gone from the cache
             return PageUpdate(f"### ⚠️ {e}").outputs()
         kept = Shown(shown.kind, shown.source, a.image, name)
@@ -181,7 +185,8 @@ class Page:
             raise user_error("Send an image file.")
         p = self.predictor(self.models.default)
         try:
-            return p.label(p.analyse(path).probs)
+            a = p.analyse(path)
+            return p.label(a.probs, a.verdict)
         except PreprocessError as e:
             raise user_error(str(e)) from None
 
@@ -219,6 +224,8 @@ class Page:
         verdict = "✓ right" if best == r.labels[i] else "✗ wrong"
         status = (f"### Test image #{i} (true class **{p.class_names[r.labels[i]]}**): read as "
                   f"**{p.class_names[best]}** ({100 * a.probs[best]:.1f} %) — {verdict}")
+        if not a.is_class:
+            status += f"\n{a.verdict.reason} A drawing like it would be answered \"{p.not_label}\"."
         shown = Shown("test", a.image, a.image, name)
         return self._update(p, a, shown, shared, layer, head, patch, status).outputs()
 
@@ -235,9 +242,26 @@ def _progress(progress):
     return lambda done, total: progress(done / total, desc="Testing the model on the test set")
 
 
-def headline(p: Predictor, probs: np.ndarray) -> str:
+def top_label(label: dict) -> str:
+    """The top of a Label value (Predictor.label): a verdict such as "not a digit", or the most
+    probable class."""
+    if isinstance(label.get("confidences"), list) and "label" in label:
+        return str(label["label"])
+    return max(label, key=label.get)
+
+
+def headline(p: Predictor, a: Analysis) -> str:
+    """The status line above the probabilities: what the model reads, or why it is not one of
+    its classes (one sentence)."""
+    probs = a.probs
     order = np.argsort(probs)[::-1]
     best, second = order[0], order[min(1, len(order) - 1)]
+    if not a.is_class:
+        text = f"### 🚫 {p.not_label.capitalize()}\n{a.verdict.reason}"
+        if a.verdict.kind != "unsure":         # the sentence says why; this, what the model saw
+            text += (f" (On its own the model would read it as **{p.class_names[best]}**, "
+                     f"{100 * probs[best]:.0f} %.)")
+        return text
     text = f"### The model reads this as **{p.class_names[best]}** ({100 * probs[best]:.1f} %)"
     if probs[best] < 0.6 and second != best:
         text += f"\nNot sure: it could also be **{p.class_names[second]}** ({100 * probs[second]:.1f} %)."
@@ -287,8 +311,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                                             or testset_tab.data_on_disk(models, data_dir))
             with gr.Column(scale=4, min_width=320):
                 status = gr.Markdown(f"### ✏️ Draw a {p.config.noun} in the box", elem_id="status")
-                label = gr.Label(num_top_classes=10, label="Prediction (probability per class)",
-                                 elem_id="prediction")
+                label = VerdictLabel(num_top_classes=10, label="Prediction (probability per class)",
+                                     elem_id="prediction")
         panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
         with gr.Accordion("About this model", open=False):
             card = gr.Markdown(p.card())
@@ -324,7 +348,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet)
         demo.load(page.first_view, ins, outs, **quiet)
         api_file = gr.File(visible=False, type="filepath")
-        api_label = gr.Label(visible=False)
+        api_label = VerdictLabel(visible=False)
         api_file.upload(page.classify, api_file, api_label, api_name="classify")
     demo.queue(max_size=env_int("VIT_QUEUE_SIZE", 16, 1, 10_000),
                default_concurrency_limit=CONCURRENCY)

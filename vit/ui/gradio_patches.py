@@ -16,6 +16,10 @@
 4. A client that names a file it did not upload is refused with a message that spells out the
    server's working directory ("Cannot move /srv/app/x to the gradio cache dir…");
    `hide_server_paths` keeps the refusal and drops the paths.
+5. `gr.Label` always names the most probable class as its label (a value of the form
+   {"label": …, "confidences": […]} is not read as such). `VerdictLabel` shows
+   {"label": "not a digit", "confidences": [{"label": "3", "confidence": 0.41}, …]} as it is:
+   the verdict on top, every class's calibrated probability below (vit.inference.Predictor.label).
 """
 from __future__ import annotations
 
@@ -113,6 +117,26 @@ def SafeSketchpad(**kwargs) -> gr.Sketchpad:
     bytes), never decoded by Gradio."""
     component = gr.Sketchpad(**kwargs)
     component.convert_and_format_image = types.MethodType(_editor_file, component)
+    return component
+
+
+def _label_postprocess(self, value):
+    if isinstance(value, dict) and isinstance(value.get("confidences"), list) and "label" in value:
+        from gradio.components.label import LabelConfidence, LabelData
+        rows = sorted(value["confidences"], key=lambda c: -float(c["confidence"]))
+        if self.num_top_classes is not None:
+            rows = rows[:self.num_top_classes]
+        return LabelData(label=str(value["label"]),
+                         confidences=[LabelConfidence(label=str(c["label"]),
+                                                      confidence=float(c["confidence"]))
+                                      for c in rows])
+    return gr.Label.postprocess(self, value)
+
+
+def VerdictLabel(**kwargs) -> gr.Label:
+    """Patch 5: gr.Label that also shows a verdict above the classes' probabilities."""
+    component = gr.Label(**kwargs)
+    component.postprocess = types.MethodType(_label_postprocess, component)
     return component
 
 

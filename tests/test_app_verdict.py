@@ -1,0 +1,103 @@
+"""The page and /classify when the input is not one of the model's classes: "not a digit" on the
+Label with every class's calibrated probability below it, one sentence saying why, the same
+verdict after a model switch; over small checkpoints whose config.json carries a calibration
+object (a random tiny model is unsure of everything, so its threshold refuses anything drawn)."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageDraw, ImageFont
+
+from vit.checkpoint import save_checkpoint
+from vit.examples import render_digit
+from vit.model import ViT, ViTConfig
+from vit.ui import create_app
+from vit.ui.app import top_label
+from vit.ui.gradio_patches import VerdictLabel
+
+META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
+        "normalization": {"mean": [0.1307], "std": [0.3081]}}
+
+
+def tiny(folder, seed=0, **meta):
+    torch.manual_seed(seed)
+    cfg = ViTConfig(dim=16, depth=2, heads=2, mlp_dim=16)
+    save_checkpoint(folder, ViT(cfg), {**META, **meta})
+    return folder
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ck")
+    tiny(root / "mnist", calibration={"temperature": 0.8, "reject_below": 0.9})
+    tiny(root / "plain")                                      # no calibration: never unsure
+    tiny(root / "letters", dataset=None, calibration={"temperature": 1.0, "reject_below": 0.9})
+    return create_app(root, device="cpu").page
+
+
+def letter_file(path, ch="K"):
+    im = Image.new("L", (500, 500), 255)
+    try:
+        font = ImageFont.truetype("DejaVuSans.ttf", 300)
+    except OSError:
+        font = ImageFont.load_default(size=300)
+    ImageDraw.Draw(im).text((120, 60), ch, fill=0, font=font)
+    im.save(path)
+    return str(path)
+
+
+def test_classify_a_letter_is_not_a_digit_with_every_class_listed(page, tmp_path):
+    value = page.classify(letter_file(tmp_path / "k.png"))
+    assert value["label"] == "not a digit"
+    shown = VerdictLabel().postprocess(value)                 # what /classify sends
+    assert shown.label == "not a digit" and len(shown.confidences) == 10
+    confs = [c.confidence for c in shown.confidences]
+    assert confs == sorted(confs, reverse=True) and sum(confs) == pytest.approx(1, abs=1e-5)
+
+
+def test_the_page_says_why_in_one_sentence(page, tmp_path):
+    status, label, *_ = page.analyse_upload(letter_file(tmp_path / "k.png"), "mnist", True, 2, 1, None)
+    title, reason = status.split("\n")
+    assert title == "### 🚫 Not a digit"
+    assert reason.startswith("The model isn't confident this is any digit (best guess ")
+    assert reason.endswith(" %).") and top_label(label) == "not a digit"
+
+
+def test_a_model_without_calibration_answers_as_before(page, tmp_path):
+    status, label, *_ = page.analyse_upload(letter_file(tmp_path / "k.png"), "plain", True, 2, 1, None)
+    assert "reads this as" in status and len(label) == 10 and "confidences" not in label
+
+
+def test_ink_checks_refuse_two_digits_even_without_calibration(page, tmp_path):
+    im = Image.new("L", (600, 400), 255)
+    im.paste(render_digit("1", 240, 20), (40, 80))
+    im.paste(render_digit("2", 240, 20), (320, 80))
+    im.save(tmp_path / "12.png")
+    status, label, *_ = page.analyse_upload(str(tmp_path / "12.png"), "plain", True, 2, 1, None)
+    assert "Two separate marks side by side" in status and "On its own the model would read" in status
+    assert top_label(label) == "not a digit"
+
+
+def test_a_model_of_an_unknown_data_set_says_not_one_of_these_classes(page, tmp_path):
+    status, label, *_ = page.analyse_upload(letter_file(tmp_path / "k.png"), "letters", True, 2, 1, None)
+    assert "Not one of these 10 classes" in status and "any of its 10 classes" in status
+    assert top_label(label) == "not one of these 10 classes"
+
+
+def test_the_verdict_stays_after_a_model_switch_and_back(page, tmp_path):
+    ink = np.zeros((500, 500, 4), np.uint8)
+    ink[..., 3] = 255 - np.asarray(Image.open(letter_file(tmp_path / "k.png")))
+    Image.fromarray(ink, "RGBA").save(tmp_path / "layer.png")
+    value = {"background": None, "layers": [str(tmp_path / "layer.png")], "composite": None}
+    out = page.analyse_drawing(value, "mnist", True, 2, 1, None)
+    shown = out[-1]
+    assert top_label(out[1]) == "not a digit"
+    assert shown.source.shape == (160, 160) and shown.source.dtype == np.uint8    # the ink map
+    same = page.reanalyse(shown, "mnist", True, 2, 1, None)           # the same model again
+    assert same[0] == out[0] and top_label(same[1]) == "not a digit"
+    other = page.reanalyse(shown, "plain", True, 2, 1, None)
+    assert "reads this as" in other[0]
+
+
+def test_the_first_view_survives_a_refused_example(page):
+    status = page.first_view("mnist", True, 2, 1, None)[0]
+    assert status.startswith("### Example: a drawn 7 — read as **not a digit**")
