@@ -1,15 +1,18 @@
-"""Test accuracy and confusion matrix of a checkpoint:
-`python -m vit.evaluate --checkpoint checkpoints/mnist --data-dir data`."""
+"""Test accuracy, confusion matrix and calibration of a checkpoint:
+`python -m vit.evaluate --checkpoint checkpoints/mnist --data-dir data [--reliability PNG]`."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 import torch
+import torch.nn.functional as F
 
+from .calibration import calibrated, ece
 from .checkpoint import CheckpointError, open_checkpoint
 from .data import DataError, load_split
-from .evaluation import confusion_matrix, evaluate, pick_device
+from .evaluation import confusion_matrix, pick_device, predict_logits
+from .ood import not_label
 
 
 def format_confusion(cm: torch.Tensor, names: list[str]) -> str:
@@ -31,6 +34,8 @@ def main(argv=None) -> int:
                    help="download the test set if missing")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, mps")
     p.add_argument("--batch-size", type=int, default=1000, help="images per batch (default: 1000)")
+    p.add_argument("--reliability", metavar="PNG", default=None,
+                   help="also write a reliability diagram (calibrated and raw softmax) to this file")
     args = p.parse_args(argv)
     if args.batch_size < 1:
         p.error("--batch-size must be at least 1")
@@ -45,15 +50,45 @@ def main(argv=None) -> int:
     except (CheckpointError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    loss, acc, preds = evaluate(ck.model, test.images, test.labels, cfg.mean, cfg.std,
-                                args.batch_size)
-    cm = confusion_matrix(test.labels, preds, len(cfg.class_names))
+    logits = predict_logits(ck.model, test.images, cfg.mean, cfg.std, args.batch_size)
+    labels = test.labels.long()
+    loss = F.cross_entropy(logits, labels).item()
+    preds = logits.argmax(1)
+    acc = (preds == labels).float().mean().item()
+    cm = confusion_matrix(labels, preds, len(cfg.class_names))
     print(f"{args.checkpoint}: test accuracy {100 * acc:.2f}% "
           f"({int(cm.trace())}/{len(test)} correct), loss {loss:.4f}")
     if cfg.test_accuracy is not None:
         print(f"config.json records {100 * cfg.test_accuracy:.2f}%")
     print(format_confusion(cm, list(cfg.class_names)))
+    raw, probs = logits.softmax(1), calibrated(logits, cfg.temperature)
+    print(calibration_report(cfg, probs, raw, labels))
+    if args.reliability:
+        from .reliability import save_reliability_diagram
+        title = f"{cfg.title} test set, {len(test):,} images"
+        try:
+            path = save_reliability_diagram(args.reliability, probs, labels,
+                                            raw if cfg.calibration else None, title)
+        except (OSError, ValueError) as e:
+            print(f"error: can't write {args.reliability}: {e}", file=sys.stderr)
+            return 1
+        print(f"reliability diagram: {path}")
     return 0
+
+
+def calibration_report(cfg, probs: torch.Tensor, raw: torch.Tensor, labels: torch.Tensor) -> str:
+    """Lines on how far the shown confidence can be believed: 15-bin ECE of the calibrated and
+    the raw probabilities, and how many test images the probability threshold refuses."""
+    if not cfg.calibration:
+        return (f"confidence: ECE {100 * ece(raw, labels):.2f}% (15 bins; raw softmax: this "
+                f"checkpoint has no fitted temperature)")
+    lines = [f"confidence: ECE {100 * ece(probs, labels):.2f}% calibrated (temperature "
+             f"{cfg.temperature:.3g}), {100 * ece(raw, labels):.2f}% raw softmax (15 bins)"]
+    if cfg.reject_below is not None:
+        refused = (probs.max(1).values < cfg.reject_below).float().mean().item()
+        lines.append(f"\"{not_label(cfg)}\" below {100 * cfg.reject_below:.1f}% top probability: "
+                     f"{100 * refused:.2f}% of the test images refused")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
