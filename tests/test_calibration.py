@@ -1,19 +1,16 @@
-"""Answers a person can believe: calibrated confidence (vit/calibration.py, vit/reliability.py)
-and "not a digit" (vit/ood.py) — the pieces against reference computations, then the bundled
-checkpoint against the goals: ECE <= 1.5 % on the MNIST test set and on canvas-style redrawn test
-digits, a clean digit >= 99 %, >= 80 % of non-digit drawings refused, < 0.5 % of redrawn digits
-refused."""
+"""Answers a person can believe: calibrated confidence (vit/calibration.py, vit/reliability.py) —
+the pieces against reference computations, every probability shown through the temperature,
+then the bundled checkpoint against the goals: ECE <= 1.5 % on the MNIST test set, a clean digit
+>= 99 %. (Its goals on drawings — redrawn test digits calibrated and almost never refused,
+non-digits refused — are in tests/test_drawn_goals.py: each file stays well under a minute.)"""
 import json
-import math
 import os
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from conftest import HAS_MNIST, ROOT, SHARED_DATA, run_module
-from drawings import NON_DIGIT_KINDS, non_digits, redrawn_digits
 from PIL import Image
 
 from vit import explain as ex
@@ -207,8 +204,8 @@ def test_reliability_picture_for_the_app():
 BUNDLED = Path(os.environ.get("VIT_GOALS_CHECKPOINT", ROOT / "checkpoints" / "mnist"))
 
 
-@pytest.fixture(scope="module")
-def bundled():
+def bundled_predictor() -> Predictor:
+    """The checkpoint the goals are measured on, or a skip saying why not."""
     if not HAS_MNIST:
         pytest.skip("full MNIST is not in ../shared/data")
     p = Predictor(BUNDLED, "cpu")
@@ -218,11 +215,20 @@ def bundled():
     return p
 
 
-@pytest.fixture(scope="module")
-def mnist_test():
+def mnist_test_split() -> tuple[np.ndarray, np.ndarray]:
     from vit.data import load_split
     split = load_split("mnist", SHARED_DATA, train=False)
     return split.images.numpy(), split.labels.numpy()
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return bundled_predictor()
+
+
+@pytest.fixture(scope="module")
+def mnist_test():
+    return mnist_test_split()
 
 
 def judged(p: Predictor, drawings):
@@ -255,18 +261,6 @@ def test_confidence_is_calibrated_on_the_mnist_test_set(bundled, mnist_test):
     assert e <= 0.015
 
 
-def test_redrawn_test_digits_are_calibrated_and_almost_never_refused(bundled, mnist_test):
-    images, labels = mnist_test
-    drawn, y, _ = redrawn_digits(images, labels, 1000, seed=0)
-    probs, verdicts = judged(bundled, drawn)
-    e = ece(probs, y)
-    refused = Counter(v.kind for v in verdicts if not v)
-    print(f"1,000 redrawn test digits: ECE {100 * e:.2f} %, accuracy "
-          f"{100 * (probs.argmax(1) == y).mean():.1f} %, refused {dict(refused)}")
-    assert e <= 0.015
-    assert sum(refused.values()) < 5                     # < 0.5 %
-
-
 def test_a_clean_digit_is_read_with_at_least_99_percent(bundled, mnist_test):
     a = bundled.analyse(render_digit("7"))                        # the app's first example
     assert a.is_class and bundled.class_names[int(a.probs.argmax())] == "7"
@@ -275,17 +269,3 @@ def test_a_clean_digit_is_read_with_at_least_99_percent(bundled, mnist_test):
     probs, verdicts = judged(bundled, [255 - mnist_test[0][0]] + [render_digit(d) for d in "0123456789"])
     assert probs[0].argmax() == 7 and probs[0].max() >= 0.99
     assert all(verdicts) and probs[1:].argmax(1).tolist() == list(range(10))
-
-
-def test_non_digits_are_answered_not_a_digit(bundled, mnist_test):
-    made = non_digits(mnist_test[0], per_kind=40, seed=0)           # 7 kinds x 40 = 280
-    _, verdicts = judged(bundled, [d for _, d in made])
-    per_kind = defaultdict(list)
-    for (kind, _), v in zip(made, verdicts):
-        per_kind[kind].append(not v)
-    rates = {k: float(np.mean(per_kind[k])) for k in NON_DIGIT_KINDS}
-    overall = float(np.mean([not v for v in verdicts]))
-    print(f"non-digits refused: {100 * overall:.1f} % of {len(made)}; per kind: "
-          + ", ".join(f"{k} {100 * r:.0f} %" for k, r in rates.items()))
-    assert overall >= 0.8
-    assert not math.isnan(overall)
