@@ -236,3 +236,26 @@ def test_components_match_a_flood_fill():
                             queue.append((c, d))
             assert len(labels) == 1
         assert count == n
+
+
+def test_odd_large_pictures_get_an_image_or_one_line():
+    """Noise, stripes, gradients, blobs and lines across uneven light, >= 96 px (the photo path's
+    size): a model input or a PreprocessError, never another exception."""
+    rng = np.random.default_rng(0)
+    for k in range(48):
+        h, w = (int(v) for v in rng.integers(96, 400, 2))
+        ys, xs = np.mgrid[:h, :w] / max(h, w)
+        a = [rng.random((h, w)),
+             0.5 + 0.5 * np.sin(xs * rng.uniform(1, 80)) * np.cos(ys * rng.uniform(1, 80)),
+             xs * rng.uniform(0.2, 2) + rng.normal(0, 0.05, (h, w)),
+             (rng.random((h, w)) < 0.5) * 0.3 + 0.6 - 0.3 * ys][k % 4]
+        if k % 3 == 0:
+            a = a - 0.4 * xs
+            a[rng.integers(0, h):, rng.integers(0, w)] = rng.random()       # a line, a block
+        for image in (np.clip(a, 0, 1), (np.clip(a, 0, 1) * 255).astype(np.uint8)):
+            try:
+                img = to_model_image(image)
+            except PreprocessError as e:
+                assert "\n" not in str(e)
+                continue
+            assert img.shape == (28, 28) and np.isfinite(img).all() and 0 <= img.min() <= img.max() <= 1

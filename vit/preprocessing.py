@@ -335,19 +335,20 @@ NO_INK_IN_PHOTO = ("Couldn't find a dark digit on a lighter background in that p
 
 
 def _run_max(x: np.ndarray, r: int, axis: int) -> np.ndarray:
-    """Running maximum over windows of 2r+1 along `axis` (clipped at the edges), in O(1) per
-    pixel whatever r (van Herk / Gil-Werman: prefix and suffix maxima within blocks)."""
+    """Running maximum over windows of 2r+1 along `axis` (clipped at the edges): maxima over
+    2, 4, 8... pixels by doubling, then two overlapping ones cover the window (log2 r steps,
+    each one whole-array np.maximum)."""
     if r <= 0:
         return x
-    x = np.moveaxis(x, axis, -1)
-    n, k = x.shape[-1], 2 * r + 1
-    m = -(-(n + 2 * r) // k) * k
-    p = np.full(x.shape[:-1] + (m,), -np.inf, np.float32)
-    p[..., r:r + n] = x
-    blocks = p.reshape(x.shape[:-1] + (m // k, k))
-    ahead = np.maximum.accumulate(blocks, axis=-1).reshape(p.shape)
-    behind = np.maximum.accumulate(blocks[..., ::-1], axis=-1)[..., ::-1].reshape(p.shape)
-    return np.moveaxis(np.maximum(behind[..., :n], ahead[..., k - 1:k - 1 + n]), -1, axis)
+    x = np.moveaxis(x, axis, 0)
+    n, length = x.shape[0], 2 * r + 1
+    m = np.full((n + 2 * r,) + x.shape[1:], -np.inf, np.float32)
+    m[r:r + n] = x
+    span = 1
+    while 2 * span <= length:
+        m = np.maximum(m[:-span], m[span:])             # m[i] = max over [i, i + 2 span)
+        span *= 2
+    return np.moveaxis(np.maximum(m[:n], m[length - span:length - span + n]), 0, axis)
 
 
 def _dilate(x: np.ndarray, r: int) -> np.ndarray:
