@@ -21,12 +21,12 @@ class ViTConfig:
     image_size: int = 28      # square input, pixels
     channels: int = 1         # 1 for MNIST / Fashion-MNIST
     patch_size: int = 4       # 28 / 4 = a 7x7 grid of patches: readable attention maps
-    stem_channels: int = 16   # >0: the paper's "hybrid" input, a 3x3 conv stem before patching
-    stem_layers: int = 1      # 3x3 convs in that stem (each token then sees a rim this many px wide)
-    dim: int = 64             # token width D
+    stem_channels: int = 32   # >0: the paper's "hybrid" input, a 3x3 conv stem before patching
+    stem_layers: int = 2      # 3x3 convs in that stem (each token then sees a rim this many px wide)
+    dim: int = 96             # token width D
     depth: int = 6            # transformer blocks
     heads: int = 4            # attention heads per block (D must divide by it)
-    mlp_dim: int = 128        # hidden width of each block's MLP
+    mlp_dim: int = 192        # hidden width of each block's MLP
     dropout: float = 0.0      # dropout on attention output / MLP / embeddings
     num_classes: int = 10
 

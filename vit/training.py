@@ -109,11 +109,11 @@ class TrainConfig:
                 "0 = off)"})
     oe_weight: float = field(default=0.5, metadata={
         "help": "weight of the flat-answer loss on those drawings (outlier exposure)"})
-    distill: float = field(default=0.0, metadata={
+    distill: float = field(default=0.5, metadata={
         "help": "weight of soft distillation from a small CNN trained first (vit/teacher.py); "
                 "0 = off"})
     teacher_epochs: int = field(default=5, metadata={"help": "epochs of that CNN teacher"})
-    ema: float = field(default=0.0, metadata={
+    ema: float = field(default=0.999, metadata={
         "help": "decay of an exponential moving average of the weights, which is what gets tested "
                 "and saved (0 = off; 0.999 averages ~1000 steps)"})
     seed: int = field(default=0, metadata={"help": f"random seed, 0 to {MAX_SEED}"})
@@ -526,8 +526,9 @@ def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable
         t0 = time.time()
         digits = train_split.images[:5000]        # for "two digits side by side": training images only
         negatives = make_bank(tc.negatives, mix_seed(STREAM_NEG, 0), digits, spec.image_size)
-        held_out = make_bank(HELD_OUT_NEGATIVES, mix_seed(STREAM_NEG, 1), digits, spec.image_size)
-        say(f"Drew {tc.negatives + HELD_OUT_NEGATIVES:,} non-digit drawings in "
+        held_out = make_bank(min(HELD_OUT_NEGATIVES, max(1, tc.negatives // 10)),
+                             mix_seed(STREAM_NEG, 1), digits, spec.image_size)
+        say(f"Drew {len(negatives) + len(held_out):,} non-digit drawings in "
             f"{time.time() - t0:.0f} s", flush=True)
     return train_split, TrainData(served, val, val_served, negatives, held_out)
 
@@ -745,9 +746,9 @@ def end_epoch(s: Session, run: RunState, test_split: Split, totals: EpochTotals,
            "epoch_seconds": f"{totals.seconds:.1f}",
            "images_per_second": f"{totals.seen / max(totals.seconds, 1e-9):.0f}"}
     run.metrics.append(row)
-    say(f"epoch {epoch}: " + (f"validation accuracy {100 * v.accuracy:.2f}%, "
-                              f"temperature {v.calibration['temperature']:.2f}, " if v else "")
-        + f"test accuracy {100 * test_acc:.2f}% (loss {test_loss:.4f})", flush=True)
+    say(f"epoch {epoch}: test accuracy {100 * test_acc:.2f}% (loss {test_loss:.4f})"
+        + (f"; validation accuracy {100 * v.accuracy:.2f}%, temperature "
+           f"{v.calibration['temperature']:.2f}" if v else ""), flush=True)
     check_in_sync(s)
     if s.d.main:
         meta = checkpoint_meta(s, run, test_acc, epoch)
