@@ -1,0 +1,28 @@
+"""No train/serve skew: the bundled MNIST model scores the same on the test digits whether they
+are fed as stored or first laid out by the app's own preprocessing (`vit.preprocess`), because the
+trainer shows it half its training images laid out that way (--serve-view)."""
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, SHARED_DATA
+
+from vit.checkpoint import open_checkpoint
+from vit.data import DataError, load_split
+from vit.evaluation import predict_logits
+from vit.preprocessing import to_model_image
+
+
+def test_test_digits_through_the_apps_preprocessing_score_as_raw():
+    ck = open_checkpoint(ROOT / "checkpoints" / "mnist", "cpu")
+    try:
+        test = load_split("mnist", SHARED_DATA, train=False)
+    except DataError:
+        pytest.skip("MNIST is not on this machine")
+    laid_out = torch.from_numpy(np.stack([
+        np.round(to_model_image(im, "digits", 28) * 255).astype(np.uint8) for im in test.images.numpy()]))
+    cfg = ck.config
+    raw = (predict_logits(ck.model, test.images, cfg.mean, cfg.std, 1000).argmax(1) == test.labels)
+    served = (predict_logits(ck.model, laid_out, cfg.mean, cfg.std, 1000).argmax(1) == test.labels)
+    raw_acc, served_acc = raw.float().mean().item(), served.float().mean().item()
+    print(f"MNIST test: raw {100 * raw_acc:.2f} %, through vit.preprocess {100 * served_acc:.2f} %")
+    assert abs(served_acc - raw_acc) <= 0.001
