@@ -479,3 +479,17 @@ def test_a_gzip_bomb_in_the_data_is_refused_without_inflating_it(tmp_path):
     with pytest.raises(DataError, match="more than this trainer reads"):
         load_split("mnist", tmp_path, train=False)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000      # KB
+
+
+def test_a_run_resumed_elsewhere_names_every_device(tiny_data, tmp_path):
+    """config.json's "device" must not name only the last machine of a run that moved (the bundled
+    MNIST run began on a GPU and was resumed on a CPU)."""
+    out = tmp_path / "moved"
+    assert train(tiny_data, out, "--threads", "1", "--max-steps", "12").returncode == 0
+    r = train(tiny_data, out, "--threads", "2", "--resume")
+    assert r.returncode == 0, r.stderr
+    device = json.loads((out / "config.json").read_text())["provenance"]["device"]
+    assert device == "cpu (1 thread) from epoch 1, then cpu (2 threads) from epoch 2", device
+    one = tmp_path / "one"
+    assert train(tiny_data, one, "--threads", "1").returncode == 0
+    assert json.loads((one / "config.json").read_text())["provenance"]["device"] == "cpu (1 thread)"

@@ -244,6 +244,7 @@ class RunState:
     best_acc: float = -1.0                               # best validation accuracy so far
     command: str = ""                                    # how the run was started
     commits: list[str] = field(default_factory=list)     # code it ran, one entry per version
+    devices: list[str] = field(default_factory=list)     # where it ran, one entry per change
     config: dict = field(default_factory=dict)           # {"train": {...}, "model": {...}}
     train_images: int = 0
     metrics: list[dict] = field(default_factory=list)    # one row per finished epoch
@@ -268,8 +269,10 @@ class RunState:
                 raise ValueError(f"{name} is {v!r}, not a number")
         if not (isinstance(run.metrics, list) and all(isinstance(r, dict) for r in run.metrics)):
             raise ValueError("metrics is not a list of rows")
-        if not (isinstance(run.commits, list) and all(isinstance(c, str) for c in run.commits)):
-            raise ValueError("commits is not a list of strings")
+        for name in ("commits", "devices"):
+            v = getattr(run, name)
+            if not (isinstance(v, list) and all(isinstance(c, str) for c in v)):
+                raise ValueError(f"{name} is not a list of strings")
         if not (isinstance(run.config, dict) and isinstance(run.config.get("train"), dict)
                 and isinstance(run.config.get("model"), dict) and isinstance(run.command, str)):
             raise ValueError("config/command are not what a run writes")
@@ -780,9 +783,16 @@ def checkpoint_meta(s: Session, run: RunState, test_acc: float, epoch: int) -> d
                            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                            "epochs": epoch, "seed": s.tc.seed,
                            "wall_time_seconds": round(run.wall_seconds, 1),
-                           "device": describe_device(s.device)
-                           + (f" × {s.d.world} processes" if s.d.enabled else ""),
+                           "device": _devices(run.devices),
                            "torch": torch.__version__}}
+
+
+def _devices(entries: list[str]) -> str:
+    """"cuda (…)" for a run that ran on one device; "cuda (…) from epoch 1, then cpu (2 threads)
+    from epoch 23" for one resumed elsewhere."""
+    if len(entries) == 1:
+        return entries[0].rsplit(" from epoch ", 1)[0]
+    return ", then ".join(entries)
 
 
 def check_in_sync(s: Session) -> str:
@@ -827,6 +837,10 @@ def start_or_resume(s: Session, saved: SavedState | None, argv: list[str] | None
     commit = git_commit()
     if commit not in run.commits:
         run.commits.append(commit)
+    # A run started on a GPU and resumed on a CPU says so: "device" must not name the last alone.
+    here = describe_device(s.device) + (f" × {s.d.world} processes" if s.d.enabled else "")
+    if not run.devices or not run.devices[-1].startswith(here + " from epoch"):
+        run.devices.append(f"{here} from epoch {run.step // s.plan.steps_per_epoch + 1}")
     return run
 
 
@@ -1026,5 +1040,6 @@ def describe_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
+        n = torch.get_num_threads()
+        return f"cpu ({n} thread{'' if n == 1 else 's'})"
     return device.type
