@@ -112,13 +112,13 @@ def test_stem_setting_that_does_not_match_weights(ckpt):
     beside new weights): the message names the first tensor whose shape differs."""
     folder, _ = ckpt
     cfg = json.loads((folder / "config.json").read_text())
-    assert cfg["model"]["stem_channels"] == 16              # the fixture uses the default
+    assert cfg["model"]["stem_channels"] == 32              # the fixture uses the default
     cfg["model"]["stem_channels"] = 0
     (folder / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError) as e:
         load_checkpoint(folder)
     msg = one_line(e)
-    assert "patch_embed.weight" in msg and "(16, 16, 4, 4)" in msg and "(16, 1, 4, 4)" in msg
+    assert "patch_embed.weight" in msg and "(16, 32, 4, 4)" in msg and "(16, 1, 4, 4)" in msg
 
 
 @pytest.mark.parametrize("where", ["top", "model"])

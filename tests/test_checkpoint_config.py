@@ -237,11 +237,12 @@ def test_integer_too_long_for_python(ckpt):
 def test_bundled_checkpoints_load(name):
     folder = ROOT / "checkpoints" / name
     raw = json.loads((folder / "config.json").read_text())
-    assert isinstance(raw["normalization"]["mean"], float)    # the old form: one number
+    assert isinstance(raw["normalization"]["mean"], list)     # per channel, as the trainer writes
     ck = open_checkpoint(folder, "cpu")
     assert len(ck.class_names) == 10 and ck.class_names == raw["class_names"]
-    assert ck.config.mean == (raw["normalization"]["mean"],)
-    assert ck.config.std == (raw["normalization"]["std"],)
+    assert ck.config.mean == tuple(raw["normalization"]["mean"])
+    assert ck.config.std == tuple(raw["normalization"]["std"])
+    assert ck.config.temperature == raw["calibration"]["temperature"] != 1.0
     assert ck.config.dataset == name and ck.config.num_parameters == ck.model.num_parameters()
     assert ck.config.spec.name == name and not ck.model.training
     assert (ck.config.style, ck.config.title) == {

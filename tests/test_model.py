@@ -84,7 +84,7 @@ def test_conv_stem_keeps_one_token_per_patch():
     attention maps still have 1 + 7x7 tokens, and a pixel only reaches its own patch's token
     and those of the patches next to it (one-pixel rim)."""
     torch.manual_seed(0)
-    m = ViT(ViTConfig(dim=32, depth=2, heads=4, mlp_dim=64, stem_channels=8)).eval()
+    m = ViT(ViTConfig(dim=32, depth=2, heads=4, mlp_dim=64, stem_channels=8, stem_layers=1)).eval()
     _, attn = m(torch.randn(2, 1, 28, 28), return_attention=True)
     assert attn.shape == (2, 2, 4, 50, 50)
     x = torch.zeros(1, 1, 28, 28, requires_grad=True)
@@ -92,6 +92,27 @@ def test_conv_stem_keeps_one_token_per_patch():
     emb[0, :, 3 * 7 + 3].sum().backward()                  # the token of patch (3, 3)
     rows, cols = torch.nonzero(x.grad[0, 0]).unbind(1)
     assert (rows.min(), rows.max(), cols.min(), cols.max()) == (11, 16, 11, 16)  # 4x4 + rim
+
+
+def test_each_stem_layer_widens_the_rim_by_one_pixel():
+    """The default 2-layer stem: a token of patch (3, 3) sees its 4x4 pixels and a 2-pixel rim."""
+    torch.manual_seed(0)
+    m = ViT(ViTConfig(dim=32, depth=1, heads=4, mlp_dim=64, stem_channels=8, stem_layers=2)).eval()
+    x = torch.zeros(1, 1, 28, 28, requires_grad=True)
+    m.patch_embed(m.stem(x)).flatten(2)[0, :, 3 * 7 + 3].sum().backward()
+    rows, cols = torch.nonzero(x.grad[0, 0]).unbind(1)
+    assert (rows.min(), rows.max(), cols.min(), cols.max()) == (10, 17, 10, 17)
+
+
+def test_a_config_from_before_stem_layers_means_one_layer():
+    """Checkpoints written before `stem_layers` existed had a one-layer stem: a config.json
+    without the key loads as that (the weights' header would refuse any other reading)."""
+    from vit.checkpoint import parse_config
+    model = ViTConfig(stem_layers=1).to_dict()
+    del model["stem_layers"]
+    cfg = parse_config({"model": model, "class_names": [str(i) for i in range(10)],
+                        "normalization": {"mean": 0.1307, "std": 0.3081}, "dataset": "mnist"}, "x")
+    assert cfg.model.stem_layers == 1
 
 
 def test_plain_vit_has_no_stem_parameters():

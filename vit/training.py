@@ -801,6 +801,8 @@ def check_in_sync(s: Session) -> str:
     if not s.d.enabled:
         return ""
     same, digest = distributed.digests_agree(s.d, s.model, s.device)
+    if same and s.ema_model is not None:      # the digest printed is the saved model's
+        same, digest = distributed.digests_agree(s.d, s.ema_model, s.device)
     if not same:
         raise TrainingError("the processes' weights differ: data-parallel training went out of sync")
     return digest
@@ -941,7 +943,10 @@ def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: to
 
 def get_teacher(s: Session, out: Path, say: Callable) -> torch.nn.Module:
     """The CNN to distil from: the one this run trained before (in its state folder), or a new
-    one trained now on the run's own batches (DeiT's recipe: teacher first, then the student)."""
+    one trained now on the run's own batches (DeiT's recipe: teacher first, then the student).
+    Under torchrun every process trains it on the whole global batch, alone: its batch norms
+    then see what one process would see, and every process holds the same teacher (a DDP-trained
+    one kept per-process batch statistics, so the processes distilled from different teachers)."""
     from .checkpoint import load_tensors
     teacher = Teacher(s.spec.channels, s.spec.num_classes).to(s.device)
     path = out / TEACHER_FILE
@@ -950,10 +955,7 @@ def get_teacher(s: Session, out: Path, say: Callable) -> torch.nn.Module:
         return teacher.eval().requires_grad_(False)
     torch.manual_seed(mix_seed(s.tc.seed, STREAM_TEACHER))
     teacher = Teacher(s.spec.channels, s.spec.num_classes).to(s.device)
-    net = teacher
-    if s.d.enabled:
-        net = torch.nn.parallel.DistributedDataParallel(
-            teacher, device_ids=[s.device.index] if s.device.type == "cuda" else None)
+    alone = replace(s, d=distributed.Dist())      # batches: the whole global batch
     opt = torch.optim.AdamW(teacher.parameters(), lr=2e-3, weight_decay=5e-4)
     plan = replace(s.plan, total_steps=s.tc.teacher_epochs * s.plan.steps_per_epoch,
                    warmup_steps=s.plan.steps_per_epoch // 2)
@@ -965,9 +967,9 @@ def get_teacher(s: Session, out: Path, say: Callable) -> torch.nn.Module:
                                    generator=_generator(s.tc.seed, STREAM_TEACHER, epoch))
         for g in opt.param_groups:
             g["lr"] = lr_at(step, plan, replace(s.tc, lr=2e-3, min_lr=1e-5))
-        batch = make_batch(s, order, step)
+        batch = make_batch(alone, order, step)
         with _autocast(s.device):
-            logits = net(batch.x[:len(batch.y)])
+            logits = teacher(batch.x[:len(batch.y)])
             loss = F.cross_entropy(logits.float(), batch.y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
