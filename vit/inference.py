@@ -125,8 +125,9 @@ class Predictor:
         """Markdown: what this model is and how it was made."""
         c, prov, m = self.config, self.config.provenance, self.model.cfg
         acc = c.test_accuracy
-        stem = (f"3×3 conv stem ({m.stem_channels} channels: each token also sees a 1-px rim "
-                f"around its patch), " if m.stem_channels else "")
+        layers = m.stem_layers
+        stem = (f"{layers} × 3×3 conv stem ({m.stem_channels} channels: each token also sees a "
+                f"{layers}-px rim around its patch), " if m.stem_channels else "")
         wall = prov.get("wall_time_seconds")
         rows = [
             ("Data set", c.title),

@@ -88,8 +88,8 @@ class Panel:
 def build(depth: int, heads: int) -> Panel:
     gr.Markdown("## What the model sees\nYour input, laid out like the training data at the "
                 "model's input size, cut into a grid of patches. Each patch becomes one token "
-                "(\"About this model\" at the bottom says whether a 3×3 convolution first lets it "
-                "see a pixel past its patch); a learned [CLS] token is put in front and the answer "
+                "(\"About this model\" at the bottom says whether a small convolution stem first lets "
+                "it see a few pixels past its patch); a learned [CLS] token is put in front and the answer "
                 "is read from it.")
     with gr.Row():
         seen = gr.Image(label="Input with its patch grid (patch numbers = token order)",
