@@ -44,8 +44,10 @@ class SeedViT(nn.Module):
     inside."""
     def __init__(self, c: ViTConfig):
         super().__init__()
-        self.embed = nn.Sequential(*([nn.Conv2d(1, c.stem_channels, 3, padding=1), nn.GELU()]
-                                     if c.stem_channels else []),
+        stem = []
+        for i in range(c.stem_layers if c.stem_channels else 0):
+            stem += [nn.Conv2d(1 if i == 0 else c.stem_channels, c.stem_channels, 3, padding=1), nn.GELU()]
+        self.embed = nn.Sequential(*stem,
                                    nn.Conv2d(c.stem_channels or 1, c.dim, c.patch_size, c.patch_size))
         self.cls = nn.Parameter(torch.zeros(1, 1, c.dim))
         self.pos = nn.Parameter(torch.zeros(1, 1 + c.num_patches, c.dim))
@@ -122,8 +124,9 @@ def gemm_ceiling(cfg: ViTConfig, batch: int) -> Loop:
     d, m, p = cfg.dim, cfg.mlp_dim, cfg.patch_size
     shapes = [(batch * T, d, 3 * d), (batch * T, d, d), (batch * T, d, m), (batch * T, m, d)] * cfg.depth
     shapes += [(batch * N, (cfg.stem_channels or cfg.channels) * p * p, d), (batch, d, cfg.num_classes)]
-    if cfg.stem_channels:
-        shapes.append((batch * cfg.image_size ** 2, 9 * cfg.channels, cfg.stem_channels))
+    for i in range(cfg.stem_layers if cfg.stem_channels else 0):
+        shapes.append((batch * cfg.image_size ** 2, 9 * (cfg.channels if i == 0 else cfg.stem_channels),
+                       cfg.stem_channels))
     mats = [(torch.randn(M, K), torch.randn(K, O), torch.randn(M, O)) for M, K, O in shapes]
 
     def step(*_):
@@ -159,11 +162,14 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in rates.items()}
     ratio = statistics.median(p / q for p, q in zip(rates["project"], rates["seeds"]))
     ceil = statistics.median(c / q for c, q in zip(rates["ceiling"], rates["seeds"]))
+    fraction = statistics.median(p / c for p, c in zip(rates["project"], rates["ceiling"]))
     print(f"project loop: {med['project']:.0f} images/s (median of {args.rounds} windows)")
     print(f"seeds' loop:  {med['seeds']:.0f} images/s")
     print(f"ratio: {ratio:.2f}  (median of per-round ratios)")
     print(f"matrix multiplies alone: {med['ceiling']:.0f} images/s = {ceil:.2f}x the seeds' loop "
           f"(the ceiling if everything else in a step were free)")
+    print(f"ceiling fraction: {fraction:.2f}  (the trainer's images/s over the matrix multiplies' "
+          f"alone, median of per-round ratios)")
 
 
 if __name__ == "__main__":
