@@ -493,3 +493,19 @@ def test_a_run_resumed_elsewhere_names_every_device(tiny_data, tmp_path):
     one = tmp_path / "one"
     assert train(tiny_data, one, "--threads", "1").returncode == 0
     assert json.loads((one / "config.json").read_text())["provenance"]["device"] == "cpu (1 thread)"
+
+
+def test_a_teacher_file_is_only_reused_by_resume(tiny_data, tmp_path):
+    """A teacher left by a run killed before its first state (maybe of other settings) is not
+    distilled from by a fresh run; a damaged one on --resume gets one line, not a traceback."""
+    out = tmp_path / "stale"
+    (out / "train_state").mkdir(parents=True)
+    (out / "train_state" / "teacher.safetensors").write_bytes(b"not a teacher")
+    r = train(tiny_data, out, "--max-steps", "3")
+    assert r.returncode == 0, r.stderr
+    assert "Teacher CNN:" in r.stdout                       # trained afresh, file replaced
+    (out / "train_state" / "teacher.safetensors").write_bytes(b"damaged")
+    r = train(tiny_data, out, "--resume")
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines()[-1].startswith("error: can't resume:")
+    assert "Traceback" not in r.stderr

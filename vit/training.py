@@ -912,7 +912,7 @@ def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: to
     s = new_session(tc, mc, train_split, d, device, data)
     run = start_or_resume(s, saved, argv, out, say)      # (--overwrite sets old files aside here)
     if tc.distill:
-        s.teacher = get_teacher(s, out, say)
+        s.teacher = get_teacher(s, out, say, resuming=saved is not None)
     stop_at = run.step + tc.max_steps if tc.max_steps else None
     t_call, wall0 = time.time(), run.wall_seconds
     last_row = None
@@ -941,20 +941,25 @@ def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: to
     return last_row or {"step": run.step}
 
 
-def get_teacher(s: Session, out: Path, say: Callable) -> torch.nn.Module:
-    """The CNN to distil from: the one this run trained before (in its state folder), or a new
-    one trained now on the run's own batches (DeiT's recipe: teacher first, then the student).
+def get_teacher(s: Session, out: Path, say: Callable, resuming: bool) -> torch.nn.Module:
+    """The CNN to distil from: when resuming, the one this run trained before (in its state
+    folder); else a new one trained now on the run's own batches (DeiT's recipe: teacher first,
+    then the student) — a teacher file left by a run that never saved a state may come from
+    other settings or another data set, so a fresh run never reads it.
     Under torchrun every process trains it on the whole global batch, alone: its batch norms
     then see what one process would see, and every process holds the same teacher (a DDP-trained
     one kept per-process batch statistics, so the processes distilled from different teachers)."""
-    from .checkpoint import load_tensors
-    teacher = Teacher(s.spec.channels, s.spec.num_classes).to(s.device)
-    path = out / TEACHER_FILE
-    if path.is_file():
-        teacher.load_state_dict(load_tensors(path))
-        return teacher.eval().requires_grad_(False)
+    from .checkpoint import CheckpointError, load_tensors
     torch.manual_seed(mix_seed(s.tc.seed, STREAM_TEACHER))
     teacher = Teacher(s.spec.channels, s.spec.num_classes).to(s.device)
+    path = out / TEACHER_FILE
+    if resuming and path.is_file():
+        try:
+            teacher.load_state_dict(load_tensors(path))
+        except (CheckpointError, RuntimeError) as e:
+            raise TrainingError(f"can't resume: {path} is damaged ({' '.join(str(e).split())[:200]})"
+                                ) from None
+        return teacher.eval().requires_grad_(False)
     alone = replace(s, d=distributed.Dist())      # batches: the whole global batch
     opt = torch.optim.AdamW(teacher.parameters(), lr=2e-3, weight_decay=5e-4)
     plan = replace(s.plan, total_steps=s.tc.teacher_epochs * s.plan.steps_per_epoch,
