@@ -6,12 +6,11 @@ import argparse
 import sys
 
 import torch
-import torch.nn.functional as F
 
 from .calibration import calibrated, ece
 from .checkpoint import CheckpointError, open_checkpoint
 from .data import DataError, load_split
-from .evaluation import confusion_matrix, pick_device, predict_logits
+from .evaluation import confusion_matrix, pick_device, predict_logits, score
 from .ood import not_label
 
 
@@ -52,9 +51,7 @@ def main(argv=None) -> int:
         return 1
     logits = predict_logits(ck.model, test.images, cfg.mean, cfg.std, args.batch_size)
     labels = test.labels.long()
-    loss = F.cross_entropy(logits, labels).item()
-    preds = logits.argmax(1)
-    acc = (preds == labels).float().mean().item()
+    loss, acc, preds = score(logits, labels)
     cm = confusion_matrix(labels, preds, len(cfg.class_names))
     print(f"{args.checkpoint}: test accuracy {100 * acc:.2f}% "
           f"({int(cm.trace())}/{len(test)} correct), loss {loss:.4f}")

@@ -55,8 +55,13 @@ def evaluate(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
              batch_size: int = 500) -> tuple[float, float, torch.Tensor]:
     """(mean cross-entropy, accuracy, predictions (N,)) of `model` on images with labels (N,).
     An empty set (a data-parallel rank's share of a tiny test set) gives (0, 0, empty)."""
-    logits = predict_logits(model, images, mean, std, batch_size)
-    labels = labels.long().cpu()
+    return score(predict_logits(model, images, mean, std, batch_size), labels)
+
+
+def score(logits: torch.Tensor, labels) -> tuple[float, float, torch.Tensor]:
+    """(mean cross-entropy, accuracy, predictions (N,)) of logits (N, K) against labels (N,);
+    an empty set gives (0, 0, empty)."""
+    labels = torch.as_tensor(labels).long().cpu()
     n = max(len(labels), 1)
     loss = F.cross_entropy(logits, labels, reduction="sum").item() / n
     preds = logits.argmax(1)

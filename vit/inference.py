@@ -8,6 +8,7 @@ why. The app calls it; so do `vit.predict` and notebooks, so all three agree.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -67,26 +68,16 @@ class Predictor:
         decoded once for both. Raises PreprocessError."""
         if not self.reads_ink:
             return self.prepare(image), None
-        if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
-            # A file: opened (and checked) once; both read the PIL image, as a path would be.
-            with open_image(image) as im:
-                return self._read(im)
-        if isinstance(image, dict):              # a Sketchpad value: its layer files read once
-            image = decode(image)
-        return self._read(image)
-
-    def _read(self, image) -> tuple[np.ndarray, np.ndarray | None]:
-        return to_model_image(image, self.config.style, self.size), ood.ink_map(image)
+        with _opened(image) as im:
+            return to_model_image(im, self.config.style, self.size), ood.ink_map(im)
 
     def ink(self, image) -> np.ndarray | None:
         """The ink map of an input (None when this model does not check ink, or for a photo).
         Raises PreprocessError."""
         if not self.reads_ink:
             return None
-        if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
-            with open_image(image) as im:
-                return ood.ink_map(im)
-        return ood.ink_map(image)
+        with _opened(image) as im:
+            return ood.ink_map(im)
 
     def fits(self, image: np.ndarray) -> bool:
         """Whether `image` is already this model's input shape (a test-set image, say)."""
@@ -156,6 +147,17 @@ class Predictor:
                      f"class")
         fitted_on = c.calibration.get("fitted_on")
         return text + (f" (fitted on the {fitted_on[:160]})" if isinstance(fitted_on, str) else "")
+
+
+@contextlib.contextmanager
+def _opened(image):
+    """An input in the form its readers need not decode again: a file opened (and checked) once
+    as a PIL image, a Sketchpad value's layer files read once, anything else as it is."""
+    if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
+        with open_image(image) as im:
+            yield im
+    else:
+        yield decode(image) if isinstance(image, dict) else image
 
 
 def _cell(text: str) -> str:

@@ -96,14 +96,6 @@ def _sha256(*arrays: bytes) -> str:
     return h.hexdigest()
 
 
-def predict_all(model, images: torch.Tensor, mean, std, batch_size: int = 500,
-                progress=None, temperature: float = 1.0) -> np.ndarray:
-    """softmax(logits / temperature) of `model` over uint8 test images -> (N, C) float32 (the
-    batched pass is vit/evaluation.py's). `progress(done, total)` is called after each batch."""
-    logits = predict_logits(model, images, mean, std, batch_size, progress)
-    return calibrated(logits, temperature).numpy()
-
-
 def load_results(checkpoint, data_dir, progress=None) -> Answers:
     """The model's answers on the test split of its data set, from the cache when it is current.
     Raises DataError when the test split is not in `data_dir`."""

@@ -39,7 +39,7 @@ from . import distributed
 from .checkpoint import atomic_write, save_checkpoint, save_tensors
 from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
 from .datasets import SPECS, DatasetSpec, get_spec
-from .evaluation import evaluate, pick_device, predict_logits
+from .evaluation import evaluate, pick_device, predict_logits, score
 from .model import ViT, ViTConfig
 from .teacher import Teacher, distillation_loss
 
@@ -710,8 +710,7 @@ def validate(s: Session) -> Validation | None:
     val, m = data.val, s.eval_model
     logits = predict_logits(m, val.images, s.spec.mean, s.spec.std, s.tc.eval_batch_size)
     labels = val.labels
-    loss = F.cross_entropy(logits, labels).item()
-    acc = (logits.argmax(1) == labels).float().mean().item()
+    loss, acc, _ = score(logits, labels)
     served = (predict_logits(m, data.val_served, s.spec.mean, s.spec.std, s.tc.eval_batch_size)
               if data.val_served is not None else logits[:0])
     both, both_labels = torch.cat([logits, served]), torch.cat([labels, labels[:len(served)]])
@@ -982,8 +981,8 @@ def get_teacher(s: Session, out: Path, say: Callable, resuming: bool) -> torch.n
     teacher.eval().requires_grad_(False)
     v = s.data.val if s.data is not None and s.data.val is not None else None
     if v is not None:
-        acc = (predict_logits(teacher, v.images, s.spec.mean, s.spec.std, s.tc.eval_batch_size)
-               .argmax(1) == v.labels).float().mean().item()
+        _, acc, _ = evaluate(teacher, v.images, v.labels, s.spec.mean, s.spec.std,
+                             s.tc.eval_batch_size)
         say(f"Teacher CNN: {s.tc.teacher_epochs} epochs in {time.time() - t0:.0f} s, validation "
             f"accuracy {100 * acc:.2f}%", flush=True)
     if s.d.main:
