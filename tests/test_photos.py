@@ -21,7 +21,7 @@ from vit.preprocessing import (
     NO_INK_IN_PHOTO,
     PreprocessError,
     _photo_ink,
-    _runs,
+    connected_runs,
     decode,
     normalize_image,
     to_model_image,
@@ -214,7 +214,7 @@ def test_components_match_a_flood_fill():
     for _ in range(40):
         h, w = rng.integers(1, 40, 2)
         mask = rng.random((h, w)) < rng.uniform(0.05, 0.7)
-        rows, starts, ends, label, n = _runs(mask)
+        rows, starts, ends, label, n = connected_runs(mask)
         img = np.zeros(mask.shape, int)
         for r, s, e, lab in zip(rows, starts, ends, label):
             img[r, s:e] = lab + 1

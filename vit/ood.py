@@ -27,10 +27,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .preprocessing import COMPACT_SIDE, compact
+from .preprocessing import COMPACT_SIDE, INK_THRESHOLD, compact, connected_runs, contrast_range, dilate
 
 INK_SIDE = COMPACT_SIDE          # the ink map's longer side (160 px): enough to see strokes
-INK_LEVEL = 0.25                 # share of the ink's contrast that counts as ink (as preprocessing)
 CLEAN_SHARE = 0.3                # a drawing or clean scan: this share of pixels has one exact level
 
 # --- the checks' limits: none refuses any of the 10,000 MNIST test digits redrawn as canvases
@@ -142,66 +141,24 @@ def _shrunk(image):
 
 def ink_mask(ink: np.ndarray) -> np.ndarray:
     """Which pixels are ink: the contrast stretched the way vit.preprocessing stretches it
-    (background -> 0, the strongest ink -> 1), then INK_LEVEL."""
+    (background -> 0, the strongest ink -> 1), then INK_THRESHOLD."""
     a = np.asarray(ink, np.float32)
     if a.size == 0:
         return np.zeros(a.shape, bool)
-    step = max(1, max(a.shape) // 128)
-    lo, hi = float(np.percentile(a[::step, ::step], 1)), float(a.max())
+    lo, top, hi = contrast_range(a)
     if hi <= lo:
         return np.zeros(a.shape, bool)
-    strong = a[a > lo + INK_LEVEL * (hi - lo)]
-    top = float(np.percentile(strong, 90)) if strong.size else hi
-    return a > lo + INK_LEVEL * max(top - lo, 1e-6)
-
-
-def _dilate(mask: np.ndarray) -> np.ndarray:
-    """3x3 dilation: strokes a pixel apart (at the ink map's scale) count as touching."""
-    out = mask.copy()
-    out[1:] |= mask[:-1]
-    out[:-1] |= mask[1:]
-    row = out.copy()
-    out[:, 1:] |= row[:, :-1]
-    out[:, :-1] |= row[:, 1:]
-    return out
+    return a > lo + INK_THRESHOLD * max(top - lo, 1e-6)
 
 
 def marks(mask: np.ndarray) -> list[Mark]:
     """Connected marks (8-neighbourhood, after a 3x3 dilation) of a boolean mask, with the area
-    of the undilated ink each holds. Union-find over row runs: a few hundred runs per drawing."""
+    of the undilated ink each holds (the components are vit.preprocessing's, over row runs)."""
     if not mask.any():
         return []
-    grown = _dilate(mask)
+    grown = dilate(mask.astype(np.float32), 1) > 0.5   # strokes a pixel apart count as touching
     H, W = grown.shape
-    padded = np.zeros((H, W + 2), np.int8)
-    padded[:, 1:-1] = grown
-    d = np.diff(padded, axis=1)
-    rows, starts = np.nonzero(d == 1)
-    _, ends = np.nonzero(d == -1)                # row-major order: pairs with starts
-    n = len(rows)
-    parent = list(range(n))
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first = np.searchsorted(rows, np.arange(H + 1))    # runs of row r: first[r]..first[r+1]
-    for r in range(1, H):
-        a, a_end = first[r - 1], first[r]
-        b, b_end = first[r], first[r + 1]
-        while a < a_end and b < b_end:
-            if starts[a] <= ends[b] and starts[b] <= ends[a]:    # touch, diagonals included
-                ra, rb = find(a), find(b)
-                if ra != rb:
-                    parent[rb] = ra
-            if ends[a] < ends[b]:
-                a += 1
-            else:
-                b += 1
-    roots = np.array([find(i) for i in range(n)])
-    _, label = np.unique(roots, return_inverse=True)
+    rows, starts, ends, label, _ = connected_runs(grown)
     # Each run's pixels get its mark's number; boxes and areas are those of the undilated ink.
     lengths = ends - starts
     flat = np.repeat(rows * W + starts - np.cumsum(np.r_[0, lengths[:-1]]), lengths) \

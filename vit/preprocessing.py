@@ -351,13 +351,14 @@ def _run_max(x: np.ndarray, r: int, axis: int) -> np.ndarray:
     return np.moveaxis(np.maximum(m[:n], m[length - span:length - span + n]), 0, axis)
 
 
-def _dilate(x: np.ndarray, r: int) -> np.ndarray:
+def dilate(x: np.ndarray, r: int) -> np.ndarray:
+    """Grey dilation (running maximum) with a (2r+1)^2 square."""
     return _run_max(_run_max(x, r, 0), r, 1)
 
 
 def _closing(x: np.ndarray, r: int) -> np.ndarray:
     """Grey closing with a (2r+1)^2 square: dark features narrower than the square vanish."""
-    return -_dilate(-_dilate(x, r), r)
+    return -dilate(-dilate(x, r), r)
 
 
 def _spread(x: np.ndarray) -> float:
@@ -365,7 +366,7 @@ def _spread(x: np.ndarray) -> float:
     return float(hi - lo)
 
 
-def _runs(mask: np.ndarray):
+def connected_runs(mask: np.ndarray):
     """The 8-connected components of a boolean mask, as runs: row, start, end (exclusive) and a
     component label per run, plus the number of components. Union-find over runs, vectorised."""
     h, w = mask.shape
@@ -437,7 +438,7 @@ def _uneven_paper(g: np.ndarray, small: np.ndarray, closed) -> bool:
     if levels.max() > 0.3 * levels.sum():
         return False
     r = PHOTO_RADII[-3]                           # wider than strokes, narrower than the light
-    dim = _dilate(-_dilate(-small, r), r)         # an opening: light strokes taken away
+    dim = dilate(-dilate(-small, r), r)         # an opening: light strokes taken away
     # A white-on-black drawing keeps its strokes in the closing but loses them in the opening:
     # the opening's spread tells flat dark paper from uneven light.
     return _spread(closed(r)) >= PHOTO_UNEVEN and _spread(dim) >= PHOTO_UNEVEN
@@ -512,7 +513,7 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
         raise PreprocessError(NO_INK_IN_PHOTO)
     contrast = float(np.percentile(candidates, 95))
     mask = dark > max(floor, 0.4 * contrast)
-    rows, starts, ends, label, n = _runs(mask)
+    rows, starts, ends, label, n = connected_runs(mask)
     if n == 0:
         raise PreprocessError(NO_INK_IN_PHOTO)
     csum = np.zeros((h, w + 1))
@@ -553,7 +554,7 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
         solid = solid[y0:y1, x0:x1]
         dark_ink = float(np.median(solid[around]))
         inside = (_closing(around.astype(np.float32), reach) > 0.5) & (solid > 0.85 * dark_ink)
-        rows, starts, ends, label, n = _runs(~around)
+        rows, starts, ends, label, n = connected_runs(~around)
         hh, ww = around.shape
         hole = np.ones(n, bool)
         hole[label[(rows == 0) | (rows == hh - 1) | (starts == 0) | (ends == ww)]] = False
@@ -581,7 +582,7 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
     paper = _pil_resize(_box3(closed(radius)), crop.shape, (round(l * sx) * kx, round(t * sy) * ky,
                                                             round(r * sx) * kx, round(b * sy) * ky))
     darkness = 1 - crop / np.maximum(paper, 1e-3) / level
-    where = _pil_resize(_dilate(ink.astype(np.float32), 1), crop.shape, (l, t, r, b)) > 0.01
+    where = _pil_resize(dilate(ink.astype(np.float32), 1), crop.shape, (l, t, r, b)) > 0.01
     out = np.maximum(darkness / max(contrast, 1e-3), _pil_resize(core, crop.shape, (l, t, r, b)))
     return np.where(where, np.clip(out, 0, 1), 0).astype(np.float32)
 
@@ -591,6 +592,17 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
 STROKE_RANGE = (1.25, 4.2)   # MNIST test digits: 0.5th-99.5th percentile is 1.3-3.9
 STROKE_TARGET = 2.2           # MNIST median
 CONTRAST = (0.05, 0.8)
+
+
+def contrast_range(ink: np.ndarray) -> tuple[float, float, float]:
+    """(background, strongest ink, maximum) levels of an ink map: its 1st percentile, the 90th
+    percentile of the pixels above INK_THRESHOLD of that range, and its maximum. Stretching
+    background -> 0 and strongest ink -> 1 evens out paper tone and faint pencil."""
+    step = max(1, max(ink.shape) // 256)        # percentiles of a subsample: same answer, 10x faster
+    lo, hi = float(np.percentile(ink[::step, ::step], 1)), float(ink.max())
+    strong = ink[ink > lo + INK_THRESHOLD * (hi - lo)]
+    top = float(np.percentile(strong[::max(1, strong.size // 20000)], 90)) if strong.size else hi
+    return lo, top, hi
 
 
 @_never_crashes
@@ -615,13 +627,10 @@ def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
     ink = _photo_ink(a, 5 * max(1, round(size * 20 / 28))) if style == "digits" else None
     if ink is None:
         ink = _area_downscale(_ink(a).astype(np.float32))
-    step = max(1, max(ink.shape) // 256)        # percentiles of a subsample: same answer, 10x faster
-    lo, hi = float(np.percentile(ink[::step, ::step], 1)), float(ink.max())
+    lo, top, hi = contrast_range(ink)
     if hi - lo < MIN_CONTRAST:
         raise BlankInputError("The image looks blank: draw or upload a digit with some contrast.")
     # Stretch so that background -> 0 and the ink's strongest pixels -> 1 (paper tone, faint pencil).
-    strong = ink[ink > lo + INK_THRESHOLD * (hi - lo)]
-    top = float(np.percentile(strong[::max(1, strong.size // 20000)], 90)) if strong.size else hi
     ink = np.clip((ink - lo) / max(top - lo, 1e-6), 0, 1)
     ink = _crop_to_ink(ink)
     mask = ink > INK_THRESHOLD
