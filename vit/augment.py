@@ -51,3 +51,28 @@ class Augment:
         """x: (B, C, S, S), theta: (B, 2, 3) -> (B, C, S, S), resampled bilinearly."""
         grid = F.affine_grid(theta.to(x.device, x.dtype), list(x.shape), align_corners=False)
         return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def draw_erasing(batch: int, size: int, p: float, gen: torch.Generator) -> torch.Tensor:
+    """Random erasing (Zhong et al. 2020), drawn for a batch: a (batch, 1, size, size) bool mask,
+    True inside one rectangle per chosen image. Each image is chosen with probability p; its
+    rectangle covers 2-25 % of the image with an aspect ratio between 0.3 and 3.3 (the paper's
+    ranges), so a model can't lean on any one part of the object."""
+    u = torch.rand(batch, 5, generator=gen)
+    area = (0.02 + u[:, 0] * 0.23) * size * size
+    aspect = torch.exp(math.log(0.3) + u[:, 1] * (math.log(3.3) - math.log(0.3)))
+    h = (area * aspect).sqrt().round().clamp(1, size)
+    w = (area / aspect).sqrt().round().clamp(1, size)
+    top, left = (u[:, 2] * (size - h + 1)).floor(), (u[:, 3] * (size - w + 1)).floor()
+    r = torch.arange(size, dtype=torch.float32)
+    rows = (r >= top[:, None]) & (r < (top + h)[:, None])                  # (batch, size)
+    cols = (r >= left[:, None]) & (r < (left + w)[:, None])
+    chosen = u[:, 4] < p
+    return (rows[:, :, None] & cols[:, None, :] & chosen[:, None, None])[:, None]
+
+
+def erase(x: torch.Tensor, mask: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """x: (B, C, S, S) in [0, 1] -> the same with the masked pixels replaced by `noise`, uniform
+    in [0, 1] (the paper's best filling: neither the background nor a colour the model could learn
+    to skip)."""
+    return torch.where(mask.to(x.device), noise.to(x.device, x.dtype), x)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 class Teacher(nn.Sequential):
     """Two conv blocks (two 3x3 convs + BN + GELU, then 2x2 pooling) and a two-layer head:
-    ~0.3 M parameters, ~99.5 % on MNIST after 4 epochs."""
+    ~0.3 M parameters at width 32 (~99.5 % on MNIST after 4 epochs), ~0.9 M at width 64."""
 
     def __init__(self, channels: int, num_classes: int, width: int = 32):
         def block(cin, cout):

@@ -41,6 +41,7 @@ from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
 from .datasets import SPECS, DatasetSpec, get_spec
 from .evaluation import evaluate, pick_device, predict_logits, score
 from .model import ViT, ViTConfig
+from .augment import draw_erasing, erase
 from .teacher import Teacher, distillation_loss
 
 MAX_SEED = 2**63 - 1                  # torch.manual_seed overflows beyond what fits an int64
@@ -63,7 +64,7 @@ METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "val_loss", "
                  "test_loss", "test_acc", "epoch_seconds", "images_per_second"]
 # Random streams, mixed into every seed so that no two draws share a generator.
 STREAM_ORDER, STREAM_AUGMENT, STREAM_DROPOUT, STREAM_VAL, STREAM_VIEW, STREAM_NEG = 1, 2, 3, 4, 5, 6
-STREAM_TEACHER = 7
+STREAM_TEACHER, STREAM_ERASE = 7, 8
 # Held-out synthetic non-digits (never trained on) that measure "not a digit" on validation.
 HELD_OUT_NEGATIVES = 1000
 
@@ -85,7 +86,7 @@ class TrainConfig:
     overwrite: bool = field(default=False, metadata={
         "help": "start afresh in an --out that already holds a run or a finished checkpoint, "
                 "removing its files"})
-    epochs: int = field(default=28, metadata={"help": "passes over the training set"})
+    epochs: int = field(default=20, metadata={"help": "passes over the training set"})
     batch_size: int = field(default=128, metadata={"help": "images per optimiser step"})
     lr: float = field(default=1e-3, metadata={"help": "peak learning rate of AdamW"})
     min_lr: float = field(default=1e-5, metadata={"help": "learning rate at the end of the cosine"})
@@ -107,12 +108,17 @@ class TrainConfig:
         "help": "synthetic non-digit drawings (letters, scribbles, dots, dashes, shapes, two digits) "
                 "trained towards a flat answer, 1 per 8 digits in a batch (digit data sets only; "
                 "0 = off)"})
-    oe_weight: float = field(default=0.5, metadata={
+    oe_weight: float = field(default=0.25, metadata={
         "help": "weight of the flat-answer loss on those drawings (outlier exposure)"})
     distill: float = field(default=0.5, metadata={
         "help": "weight of soft distillation from a small CNN trained first (vit/teacher.py); "
                 "0 = off"})
     teacher_epochs: int = field(default=5, metadata={"help": "epochs of that CNN teacher"})
+    teacher_width: int = field(default=32, metadata={
+        "help": "channels of the teacher's first conv block (the second has twice as many)"})
+    erase: float = field(default=0.0, metadata={
+        "help": "probability of random erasing: a rectangle of 2-25 %% of the image replaced by "
+                "noise, after the affine augmentation (0 = off)"})
     ema: float = field(default=0.999, metadata={
         "help": "decay of an exponential moving average of the weights, which is what gets tested "
                 "and saved (0 = off; 0.999 averages ~1000 steps)"})
@@ -157,6 +163,8 @@ def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
         (0 <= tc.ema < 1, "--ema must be in [0, 1) (0 = off)"),
         (0 <= tc.distill <= 1, "--distill must be in [0, 1] (0 = off)"),
         (tc.teacher_epochs >= 1, "--teacher-epochs must be at least 1"),
+        (1 <= tc.teacher_width <= 1024, "--teacher-width must be between 1 and 1024"),
+        (0 <= tc.erase <= 1, "--erase must be in [0, 1] (0 = off)"),
         (not (tc.resume and tc.overwrite),
          "--resume continues the run in --out and --overwrite replaces it: pass only one"),
         ((mc.image_size, mc.channels) == (S, C),
@@ -572,6 +580,12 @@ def make_batch(s: Session, order: torch.Tensor, step: int) -> Batch:
     if s.augment is not None:   # drawn for the global batch: every rank draws the same numbers
         theta = s.augment.draw(len(batch) + n_neg, _generator(s.tc.seed, STREAM_AUGMENT, step))
         x = s.augment.apply(x, torch.cat([theta[:len(batch)][mine], theta[len(batch):][neg_mine]]))
+    if s.tc.erase:              # the digits only: a non-digit with a hole is still one
+        gen = _generator(s.tc.seed, STREAM_ERASE, step)
+        S = s.spec.image_size
+        mask = draw_erasing(len(batch), S, s.tc.erase, gen)           # for the global batch
+        noise = torch.rand(len(batch), s.spec.channels, S, S, generator=gen)
+        x[:len(idx)] = erase(x[:len(idx)], mask[mine], noise[mine])
     x = normalize(x, s.spec.mean, s.spec.std)
     return Batch(x.to(s.device, non_blocking=True),
                  s.train_split.labels[idx].to(s.device, non_blocking=True), len(batch), n_neg)
@@ -950,7 +964,7 @@ def get_teacher(s: Session, out: Path, say: Callable, resuming: bool) -> torch.n
     one kept per-process batch statistics, so the processes distilled from different teachers)."""
     from .checkpoint import CheckpointError, load_tensors
     torch.manual_seed(mix_seed(s.tc.seed, STREAM_TEACHER))
-    teacher = Teacher(s.spec.channels, s.spec.num_classes).to(s.device)
+    teacher = Teacher(s.spec.channels, s.spec.num_classes, s.tc.teacher_width).to(s.device)
     path = out / TEACHER_FILE
     if resuming and path.is_file():
         try:
