@@ -247,6 +247,8 @@ def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
     (["--eval-batch-size", "0"], "--eval-batch-size must be at least 1"),
     (["--weight-decay", "inf"], "--weight-decay must be a finite number"),
     (["--resume", "--overwrite"], "pass only one"),
+    (["--erase", "1.5"], "--erase must be in [0, 1]"),
+    (["--teacher-width", "0"], "--teacher-width must be between 1 and 1024"),
 ])
 def test_bad_flags_give_a_clear_message(flags, message):
     if flags == ["--device", "cuda"] and torch.cuda.is_available():
@@ -264,8 +266,48 @@ def test_help_lists_every_knob():
                  "--weight-decay", "--warmup-epochs", "--label-smoothing", "--no-augment", "--dim",
                  "--depth", "--heads", "--mlp-dim", "--patch-size", "--dropout", "--seed", "--device",
                  "--threads", "--out", "--resume", "--overwrite", "--max-steps", "--stem-channels",
-                 "--eval-batch-size", "--min-lr", "--grad-clip", "--image-size", "--num-classes"):
+                 "--eval-batch-size", "--min-lr", "--grad-clip", "--image-size", "--num-classes",
+                 "--erase", "--teacher-width", "--teacher-epochs", "--distill", "--ema"):
         assert flag in r.stdout, flag
+    assert "fashion-mnist: --epochs 60 --patch-size 2" in " ".join(r.stdout.split())
+
+
+def test_each_data_set_gets_its_own_defaults_unless_a_flag_says_otherwise():
+    """`--dataset fashion-mnist` alone is the command of the bundled Fashion-MNIST checkpoint."""
+    from vit.train import parse_args
+    tc, mc = parse_args(["--dataset", "fashion-mnist"])
+    assert (tc.epochs, mc.patch_size, tc.teacher_width, tc.teacher_epochs) == (60, 2, 64, 15)
+    assert tc.out == "checkpoints/fashion-mnist"
+    tc, mc = parse_args(["--dataset", "fashion-mnist", "--epochs", "3", "--patch-size", "4"])
+    assert (tc.epochs, mc.patch_size, tc.teacher_width) == (3, 4, 64)
+    tc, mc = parse_args([])
+    assert (tc.dataset, tc.epochs, mc.patch_size, tc.teacher_width) == ("mnist", 20, 4, 32)
+    bundled = json.loads((ROOT / "checkpoints/fashion-mnist/config.json").read_text())
+    assert bundled["model"]["patch_size"] == 2 and bundled["provenance"]["epochs"] == 60
+
+
+def test_random_erasing_replaces_one_rectangle_with_noise(tiny_data):
+    """--erase 1: every digit of a batch has one rectangle (2-25 % of it) of noise and is
+    untouched elsewhere; the non-digit rows are never erased."""
+    from vit import training
+    from vit.model import ViTConfig
+    split = load_split("mnist", tiny_data, True)
+    order = training.epoch_order(training.TrainConfig(), len(split), 0)
+    batches = []
+    for erase in (0.0, 1.0):
+        tc = training.TrainConfig(batch_size=16, erase=erase, serve_view=0)
+        s = training.new_session(tc, ViTConfig(dim=16, depth=1, heads=2, mlp_dim=16), split)
+        s.data = training.TrainData(None, None, None, torch.zeros(4, 28, 28, dtype=torch.uint8), None)
+        batches.append(training.make_batch(s, order, 5).x)
+    plain, erased = batches
+    changed = (plain != erased).flatten(1)
+    digits = changed[:16].float().mean(1)
+    assert ((digits > 0.01) & (digits <= 0.27)).all(), digits
+    assert not changed[16:].any()                       # the non-digits (1 per 8 digits)
+    for img in (plain != erased)[:16, 0]:               # the changed pixels lie in one rectangle
+        rows, cols = img.any(1).nonzero().flatten(), img.any(0).nonzero().flatten()
+        box = img[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
+        assert box.float().mean() > 0.9                 # noise can equal the pixel only rarely
 
 
 def test_missing_data_is_a_clear_error(tmp_path):
@@ -358,7 +400,7 @@ def test_random_streams_are_mixed_integers_and_shared_across_ranks(tiny_data):
     from vit.model import ViTConfig
     assert training.mix_seed(0, 1, 2) == 3384391416029321617          # fixed for good
     assert len({training.mix_seed(7, training.STREAM_DROPOUT, 3, r) for r in range(4)}) == 4
-    tc = training.TrainConfig(batch_size=8)
+    tc = training.TrainConfig(batch_size=8, erase=0.5)
     split = load_split("mnist", tiny_data, True)
     s = training.new_session(tc, ViTConfig(dim=16, depth=1, heads=2, mlp_dim=16), split)
     order = training.epoch_order(tc, len(split), 0)

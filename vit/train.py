@@ -14,9 +14,10 @@ from dataclasses import fields
 
 from .checkpoint import CheckpointError
 from .data import DataError
+from .datasets import SPECS, get_spec
 from .evaluation import pick_device
 from .model import ViTConfig
-from .training import TrainConfig, TrainingError, config_problems, train
+from .training import TrainConfig, TrainingError, config_problems, flag_text, train
 
 MODEL_HELP = {"image_size": "input image side in pixels (must be the data set's)",
               "channels": "image channels (must be the data set's)",
@@ -43,16 +44,33 @@ def _add_dataclass_args(parser: argparse.ArgumentParser, cls, title: str, helps=
                                choices=choices, metavar=None if choices else f.name.upper())
 
 
+def _per_dataset_defaults() -> str:
+    return "; ".join(f"--dataset {s.name}: " + " ".join(flag_text(k, v) for k, v in s.train_defaults)
+                     for s in SPECS.values() if s.train_defaults)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m vit.train", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m vit.train", description=__doc__.split("\n\n")[0],
+        epilog="Defaults shown are MNIST's; some data sets change them unless given "
+               f"({_per_dataset_defaults()}).")
     _add_dataclass_args(p, TrainConfig, "training")
     _add_dataclass_args(p, ViTConfig, "model", MODEL_HELP)
     return p
 
 
+def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.ArgumentParser:
+    """The data set's own defaults (vit/datasets.py) for the flags not given."""
+    known, _ = parser.parse_known_args(argv)
+    spec = get_spec(known.dataset)
+    if spec is not None and spec.train_defaults:
+        parser.set_defaults(**dict(spec.train_defaults))
+    return parser
+
+
 def parse_args(argv=None) -> tuple[TrainConfig, ViTConfig]:
     """Flags -> configs; a bad flag exits with argparse's one-line message and status 2."""
-    parser = build_parser()
+    parser = _with_dataset_defaults(build_parser(), argv)
     ns = vars(parser.parse_args(argv))
     tc = TrainConfig(**{f.name: ns[f.name] for f in fields(TrainConfig)})
     try:

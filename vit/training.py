@@ -36,12 +36,12 @@ from safetensors import SafetensorError, safe_open
 
 from . import calibration as cal
 from . import distributed
+from .augment import draw_erasing, erase
 from .checkpoint import atomic_write, save_checkpoint, save_tensors
 from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
 from .datasets import SPECS, DatasetSpec, get_spec
 from .evaluation import evaluate, pick_device, predict_logits, score
 from .model import ViT, ViTConfig
-from .augment import draw_erasing, erase
 from .teacher import Teacher, distillation_loss
 
 MAX_SEED = 2**63 - 1                  # torch.manual_seed overflows beyond what fits an int64
@@ -378,7 +378,7 @@ def check_writable(out: Path) -> None:
         raise TrainingError(f"can't write --out {out}: {e.strerror or e}") from None
 
 
-def _flag(name: str, value) -> str:
+def flag_text(name: str, value) -> str:
     flag = "--" + name.replace("_", "-")
     if isinstance(value, bool):
         return flag if value else "--no-" + flag[2:]
@@ -395,7 +395,7 @@ def check_same_settings(saved: dict, tc: TrainConfig, mc: ViTConfig, out: Path) 
     if changed:
         raise TrainingError(
             f"--resume: the run in {out} was started with "
-            + ", ".join(f"{_flag(k, before.get(k))} (now {_flag(k, now[k])})" for k in changed)
+            + ", ".join(f"{flag_text(k, before.get(k))} (now {flag_text(k, now[k])})" for k in changed)
             + ": resume with the saved values, or start afresh with --overwrite")
 
 
