@@ -139,6 +139,16 @@ def test_out_of_range_sliders_and_unknown_models_from_a_client(client, tmp_path)
     assert "\n" not in str(e.value).strip()
 
 
+def test_the_api_page_leads_with_classify_taking_a_named_image(client):
+    """The "Use via API" page: /classify first, its input called "image" with a PNG sample."""
+    api = client.view_api(print_info=False, return_format="dict")
+    names = list(api["named_endpoints"])
+    assert names[0] == "/classify", names
+    (param,) = api["named_endpoints"]["/classify"]["parameters"]
+    assert param["parameter_name"] == "image" and param["label"] == "image"
+    assert str(param["example_input"]["path"]).endswith(".png")
+
+
 def test_a_file_the_client_did_not_upload_is_refused_without_server_paths(app_server):
     """Raw HTTP, as a script would call the API: a FileData naming a server file."""
     import json

@@ -26,7 +26,13 @@ from ..examples import write_examples
 from ..inference import Analysis, Predictor
 from ..preprocessing import BlankInputError, PreprocessError, compact, decode
 from . import draw_tab, testset_tab, upload_tab, views
-from .gradio_patches import VerdictLabel, handlers_validate, hide_server_paths, never_rewrite_cached_images
+from .gradio_patches import (
+    ImageFile,
+    VerdictLabel,
+    handlers_validate,
+    hide_server_paths,
+    never_rewrite_cached_images,
+)
 from .models import Models, StartupError
 from .state import PageUpdate, Shown
 
@@ -179,13 +185,13 @@ class Page:
                     gr.update(), gr.update(), gr.update(), gr.update())
         return (gr.update(), name, p.card(), *views.slider_updates(p), None)
 
-    def classify(self, path):
-        """API: one image file -> {class: probability} from the default model."""
-        if path is None:
+    def classify(self, image):
+        """API: one image file (a path) -> {class: probability} from the default model."""
+        if image is None:
             raise user_error("Send an image file.")
         p = self.predictor(self.models.default)
         try:
-            a = p.analyse(path)
+            a = p.analyse(image)
             return p.label(a.probs, a.verdict)
         except PreprocessError as e:
             raise user_error(str(e)) from None
@@ -322,6 +328,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         outs = [status, label, *panel.pictures, shown]
         ins = [model, panel.shared, panel.layer, panel.head, patch]
         quiet = dict(show_progress="hidden", api_visibility="private")
+        # The API's own endpoint, defined first so that it heads the "Use via API" page.
+        api_file = ImageFile(visible=False, type="filepath", label="image")
+        api_label = VerdictLabel(visible=False, label="prediction")
+        api_file.upload(page.classify, api_file, api_label, api_name="classify")
         pad.change(page.analyse_drawing, [pad, *ins], outs, trigger_mode="always_last",
                    show_progress="hidden", api_name="analyse_drawing")
         upload.change(page.analyse_upload, [upload, *ins], outs, show_progress="hidden",
@@ -347,9 +357,6 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                              api_visibility="private")
         tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet)
         demo.load(page.first_view, ins, outs, **quiet)
-        api_file = gr.File(visible=False, type="filepath")
-        api_label = VerdictLabel(visible=False)
-        api_file.upload(page.classify, api_file, api_label, api_name="classify")
     demo.queue(max_size=env_int("VIT_QUEUE_SIZE", 16, 1, 10_000),
                default_concurrency_limit=CONCURRENCY)
     demo.page = page                    # for tests and notebooks: the handlers over these models

@@ -20,6 +20,9 @@
    {"label": …, "confidences": […]} is not read as such). `VerdictLabel` shows
    {"label": "not a digit", "confidences": [{"label": "3", "confidence": 0.41}, …]} as it is:
    the verdict on top, every class's calibrated probability below (vit.inference.Predictor.label).
+6. The API page shows a `gr.File` input with a PDF as its sample and, without a label, as
+   "parameter_49". `ImageFile` is a `gr.File` (the app reads the untouched file itself, see 2)
+   whose sample is a PNG.
 """
 from __future__ import annotations
 
@@ -149,3 +152,15 @@ def handlers_validate(*components):
     for component in components:
         component.preprocess = types.MethodType(_pass_through, component)
     return components
+
+
+class ImageFile(gr.File):
+    """Patch 6: a file input for the API whose documented sample is an image (a PNG), not a PDF."""
+    SAMPLE = "https://raw.githubusercontent.com/gradio-app/gradio/main/test/test_files/bus.png"
+
+    def example_payload(self):
+        from gradio_client import handle_file
+        return handle_file(self.SAMPLE)
+
+    def example_value(self):
+        return self.SAMPLE
