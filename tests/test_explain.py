@@ -157,3 +157,39 @@ def test_colour_images_are_drawn_in_colour():
     y, x = corners[1]
     assert tuple(strip[y + 5, x + 5]) == (255, 0, 0)
     assert ex.heat_overlay(img, np.zeros((4, 4)), 1.0, 64).shape == (64, 64, 3)
+
+
+def _cell_colour(t: float, ink: float) -> np.ndarray:
+    """The blended colour of a heat-map cell at scale position t over a pixel of value ink."""
+    return (ex.HEAT_ALPHA * ex._lut()[int(t * 255)] + (1 - ex.HEAT_ALPHA) * ink * 255).astype(int)
+
+
+def test_a_nearly_even_map_stays_dull_and_the_bar_marks_the_even_level(img):
+    """Attention spread evenly over 50 tokens with one patch at 0.03 (against 1/50 = 0.02) used
+    to be stretched until that patch glowed at the top of the scale; with the uniform level given,
+    the scale reaches 5x it (0.1), the patch sits at 30 % of it, and the bar's tick marks 1/50."""
+    m = np.full((G, G), 0.02)
+    m[0, 0] = 0.03
+    pic = ex.single_map_picture(img, m, "t", 336, uniform=1 / 50)
+    assert np.abs(pic[2, 2].astype(int) - _cell_colour(0.3, 0.0)).max() <= 1
+    stretched = ex.single_map_picture(img, m, "t", 336)           # no uniform level: its own max
+    assert np.abs(stretched[2, 2].astype(int) - _cell_colour(1.0, 0.0)).max() <= 1
+    bar = pic[336:]
+    x0, x1 = ex._bar_span(336)
+    tick = x0 + round(0.2 * (x1 - x0 - 1))                        # 0.02 of a 0..0.1 bar
+    assert (bar[15, tick] < 60).all() and (bar[15, tick + 3] > 200).all()
+
+
+def test_one_scale_for_all_maps_is_absolute_and_each_map_is_captioned(attn, img):
+    """Evenly spread [CLS] attention (every weight 1/50) is drawn at 1/5 of the shared scale, not
+    at its top; captions give each map's maximum or range and [CLS]'s own share."""
+    even = np.full((3, 2, G, G), 1 / 50)
+    pic = ex.attention_grid_picture(img, even, shared_scale=True, cls_self=np.full((3, 2), 0.02))
+    _, corners = ex._attention_grid_template(3, 2, 112)
+    y, x = corners[2][1]
+    assert np.abs(pic[y + 2, x + 2].astype(int) - _cell_colour(0.2, 0.0)).max() <= 1
+    below = pic[y + 112 + 1:y + 112 + ex.CAPTION, x:x + 112]
+    assert (below < 100).any()                                     # a caption is written there
+    assert ex.tile_caption(0.354, 0.0004, True) == "max 0.35 · [CLS] <0.001"
+    assert ex.tile_caption(0.0054, 0.02, False) == "0 to 0.005 · [CLS] 0.02"
+    assert ex.tile_caption(0.5, None, True) == "max 0.50"

@@ -226,11 +226,36 @@ def token_strip(img: np.ndarray, grid: int, per_row: int | None = None, tile: in
     return out
 
 
+# A map's colour scale reaches at least VIVID times the uniform level 1/T (every token attended
+# equally): a near-uniform map (max 0.03 against 1/50 = 0.02) then stays dull instead of being
+# stretched until it looks decisive.
+VIVID = 5
+
+
+def uniform_level(grid: int) -> float:
+    """1/T for a G x G grid plus [CLS]: the weight of each token when attention is spread evenly."""
+    return 1.0 / (grid * grid + 1)
+
+
+def scale_top(peak: float, grid: int) -> float:
+    """The top of an absolute colour scale for maps whose largest value is `peak`."""
+    return max(float(peak), VIVID * uniform_level(grid))
+
+
+def number(v: float) -> str:
+    """An attention weight in a caption: 2 decimals, 3 below 0.01, and "<0.001" below that."""
+    return f"{v:.2f}" if v >= 0.01 else f"{v:.3f}" if v >= 0.001 else "<0.001"
+
+
+def _bar_span(width: int) -> tuple[int, int]:
+    return 48, width - 68
+
+
 @lru_cache(maxsize=16)
 def _colorbar_template(width: int, title: str):
     im = Image.new("RGB", (width, 44), "white")
     draw = ImageDraw.Draw(im)
-    x0, x1 = 48, width - 68
+    x0, x1 = _bar_span(width)
     im.paste(Image.fromarray(np.repeat(colorize(np.linspace(0, 1, x1 - x0), 1.0)[None], 12, 0)),
              (x0, 18))
     draw.text((8, 17), "0", fill="black", font=load_font(12))
@@ -238,17 +263,35 @@ def _colorbar_template(width: int, title: str):
     return im, x1 + 6
 
 
-def _colorbar(width: int, vmax: float, title: str) -> np.ndarray:
+def _colorbar(width: int, top: float | str, title: str, uniform: float | None = None) -> np.ndarray:
+    """A colour bar from 0 to `top` (a number, or words such as "its max"), with the uniform
+    level 1/T marked on it when given."""
     template, x = _colorbar_template(width, title)
     im = template.copy()
-    ImageDraw.Draw(im).text((x, 17), f"{vmax:.2g}" if vmax < 0.01 else f"{vmax:.2f}", fill="black",
-                            font=load_font(12))
+    draw = ImageDraw.Draw(im)
+    draw.text((x, 17), top if isinstance(top, str) else number(top), fill="black", font=load_font(12))
+    if uniform is not None and not isinstance(top, str) and 0 < uniform <= top:
+        x0, x1 = _bar_span(width)
+        u = x0 + round(uniform / top * (x1 - x0 - 1))
+        draw.line([(u, 15), (u, 32)], fill="black", width=1)
+        draw.text((max(0, u - 2), 31), f"uniform 1/{round(1 / uniform)}", fill="black",
+                  font=load_font(11))
     return np.asarray(im)
+
+
+def tile_caption(peak: float, cls_share: float | None, shared_scale: bool) -> str:
+    """Under each [CLS] map: its largest weight (with one scale) or its own range (each map scaled
+    to itself), and the share [CLS] keeps for itself, which no patch map shows."""
+    text = f"max {number(peak)}" if shared_scale else f"0 to {number(peak)}"
+    return text + (f" · [CLS] {number(cls_share)}" if cls_share is not None else "")
+
+
+CAPTION = 15        # pixels under each map of the layers x heads picture for its caption
 
 
 @lru_cache(maxsize=8)
 def _attention_grid_template(L: int, H: int, tile: int):
-    left, top, gap = 64, 22, 6
+    left, top, gap = 64, 22, 6 + CAPTION
     W = left + H * (tile + gap)
     im = Image.new("RGB", (W, top + L * (tile + gap)), "white")
     draw = ImageDraw.Draw(im)
@@ -262,19 +305,21 @@ def _attention_grid_template(L: int, H: int, tile: int):
 
 
 def attention_grid_picture(img: np.ndarray, cls_maps: np.ndarray, shared_scale: bool = True,
-                           tile: int = 112) -> np.ndarray:
+                           tile: int = 112, cls_self: np.ndarray | None = None) -> np.ndarray:
     """Every layer (rows) x every head (columns): [CLS] attention over the patches, blended on the
-    digit. One colour scale for all maps (stated in the colour bar) or, with shared_scale=False,
-    each map scaled to its own maximum."""
+    digit. One absolute colour scale for all maps (0 to the largest weight, at least VIVID times
+    the uniform level, which the bar marks) or, with shared_scale=False, each map scaled to its
+    own maximum. Under each map: its maximum or range, and `cls_self` (L, H), the weight [CLS]
+    gives itself."""
     L, H, G = cls_maps.shape[:3]
     S = img.shape[0]
     tile = S * _rep(img, tile)                                   # a whole multiple of the image
     template, corners = _attention_grid_template(L, H, tile)
     out = template.copy()
-    vmax_all = float(cls_maps.max())
-    vmax = vmax_all if shared_scale else cls_maps.max(axis=(2, 3), keepdims=True)
+    peaks = cls_maps.max(axis=(2, 3))                                            # (L, H)
+    top = scale_top(peaks.max(), G) if shared_scale else peaks[:, :, None, None]
     # All L*H tiles at once: colour at patch resolution, blend at 28x28, upsample once.
-    heat = colorize(cls_maps / np.maximum(vmax, 1e-12), 1.0)                   # (L, H, G, G, 3)
+    heat = colorize(cls_maps / np.maximum(top, 1e-12), 1.0)                    # (L, H, G, G, 3)
     rep = S // G
     heat = np.repeat(np.repeat(heat, rep, axis=2), rep, axis=3).astype(np.float32)  # (L, H, S, S, 3)
     tiles = (HEAT_ALPHA * heat + (1 - HEAT_ALPHA) * _rgb(img)).astype(np.uint8)     # (L, H, S, S, 3)
@@ -283,22 +328,39 @@ def attention_grid_picture(img: np.ndarray, cls_maps: np.ndarray, shared_scale: 
         for h in range(H):
             y, x = corners[l][h]
             out[y:y + tile, x:x + tile] = _up(tiles[l, h], up)
-    title = ("[CLS] attention weight, one scale for all maps" if shared_scale
-             else "each map scaled to its own maximum (bar: the largest)")
-    return np.concatenate([out, _colorbar(out.shape[1], vmax_all, title)], axis=0)
+    im = Image.fromarray(out)
+    draw, font = ImageDraw.Draw(im), load_font(11)
+    for l in range(L):
+        for h in range(H):
+            y, x = corners[l][h]
+            share = None if cls_self is None else float(cls_self[l, h])
+            draw.text((x, y + tile + 1), tile_caption(float(peaks[l, h]), share, shared_scale),
+                      fill="black", font=font)
+    out = np.asarray(im)
+    if shared_scale:
+        bar = _colorbar(out.shape[1], top, "[CLS] attention weight, one scale for all maps",
+                        uniform_level(G))
+    else:
+        bar = _colorbar(out.shape[1], "its max", "each map scaled to its own range (under it)")
+    return np.concatenate([out, bar], axis=0)
 
 
 def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: int = 336,
-                       marked: int | None = None) -> np.ndarray:
+                       marked: int | None = None, uniform: float | None = None) -> np.ndarray:
     """One (G, G) map over the image, with the patch grid, a colour bar, and optionally one patch
-    outlined (the patch whose attention row this is)."""
-    vmax = float(grid_map.max())
+    outlined (the patch whose attention row this is). `uniform`: the level of evenly spread
+    weights, for maps of attention: the scale then reaches at least VIVID times it, the bar marks
+    it and the title gives the map's maximum."""
+    peak = float(grid_map.max())
     G = grid_map.shape[0]
-    out = heat_overlay(img, grid_map, vmax, size)
+    top = peak if uniform is None else max(peak, VIVID * uniform)
+    out = heat_overlay(img, grid_map, top, size)
     out = _composite(out, _grid_layer(out.shape[0], G, False, (90, 90, 90)))
     if marked is not None:
         _mark(out, marked, G)
-    return np.concatenate([out, _colorbar(out.shape[1], vmax, title)], axis=0)
+    if uniform is not None:
+        title = f"{title} (max {number(peak)})"
+    return np.concatenate([out, _colorbar(out.shape[1], top, title, uniform)], axis=0)
 
 
 def patch_at(x: float, y: float, size: int, grid: int) -> int:

@@ -153,7 +153,7 @@ class Page:
         if not isinstance(shown, Shown):
             return None
         p, a = self._reanalysis(shown, name)
-        return ex.attention_grid_picture(a.image, a.explanation.cls_maps, shared_scale=bool(shared))
+        return views.attention_grid(p, a, shared)
 
     def explore(self, shown, name, layer, head, patch):
         if not isinstance(shown, Shown):

@@ -52,8 +52,17 @@ def explorer(p: Predictor, a: Analysis, layer, head, patch) -> tuple[np.ndarray,
     layer, head, patch = clamp(p, layer, head, patch)
     row = ex.patch_attention_row(a.explanation.attn, layer, head, patch, p.grid)
     return (ex.patch_grid_picture(a.image, p.grid, PICK_SIZE, marked=patch),
-            ex.single_map_picture(a.image, row, f"patch {patch + 1} looks at, layer {layer + 1}, "
-                                                f"head {head + 1}", marked=patch))
+            ex.single_map_picture(a.image, row, f"patch {patch + 1}, layer {layer + 1}, "
+                                                f"head {head + 1}", marked=patch,
+                                  uniform=ex.uniform_level(p.grid)))
+
+
+def attention_grid(p: Predictor, a: Analysis, shared: bool) -> np.ndarray:
+    """[CLS] attention for every layer and head, each map captioned with its maximum (or range)
+    and the weight [CLS] keeps for itself."""
+    e = a.explanation
+    return ex.attention_grid_picture(a.image, e.cls_maps, shared_scale=bool(shared),
+                                     cls_self=e.attn[:, :, 0, 0])
 
 
 def render(p: Predictor, a: Analysis, shared: bool, layer, head, patch) -> Pictures:
@@ -62,8 +71,9 @@ def render(p: Predictor, a: Analysis, shared: bool, layer, head, patch) -> Pictu
     return Pictures(
         ex.patch_grid_picture(a.image, grid),
         ex.token_strip(a.image, grid),
-        ex.attention_grid_picture(a.image, a.explanation.cls_maps, shared_scale=bool(shared)),
-        ex.single_map_picture(a.image, roll, "rollout: share of the final [CLS]"),
+        attention_grid(p, a, shared),
+        ex.single_map_picture(a.image, roll, "rollout into the final [CLS]",
+                              uniform=ex.uniform_level(grid)),
         *explorer(p, a, layer, head, patch))
 
 
@@ -96,15 +106,21 @@ def build(depth: int, heads: int) -> Panel:
                         interactive=False, height=340, buttons=["download"], elem_id="seen")
         strip = gr.Image(label="The token sequence: [CLS], then patches 1…N",
                          interactive=False, height=340, buttons=["download"], elem_id="strip")
-    gr.Markdown("## Where each head looks\nFor every layer (rows) and head (columns): how much the "
-                "[CLS] token attends to each patch. Bright = more attention. Rollout combines all "
-                "layers (Abnar & Zuidema 2020) into one map of what the final answer draws on.")
+    gr.Markdown("## Where each head looks\nFor every layer (rows) and head (columns): how much of "
+                "the [CLS] token's attention goes to each patch (the weights of a row sum to 1, "
+                "[CLS]'s share for itself included, printed under each map). The colour bar marks "
+                "the uniform level, 1/(patches + 1): attention spread evenly. A map is never "
+                "stretched past 5× that level, so a nearly even map stays dull.\n\n"
+                "**Rollout** (Abnar & Zuidema 2020) multiplies the layers' attention (each plus "
+                "the residual path) into one map of how much each patch flows into the final "
+                "[CLS]. It is the same whatever class you ask about: it shows where the model "
+                "gathers information, not why it chose this class.")
     shared = gr.Checkbox(True, label="One colour scale for all maps (untick: scale each map "
-                                     "to its own maximum)")
+                                     "to its own range, printed under it)")
     with gr.Row():
         grid = gr.Image(label="[CLS] attention, layers × heads", interactive=False, scale=3,
                         buttons=["download", "fullscreen"], elem_id="attention")
-        rollout = gr.Image(label="Attention rollout", interactive=False, scale=2,
+        rollout = gr.Image(label="Attention rollout (class-agnostic)", interactive=False, scale=2,
                            buttons=["download"], elem_id="rollout")
     gr.Markdown("## Explore one patch\nClick a patch on the left to see where *that patch* looks in "
                 "the chosen layer and head (its own row of the attention matrix).")
