@@ -13,9 +13,10 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from . import attribution, ood
 from . import explain as ex
-from . import ood
 from .checkpoint import Checkpoint, open_checkpoint
 from .preprocessing import decode, normalize_image, open_image, to_model_image, to_rgb_image
 
@@ -95,6 +96,37 @@ class Predictor:
         x = normalize_image(image, self.config.mean, self.config.std)
         e = ex.explain(self.model, x, self.config.temperature)
         return Analysis(image, e, ood.judge(ink, e.probs, self.config))
+
+    # --- what drove the answer (vit/attribution.py) --------------------------------------------
+    def tensor(self, image: np.ndarray) -> torch.Tensor:
+        """A prepared input (S, S) or (S, S, 3) in [0, 1] -> the normalised (1, C, S, S) batch."""
+        return normalize_image(image, self.config.mean, self.config.std)
+
+    @property
+    def background(self) -> torch.Tensor:
+        """(C,): a blanked patch, normalised. Grey models read ink on black, so empty is 0; for
+        colour models the data set's mean colour carries the least information."""
+        C = self.model.cfg.channels
+        if C != 1:
+            return torch.zeros(C)
+        mean = float(np.ravel(self.config.mean)[0])
+        std = float(np.ravel(self.config.std)[0])
+        return torch.tensor([-mean / std])
+
+    def relevance(self, image: np.ndarray, target: int) -> np.ndarray:
+        return attribution.relevance(self.model, self.tensor(image), target)
+
+    def occlusion(self, image: np.ndarray, target: int) -> np.ndarray:
+        return attribution.occlusion(self.model, self.tensor(image), target, self.background,
+                                     self.config.temperature)
+
+    def deletion_auc(self, image: np.ndarray, target: int, importance: np.ndarray) -> float:
+        return attribution.deletion_auc(attribution.deletion_curve(
+            self.model, self.tensor(image), target, importance, self.background,
+            self.config.temperature))
+
+    def ablate(self, image: np.ndarray, off) -> np.ndarray:
+        return attribution.ablate(self.model, self.tensor(image), off, self.config.temperature)
 
     @property
     def not_label(self) -> str:

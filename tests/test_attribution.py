@@ -1,0 +1,124 @@
+"""Relevance, occlusion, head switches and deletion curves (vit/attribution.py) against reference
+computations written out by hand on a tiny model, and on the bundled model where a person would
+notice: the map that claims to find what the answer rests on must do better than its opposite."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT
+
+from vit import attribution as at
+from vit.model import ViT, ViTConfig
+
+G = 4
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    model = ViT(ViTConfig(patch_size=7, stem_channels=4, stem_layers=1, dim=16, depth=2, heads=2,
+                          mlp_dim=32)).eval()
+    for blk in model.blocks:                   # sharper attention than at initialisation
+        torch.nn.init.normal_(blk.attn.qkv.weight, std=0.4)
+    torch.nn.init.normal_(model.head.weight, std=0.5)
+    return model, torch.randn(1, 1, 28, 28)
+
+
+def reference_relevance(model, x, target):
+    """Chefer et al. 2021 written out: the forward pass by hand, each attention map keeping its
+    .grad (d logit / dA, through every later layer); then R = I; R += mean_h (dA * A)+ @ R."""
+    t = model.patch_embed(model.stem(x)).flatten(2).transpose(1, 2)
+    t = torch.cat([model.cls_token, t], 1) + model.pos_embed
+    leaves = []
+    for blk in model.blocks:
+        h = blk.norm1(t)
+        B, T, D = h.shape
+        H = blk.attn.heads
+        q, k, v = blk.attn.qkv(h).reshape(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        A = ((q @ k.transpose(-2, -1)) * (D // H) ** -0.5).softmax(-1)
+        A.retain_grad()
+        leaves.append(A)
+        t = t + blk.attn.proj((A @ v).transpose(1, 2).reshape(B, T, D))
+        t = t + blk.mlp(blk.norm2(t))
+    model.head(model.norm(t)[:, 0])[0, target].backward()
+    R = np.eye(T)
+    for A in leaves:
+        a, g = A.detach().numpy()[0], A.grad.numpy()[0]
+        cam = sum(np.maximum(g[i] * a[i], 0) for i in range(H)) / H
+        R = R + cam @ R
+    return R[0, 1:].reshape(G, G)
+
+
+def test_relevance_matches_the_written_out_reference(tiny):
+    model, x = tiny
+    for target in (0, 3):
+        np.testing.assert_allclose(at.relevance(model, x, target),
+                                   reference_relevance(model, x, target), rtol=1e-4, atol=1e-7)
+
+
+def test_relevance_depends_on_the_class_asked_about(tiny):
+    """Unlike rollout, 'why 7' and 'why 1' give different maps."""
+    model, x = tiny
+    maps = [at.relevance(model, x, c) for c in range(10)]
+    assert all(m.min() >= 0 for m in maps)
+    assert max(np.abs(maps[0] - m).max() for m in maps[1:]) > 1e-3 * maps[0].max()
+
+
+def test_occlusion_matches_blanking_each_patch_by_hand(tiny):
+    model, x = tiny
+    bg = torch.tensor([-0.5])
+    got = at.occlusion(model, x, 2, bg, temperature=1.5)
+    with torch.no_grad():
+        p0 = torch.softmax(model(x) / 1.5, -1)[0, 2]
+        for i in range(G * G):
+            r, c = divmod(i, G)
+            y = x.clone()
+            y[..., r * 7:(r + 1) * 7, c * 7:(c + 1) * 7] = -0.5
+            assert got[r, c] == pytest.approx((p0 - torch.softmax(model(y) / 1.5, -1)[0, 2]).item(),
+                                              abs=1e-6)
+
+
+def test_switching_heads_off_is_zeroing_their_share_of_the_projection(tiny):
+    model, x = tiny
+    off = [(0, 1), (1, 0)]
+    ref = copy.deepcopy(model)
+    Dh = 16 // 2
+    with torch.no_grad():
+        for layer, head in off:
+            ref.blocks[layer].attn.proj.weight[:, head * Dh:(head + 1) * Dh] = 0
+        want = torch.softmax(ref(x), -1)[0].numpy()
+        plain = torch.softmax(model(x), -1)[0].numpy()
+    np.testing.assert_allclose(at.ablate(model, x, off), want, atol=1e-6)
+    assert np.abs(want - plain).max() > 1e-4                     # it did change the answer
+    np.testing.assert_allclose(at.ablate(model, x, []), plain, atol=1e-6)
+    np.testing.assert_allclose(torch.softmax(model(x), -1)[0].detach().numpy(), plain, atol=0)
+
+
+def test_deletion_curve_and_its_area(tiny):
+    model, x = tiny
+    bg = torch.tensor([-0.5])
+    importance = np.arange(G * G)[::-1].reshape(G, G)              # patch 0 first, then 1, ...
+    curve = at.deletion_curve(model, x, 4, importance, bg)
+    with torch.no_grad():
+        assert curve[0] == pytest.approx(torch.softmax(model(x), -1)[0, 4].item(), abs=1e-6)
+        y = x.clone()
+        y[..., :7, :14] = -0.5                                      # patches 0 and 1 blanked
+        assert curve[2] == pytest.approx(torch.softmax(model(y), -1)[0, 4].item(), abs=1e-6)
+        assert curve[-1] == pytest.approx(
+            torch.softmax(model(torch.full_like(x, -0.5)), -1)[0, 4].item(), abs=1e-6)
+    assert at.deletion_auc([1.0, 0.0]) == 0.5
+    assert at.deletion_auc([1.0, 1.0, 0.0]) == 0.75
+
+
+def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():
+    """A drawn 7: blanking patches in the order occlusion or relevance ranks them drops the
+    probability of 7 much faster than blanking them in the opposite order."""
+    from vit.examples import write_examples
+    from vit.inference import Predictor
+    p = Predictor(ROOT / "checkpoints" / "mnist", "cpu")
+    image, _ = p.read(write_examples(ROOT / ".pytest-artifacts" / "examples")[7])
+    seven = 7
+    for name, m in (("occlusion", p.occlusion(image, seven)), ("relevance", p.relevance(image, seven))):
+        best, worst = p.deletion_auc(image, seven, m), p.deletion_auc(image, seven, -m)
+        assert best < 0.5 * worst, (name, best, worst)

@@ -1,0 +1,139 @@
+"""What drove the answer, beyond attention: class-specific relevance, occlusion, switching heads
+off, and a faithfulness score that says which map to believe on this input.
+
+Attention maps say where [CLS] looked, for any class alike. These say what the answer for one
+class depends on:
+- `relevance`: gradient-weighted attention relevance (Chefer, Gur & Wolf 2021, "Generic
+  attention-model explainability", eq. 5-6): R = I, then for each layer R += mean_h((dA ⊙ A)+) R,
+  where dA is the gradient of the class's logit with respect to that layer's attention A. Row 0
+  of R over the patches is the map. Unlike rollout it changes with the class asked about.
+- `occlusion`: each patch blanked in turn (to the background), all in one batch; the map is the
+  drop in the class's calibrated probability.
+- `ablate`: the model's answer with some heads switched off (their output zeroed before the
+  block's projection).
+- `deletion_auc`: patches blanked cumulatively, most important first by a map; the mean of the
+  class's probability along that curve (Petsiuk et al. 2018). Lower = the map found what the
+  answer really rests on.
+
+Shapes: L layers, H heads, T = 1 + G*G tokens; images (1, C, S, S), normalised as the model wants.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import torch
+
+from .model import ViT
+
+
+@contextlib.contextmanager
+def _capture_attention(model: ViT):
+    """Collects each block's attention weights (1, H, T, T), in the graph, during a forward pass
+    with return_attention=True."""
+    maps: list[torch.Tensor] = []
+    hooks = [blk.attn.register_forward_hook(lambda m, i, out: maps.append(out[1]))
+             for blk in model.blocks]
+    try:
+        yield maps
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def relevance(model: ViT, x: torch.Tensor, target: int) -> np.ndarray:
+    """(G, G): how much each patch is relevant to class `target`'s logit (Chefer et al. 2021).
+    Non-negative; [CLS]'s own share (R[0, 0], 1 plus what flows back to it) is left out."""
+    device = next(model.parameters()).device
+    with torch.enable_grad(), _capture_attention(model) as maps:
+        logits, _ = model(x.to(device), return_attention=True)
+        grads = torch.autograd.grad(logits[0, target], maps)
+    T = maps[0].shape[-1]
+    R = torch.eye(T, dtype=torch.float64)
+    for A, dA in zip(maps, grads):
+        cam = (dA[0] * A[0]).clamp(min=0).mean(0).detach().cpu().double()   # (T, T)
+        R = R + cam @ R
+    G = model.cfg.grid
+    return R[0, 1:].reshape(G, G).numpy()
+
+
+def blank_patches(x: torch.Tensor, masks: torch.Tensor, grid: int, background: torch.Tensor) -> torch.Tensor:
+    """x: (1, C, S, S); masks: (B, G*G) bool, True = blank that patch -> (B, C, S, S) with the
+    chosen patches set to `background` (C,) — the normalised value of an empty pixel."""
+    B = masks.shape[0]
+    C, S = x.shape[1], x.shape[-1]
+    p = S // grid
+    # (B, G*G) -> (B, 1, G, G) -> pixel resolution (B, 1, S, S)
+    m = masks.view(B, 1, grid, grid).repeat_interleave(p, 2).repeat_interleave(p, 3)
+    return torch.where(m.to(x.device), background.view(1, C, 1, 1).to(x.device, x.dtype),
+                       x.expand(B, C, S, S))
+
+
+@torch.no_grad()
+def _probs(model: ViT, images: torch.Tensor, temperature: float, batch: int = 256) -> torch.Tensor:
+    device = next(model.parameters()).device
+    out = [torch.softmax(model(images[i:i + batch].to(device)).float() / temperature, -1).cpu()
+           for i in range(0, len(images), batch)]
+    return torch.cat(out)
+
+
+def occlusion(model: ViT, x: torch.Tensor, target: int, background: torch.Tensor,
+              temperature: float = 1.0) -> np.ndarray:
+    """(G, G): the drop in class `target`'s calibrated probability when each patch alone is
+    blanked (negative where blanking makes the class more likely)."""
+    G = model.cfg.grid
+    masks = torch.eye(G * G, dtype=torch.bool)                    # one patch per image
+    probs = _probs(model, torch.cat([x, blank_patches(x, masks, G, background)]), temperature)
+    return (probs[0, target] - probs[1:, target]).reshape(G, G).numpy()
+
+
+def deletion_curve(model: ViT, x: torch.Tensor, target: int, importance: np.ndarray,
+                   background: torch.Tensor, temperature: float = 1.0) -> np.ndarray:
+    """(G*G + 1,): class `target`'s probability with the k most important patches blanked, for
+    k = 0 .. G*G (ties broken by patch order)."""
+    G = model.cfg.grid
+    order = np.argsort(-np.asarray(importance).reshape(-1), kind="stable")
+    masks = torch.zeros(G * G + 1, G * G, dtype=torch.bool)
+    for k in range(1, G * G + 1):
+        masks[k, order[:k]] = True
+    return _probs(model, blank_patches(x, masks, G, background), temperature)[:, target].numpy()
+
+
+def deletion_auc(curve: np.ndarray) -> float:
+    """Area under a deletion curve, on a 0..1 axis of the share of patches blanked (trapezoids)."""
+    c = np.asarray(curve, dtype=np.float64)
+    return float(((c[1:] + c[:-1]) / 2).mean())
+
+
+@contextlib.contextmanager
+def heads_off(model: ViT, off):
+    """Within the block: the heads `off` ((layer, head) pairs, 0-based) contribute nothing — their
+    slice of the attention output is zeroed before the block's projection."""
+    D, H = model.cfg.dim, model.cfg.heads
+    Dh = D // H
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in off:
+        by_layer.setdefault(int(layer), []).append(int(head))
+
+    def zero(heads):
+        def hook(module, args):
+            (inp,) = args                                           # (B, T, D), heads side by side
+            keep = torch.ones(D, device=inp.device, dtype=inp.dtype)
+            for h in heads:
+                keep[h * Dh:(h + 1) * Dh] = 0
+            return (inp * keep,)
+        return hook
+
+    hooks = [model.blocks[layer].attn.proj.register_forward_pre_hook(zero(heads))
+             for layer, heads in by_layer.items()]
+    try:
+        yield model
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def ablate(model: ViT, x: torch.Tensor, off, temperature: float = 1.0) -> np.ndarray:
+    """(classes,): calibrated probabilities with the heads `off` switched off."""
+    with heads_off(model, off):
+        return _probs(model, x, temperature)[0].numpy()
