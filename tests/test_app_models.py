@@ -150,6 +150,25 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     # Switch to the 7x7 model and back: the same input goes through it.
     again = page.reanalyse(shown, "mnist", True, 2, 1, patch)
     assert "reads this as" in again[0] and again[-1].model == "mnist"
+    # What drove the answer: both maps, for the answer and for another class, and heads off.
+    rel, occ, text, heads = page.why(shown, name, -1, [])
+    assert rel.shape[1] == occ.shape[1] and rel.dtype == occ.dtype == np.uint8
+    assert "Explaining" in text and "Nothing switched off" in heads
+    _, _, text, heads = page.why(shown, name, 3, ["0,0", "1,1"])
+    assert "Explaining **3**" in text and "With 2 heads off" in heads
+    measured = page.measure(shown, name, -1)
+    assert all(k in measured for k in ("rollout", "relevance", "occlusion", "random order"))
+
+
+def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
+    out = grids_page.analyse_drawing(drawing_value(tmp_path), "grid4", True, 2, 1, None)
+    shown, label = out[-1], out[1]
+    answer = label["label"] if "confidences" in label else max(label, key=label.get)
+    for target in (None, "x", 99, -7, 1e30, [1]):
+        assert f"Explaining **{answer}**" in grids_page.why(shown, "grid4", target, [])[2]
+    _, _, _, heads = grids_page.why(shown, "grid4", -1, ["9,9", "a,b", "0", None, "0,0", "0,0"])
+    assert "With 1 head off" in heads
+    assert grids_page.why(None, "grid4", -1, []) == (None, None, "", "")
 
 
 def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):

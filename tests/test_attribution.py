@@ -99,7 +99,8 @@ def test_deletion_curve_and_its_area(tiny):
     model, x = tiny
     bg = torch.tensor([-0.5])
     importance = np.arange(G * G)[::-1].reshape(G, G)              # patch 0 first, then 1, ...
-    curve = at.deletion_curve(model, x, 4, importance, bg)
+    counts, curve = at.deletion_curve(model, x, 4, importance, bg)
+    assert list(counts) == list(range(G * G + 1))
     with torch.no_grad():
         assert curve[0] == pytest.approx(torch.softmax(model(x), -1)[0, 4].item(), abs=1e-6)
         y = x.clone()
@@ -107,8 +108,14 @@ def test_deletion_curve_and_its_area(tiny):
         assert curve[2] == pytest.approx(torch.softmax(model(y), -1)[0, 4].item(), abs=1e-6)
         assert curve[-1] == pytest.approx(
             torch.softmax(model(torch.full_like(x, -0.5)), -1)[0, 4].item(), abs=1e-6)
-    assert at.deletion_auc([1.0, 0.0]) == 0.5
-    assert at.deletion_auc([1.0, 1.0, 0.0]) == 0.75
+    assert at.deletion_auc(counts, curve) == pytest.approx(
+        sum((curve[k] + curve[k + 1]) / 2 for k in range(G * G)) / (G * G))
+    assert at.deletion_auc(np.array([0, 2]), [1.0, 0.0]) == 0.5
+    assert at.deletion_auc(np.array([0, 1, 4]), [1.0, 1.0, 0.0]) == 0.25 + 0.75 * 0.5
+    # 4 steps over 16 patches: blank 0, 4, 8, 12, 16 of them; the same points as the full curve
+    few, part = at.deletion_curve(model, x, 4, importance, bg, steps=4)
+    assert list(few) == [0, 4, 8, 12, 16]
+    np.testing.assert_allclose(part, curve[[0, 4, 8, 12, 16]], atol=1e-6)
 
 
 def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():

@@ -346,14 +346,17 @@ def attention_grid_picture(img: np.ndarray, cls_maps: np.ndarray, shared_scale: 
 
 
 def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: int = 336,
-                       marked: int | None = None, uniform: float | None = None) -> np.ndarray:
+                       marked: int | None = None, uniform: float | None = None,
+                       top: float | None = None) -> np.ndarray:
     """One (G, G) map over the image, with the patch grid, a colour bar, and optionally one patch
     outlined (the patch whose attention row this is). `uniform`: the level of evenly spread
     weights, for maps of attention: the scale then reaches at least VIVID times it, the bar marks
-    it and the title gives the map's maximum."""
+    it and the title gives the map's maximum. `top`: the scale's top, for maps with an absolute
+    meaning of their own (a probability drop)."""
     peak = float(grid_map.max())
     G = grid_map.shape[0]
-    top = peak if uniform is None else max(peak, VIVID * uniform)
+    if top is None:
+        top = peak if uniform is None else max(peak, VIVID * uniform)
     out = heat_overlay(img, grid_map, top, size)
     out = _composite(out, _grid_layer(out.shape[0], G, False, (90, 90, 90)))
     if marked is not None:

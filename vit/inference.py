@@ -120,10 +120,11 @@ class Predictor:
         return attribution.occlusion(self.model, self.tensor(image), target, self.background,
                                      self.config.temperature)
 
-    def deletion_auc(self, image: np.ndarray, target: int, importance: np.ndarray) -> float:
-        return attribution.deletion_auc(attribution.deletion_curve(
+    def deletion_auc(self, image: np.ndarray, target: int, importance: np.ndarray,
+                     steps: int | None = None) -> float:
+        return attribution.deletion_auc(*attribution.deletion_curve(
             self.model, self.tensor(image), target, importance, self.background,
-            self.config.temperature))
+            self.config.temperature, steps))
 
     def ablate(self, image: np.ndarray, off) -> np.ndarray:
         return attribution.ablate(self.model, self.tensor(image), off, self.config.temperature)

@@ -25,7 +25,7 @@ from ..evaluation import pick_device
 from ..examples import write_examples
 from ..inference import Analysis, Predictor
 from ..preprocessing import BlankInputError, PreprocessError, compact, decode
-from . import draw_tab, testset_tab, upload_tab, views
+from . import draw_tab, testset_tab, upload_tab, views, why_panel
 from .gradio_patches import (
     ImageFile,
     VerdictLabel,
@@ -182,8 +182,29 @@ class Page:
         except gr.Error as e:
             gr.Warning(e.message)
             return (gr.update(value=previous, choices=self.models.choices()), previous,
-                    gr.update(), gr.update(), gr.update(), gr.update())
-        return (gr.update(), name, p.card(), *views.slider_updates(p), None)
+                    *[gr.update()] * 6)
+        return (gr.update(), name, p.card(), *views.slider_updates(p), None,
+                *why_panel.model_updates(p))
+
+    def why(self, shown, name, target, heads):
+        """The "What drove the answer" panel for the input on screen."""
+        if not isinstance(shown, Shown):
+            return None, None, "", ""
+        try:
+            p, a = self._reanalysis(shown, name)
+        except PreprocessError as e:
+            return None, None, f"⚠️ {e}", ""
+        return why_panel.render(p, a.image, target, heads)
+
+    def measure(self, shown, name, target):
+        """The deletion test of the three maps on the input on screen."""
+        if not isinstance(shown, Shown):
+            return "Draw or upload something first."
+        try:
+            p, a = self._reanalysis(shown, name)
+        except PreprocessError as e:
+            return f"⚠️ {e}"
+        return why_panel.faithfulness(p, a.image, target)
 
     def classify(self, image):
         """API: one image file (a path) -> {class: probability} from the default model."""
@@ -320,6 +341,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                 label = VerdictLabel(num_top_classes=10, label="Prediction (probability per class)",
                                      elem_id="prediction")
         panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
+        why = why_panel.build(p)
         with gr.Accordion("About this model", open=False):
             card = gr.Markdown(p.card())
 
@@ -332,10 +354,17 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         api_file = ImageFile(visible=False, type="filepath", label="image")
         api_label = VerdictLabel(visible=False, label="prediction")
         api_file.upload(page.classify, api_file, api_label, api_name="classify")
+        # After every analysis (the label first): the class-specific maps, a moment later.
+        why_args = ([shown, model, why.target, why.heads], why.outputs)
         pad.change(page.analyse_drawing, [pad, *ins], outs, trigger_mode="always_last",
-                   show_progress="hidden", api_name="analyse_drawing")
+                   show_progress="hidden", api_name="analyse_drawing").then(
+            page.why, *why_args, **quiet)
         upload.change(page.analyse_upload, [upload, *ins], outs, show_progress="hidden",
-                      api_name="analyse_upload")
+                      api_name="analyse_upload").then(page.why, *why_args, **quiet)
+        for c in (why.target, why.heads):
+            c.change(page.why, *why_args, trigger_mode="always_last", **quiet)
+        why.measure.click(page.measure, [shown, model, why.target], why.faithfulness,
+                          api_visibility="private")
         panel.shared.change(page.rescale, [shown, model, panel.shared], panel.grid, **quiet)
         for s in (panel.layer, panel.head):
             s.change(page.explore, [shown, model, panel.layer, panel.head, patch],
@@ -343,9 +372,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         panel.pick.select(page.pick_patch, [shown, model, panel.layer, panel.head],
                           [patch, panel.pick, panel.row], **quiet)
         model.change(page.choose_model, [model, current],
-                     [model, current, card, panel.layer, panel.head, patch],
+                     [model, current, card, panel.layer, panel.head, patch, why.target, why.heads],
                      api_visibility="private").then(
             page.reanalyse, [shown, *ins], outs, **quiet).then(
+            page.why, *why_args, **quiet).then(
             page.refresh_testset, [tst.opened, model, tst.kind, tst.true, tst.pred],
             [tst.true, tst.pred, *tst.views], api_visibility="private")
         tst.tab.select(page.open_testset, [model, tst.kind, tst.true, tst.pred],
@@ -355,8 +385,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                     api_visibility="private")
         tst.confusion.select(page.pick_cell, [model], [tst.kind, tst.true, tst.pred, *tst.views],
                              api_visibility="private")
-        tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet)
-        demo.load(page.first_view, ins, outs, **quiet)
+        tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet).then(
+            page.why, *why_args, **quiet)
+        demo.load(page.first_view, ins, outs, **quiet).then(page.why, *why_args, **quiet)
     demo.queue(max_size=env_int("VIT_QUEUE_SIZE", 16, 1, 10_000),
                default_concurrency_limit=CONCURRENCY)
     demo.page = page                    # for tests and notebooks: the handlers over these models

@@ -1,0 +1,151 @@
+"""The "What drove the answer" panel: class-specific relevance and occlusion side by side, how
+faithful each map is on this input (deletion curves), and heads switched off. `build()` makes the
+components; `render()` is a pure function from a prepared input to what they show."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+import numpy as np
+
+from .. import explain as ex
+from ..inference import Predictor
+
+ANSWER = -1                       # the target dropdown's "the model's answer"
+OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
+RANDOM_ORDERS = 3                 # random deletion orders averaged as the chance baseline
+STEPS = 16                        # points of a deletion curve (17 images each, whatever the grid)
+
+
+@dataclass
+class WhyPanel:
+    target: gr.Dropdown
+    heads: gr.CheckboxGroup
+    relevance: gr.Image
+    occlusion: gr.Image
+    measure: gr.Button
+    faithfulness: gr.Markdown
+    ablation: gr.Markdown
+
+    @property
+    def outputs(self) -> list:
+        return [self.relevance, self.occlusion, self.faithfulness, self.ablation]
+
+
+def target_choices(p: Predictor) -> list[tuple[str, int]]:
+    return [("the model's answer", ANSWER)] + [(n, i) for i, n in enumerate(p.class_names)]
+
+
+def head_choices(p: Predictor) -> list[tuple[str, str]]:
+    cfg = p.model.cfg
+    return [(f"L{layer + 1} H{head + 1}", f"{layer},{head}")
+            for layer in range(cfg.depth) for head in range(cfg.heads)]
+
+
+def parse_heads(p: Predictor, values) -> list[tuple[int, int]]:
+    """Checkbox values ("layer,head", 0-based) -> valid pairs for this model; anything else a
+    client sends is dropped."""
+    cfg, out = p.model.cfg, []
+    for v in values or []:
+        try:
+            layer, head = (int(s) for s in str(v).split(","))
+        except ValueError:
+            continue
+        if 0 <= layer < cfg.depth and 0 <= head < cfg.heads and (layer, head) not in out:
+            out.append((layer, head))
+    return out
+
+
+def build(p: Predictor) -> WhyPanel:
+    gr.Markdown(
+        "## What drove the answer\nAttention shows where [CLS] looked, whatever the class. These "
+        "ask what the answer **for one class** rests on. *Relevance* (Chefer et al. 2021) weighs "
+        "each layer's attention by how much it raises that class's score and follows it back to "
+        "the patches. *Occlusion* blanks each patch in turn and measures how much that class's "
+        "probability drops. Pick another class to ask \"why 7 and not 1?\".")
+    with gr.Row():
+        target = gr.Dropdown(target_choices(p), value=ANSWER, label="Explain the class",
+                             elem_id="target", scale=1)
+        measure = gr.Button("Which map to believe? (deletion test, ~1 s)", elem_id="measure",
+                            scale=1)
+    faithfulness = gr.Markdown(elem_id="faithfulness")
+    with gr.Row():
+        relevance = gr.Image(label="Relevance for that class (relative: 0 to this map's max)",
+                             interactive=False, elem_id="relevance", buttons=["download"])
+        occlusion = gr.Image(label="Occlusion: drop in that class's probability when a patch "
+                                   "is blanked", interactive=False, elem_id="occlusion",
+                             buttons=["download"])
+    gr.Markdown("### Switch heads off\nTick heads to remove their output from the model and see "
+                "whether the answer changes.")
+    heads = gr.CheckboxGroup(head_choices(p), label="Heads switched off", elem_id="heads")
+    ablation = gr.Markdown(elem_id="ablation")
+    return WhyPanel(target, heads, relevance, occlusion, measure, faithfulness, ablation)
+
+
+def _chance(p: Predictor, image: np.ndarray, target: int) -> float:
+    rng = np.random.default_rng(0)
+    return float(np.mean([p.deletion_auc(image, target, rng.random(p.grid ** 2), STEPS)
+                          for _ in range(RANDOM_ORDERS)]))
+
+
+def _target(p: Predictor, probs: np.ndarray, target) -> int:
+    """A target value from the page (ANSWER, a class index, or anything a client sends) -> a
+    class index; anything but a valid class means the model's answer."""
+    try:
+        t = int(target)
+    except (TypeError, ValueError, OverflowError):
+        t = ANSWER
+    return t if 0 <= t < len(p.class_names) else int(probs.argmax())
+
+
+def faithfulness(p: Predictor, image: np.ndarray, target) -> str:
+    """The deletion test of rollout, relevance and occlusion (and random orders) on this input."""
+    a = p.analyse_input(image)
+    t = _target(p, a.probs, target)
+    roll = ex.rollout(a.explanation.attn)[0, 1:].reshape(p.grid, p.grid)
+    maps = {"rollout": roll, "relevance": p.relevance(image, t), "occlusion": p.occlusion(image, t)}
+    return faithfulness_text(p, image, t, maps)
+
+
+def faithfulness_text(p: Predictor, image: np.ndarray, target: int, maps: dict) -> str:
+    aucs = {name: p.deletion_auc(image, target, m, STEPS) for name, m in maps.items()}
+    aucs["random order"] = _chance(p, image, target)
+    name = p.class_names[target]
+    ranked = " · ".join(f"{k} **{v:.2f}**" for k, v in sorted(aucs.items(), key=lambda kv: kv[1]))
+    return (f"**Which map to believe here?** Blank the patches each map ranks first, one by one: "
+            f"the faster P({name}) falls, the more the map found what the answer rests on. Mean "
+            f"P({name}) along the way (lower = more faithful): {ranked}.")
+
+
+def ablation_text(p: Predictor, image: np.ndarray, probs: np.ndarray, off) -> str:
+    if not off:
+        return "Nothing switched off: tick heads above."
+    after = p.ablate(image, off)
+    b, a = int(probs.argmax()), int(after.argmax())
+    n = f"{len(off)} head{'s' if len(off) > 1 else ''}"
+    change = "the same answer" if a == b else "a **different** answer"
+    return (f"With {n} off the model reads **{p.class_names[a]}** ({100 * after[a]:.1f} %) — "
+            f"{change}; with every head on: **{p.class_names[b]}** ({100 * probs[b]:.1f} %).")
+
+
+def render(p: Predictor, image: np.ndarray, target, heads) -> tuple:
+    """(relevance picture, occlusion picture, faithfulness text, head-switch text) for a prepared
+    input, a target class (ANSWER or a class index) and the heads switched off. The deletion test
+    is not run here (it costs ~100 forward passes): its text invites the button."""
+    a = p.analyse_input(image)
+    t = _target(p, a.probs, target)
+    name = p.class_names[t]
+    rel, occ = p.relevance(image, t), p.occlusion(image, t)
+    rel_pic = ex.single_map_picture(image, rel, f"relevance for {name}")
+    drop = max(float(occ.max()), 0.0)
+    occ_pic = ex.single_map_picture(image, np.clip(occ, 0, None), f"drop in P({name}), max {drop:.2f}",
+                                    top=max(drop, OCCLUSION_TOP))
+    text = (f"Explaining **{name}**. Press the button to test which map — rollout, relevance or "
+            f"occlusion — finds what this answer rests on.")
+    return rel_pic, occ_pic, text, ablation_text(p, image, a.probs, parse_heads(p, heads))
+
+
+def model_updates(p: Predictor) -> tuple[dict, dict]:
+    """The target and head choices for a newly chosen model."""
+    return (gr.update(choices=target_choices(p), value=ANSWER),
+            gr.update(choices=head_choices(p), value=[]))
