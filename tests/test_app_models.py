@@ -156,7 +156,8 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     assert "Explaining" in text and "Nothing switched off" in heads
     _, _, text, heads = page.why(shown, name, 3, ["0,0", "1,1"])
     assert "Explaining **3**" in text and "With 2 heads off" in heads
-    measured = page.measure(shown, name, -1)
+    assert "With 1 head off" in page.switch_heads(shown, name, ["1,0"])
+    measured = page.measure(shown, name)
     assert all(k in measured for k in ("rollout", "relevance", "occlusion", "random order"))
 
 

@@ -6,7 +6,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ARTIFACTS, ROOT
 
 from vit import attribution as at
 from vit.model import ViT, ViTConfig
@@ -124,7 +124,7 @@ def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():
     from vit.examples import write_examples
     from vit.inference import Predictor
     p = Predictor(ROOT / "checkpoints" / "mnist", "cpu")
-    image, _ = p.read(write_examples(ROOT / ".pytest-artifacts" / "examples")[7])
+    image, _ = p.read(write_examples(ARTIFACTS / "examples")[7])
     seven = 7
     for name, m in (("occlusion", p.occlusion(image, seven)), ("relevance", p.relevance(image, seven))):
         best, worst = p.deletion_auc(image, seven, m), p.deletion_auc(image, seven, -m)

@@ -176,3 +176,32 @@ def test_touch_drawing_on_a_phone(browser, app_server):
     wait_status(pg, "reads this as 7")
     pg.screenshot(path=SHOTS / "5-phone-touch.png", full_page=False)
     ctx.close()
+
+
+def test_what_drove_the_answer_for_another_class_and_with_heads_off(page):
+    """The panel under the explorer: maps for the answer, then for another class ("why 7 and not
+    1?"), the deletion test on demand, and a head switched off."""
+    clear(page)
+    wait_status(page, "Draw a digit")
+    draw(page, "7")
+    wait_status(page, "reads this as 7")
+    page.locator("#relevance").scroll_into_view_if_needed()        # Gradio loads images lazily
+    for pic in ("#relevance img", "#occlusion img"):
+        page.wait_for_selector(pic, timeout=30_000)
+    page.wait_for_function("() => document.querySelector('#faithfulness').innerText.includes('Explaining 7')",
+                           timeout=30_000)
+    page.locator("#target input").click()
+    page.get_by_role("option", name="1", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#faithfulness').innerText.includes('Explaining 1')",
+                           timeout=30_000)
+    page.locator("#measure").click()
+    page.wait_for_function("() => document.querySelector('#faithfulness').innerText.includes('random order')",
+                           timeout=60_000)
+    page.locator("#heads label").first.click()
+    page.wait_for_function("() => document.querySelector('#ablation').innerText.includes('With 1 head off')",
+                           timeout=30_000)
+    assert "random order" in page.locator("#faithfulness").inner_text()      # still shown
+    page.locator("#relevance").scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    page.screenshot(path=SHOTS / "8-what-drove-the-answer.png")
+    assert "reads this as 7" in status(page)

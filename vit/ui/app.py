@@ -196,7 +196,13 @@ class Page:
             return None, None, f"⚠️ {e}", ""
         return why_panel.render(p, a.image, target, heads)
 
-    def measure(self, shown, name, target):
+    def switch_heads(self, shown, name, heads):
+        if not isinstance(shown, Shown):
+            return ""
+        p, a = self._reanalysis(shown, name)
+        return why_panel.switch_heads(p, a.image, heads)
+
+    def measure(self, shown, name):
         """The deletion test of the three maps on the input on screen."""
         if not isinstance(shown, Shown):
             return "Draw or upload something first."
@@ -204,7 +210,7 @@ class Page:
             p, a = self._reanalysis(shown, name)
         except PreprocessError as e:
             return f"⚠️ {e}"
-        return why_panel.faithfulness(p, a.image, target)
+        return why_panel.faithfulness(p, a.image)
 
     def classify(self, image):
         """API: one image file (a path) -> {class: probability} from the default model."""
@@ -361,9 +367,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             page.why, *why_args, **quiet)
         upload.change(page.analyse_upload, [upload, *ins], outs, show_progress="hidden",
                       api_name="analyse_upload").then(page.why, *why_args, **quiet)
-        for c in (why.target, why.heads):
-            c.change(page.why, *why_args, trigger_mode="always_last", **quiet)
-        why.measure.click(page.measure, [shown, model, why.target], why.faithfulness,
+        why.target.change(page.why, *why_args, trigger_mode="always_last", **quiet)
+        why.heads.change(page.switch_heads, [shown, model, why.heads], why.ablation,
+                         trigger_mode="always_last", **quiet)
+        why.measure.click(page.measure, [shown, model], why.faithfulness,
                           api_visibility="private")
         panel.shared.change(page.rescale, [shown, model, panel.shared], panel.grid, **quiet)
         for s in (panel.layer, panel.head):

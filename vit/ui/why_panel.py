@@ -66,15 +66,16 @@ def build(p: Predictor) -> WhyPanel:
     with gr.Row():
         target = gr.Dropdown(target_choices(p), value=ANSWER, label="Explain the class",
                              elem_id="target", scale=1)
-        measure = gr.Button("Which map to believe? (deletion test, ~1 s)", elem_id="measure",
+        measure = gr.Button("Which map to believe for the answer? (deletion test)", elem_id="measure",
                             scale=1)
     faithfulness = gr.Markdown(elem_id="faithfulness")
     with gr.Row():
         relevance = gr.Image(label="Relevance for that class (relative: 0 to this map's max)",
-                             interactive=False, elem_id="relevance", buttons=["download"])
-        occlusion = gr.Image(label="Occlusion: drop in that class's probability when a patch "
-                                   "is blanked", interactive=False, elem_id="occlusion",
-                             buttons=["download"])
+                             interactive=False, elem_id="relevance", buttons=["download"],
+                             height=400)
+        occlusion = gr.Image(label="Occlusion: how that class's probability changes when a "
+                                   "patch is blanked", interactive=False, elem_id="occlusion",
+                             buttons=["download"], height=400)
     gr.Markdown("### Switch heads off\nTick heads to remove their output from the model and see "
                 "whether the answer changes.")
     heads = gr.CheckboxGroup(head_choices(p), label="Heads switched off", elem_id="heads")
@@ -98,10 +99,11 @@ def _target(p: Predictor, probs: np.ndarray, target) -> int:
     return t if 0 <= t < len(p.class_names) else int(probs.argmax())
 
 
-def faithfulness(p: Predictor, image: np.ndarray, target) -> str:
-    """The deletion test of rollout, relevance and occlusion (and random orders) on this input."""
+def faithfulness(p: Predictor, image: np.ndarray) -> str:
+    """The deletion test of rollout, relevance and occlusion (and random orders) on this input,
+    for the model's answer: for a class the model gives ~0, there is nothing left to fall."""
     a = p.analyse_input(image)
-    t = _target(p, a.probs, target)
+    t = int(a.probs.argmax())
     roll = ex.rollout(a.explanation.attn)[0, 1:].reshape(p.grid, p.grid)
     maps = {"rollout": roll, "relevance": p.relevance(image, t), "occlusion": p.occlusion(image, t)}
     return faithfulness_text(p, image, t, maps)
@@ -112,7 +114,8 @@ def faithfulness_text(p: Predictor, image: np.ndarray, target: int, maps: dict) 
     aucs["random order"] = _chance(p, image, target)
     name = p.class_names[target]
     ranked = " · ".join(f"{k} **{v:.2f}**" for k, v in sorted(aucs.items(), key=lambda kv: kv[1]))
-    return (f"**Which map to believe here?** Blank the patches each map ranks first, one by one: "
+    return (f"**Which map to believe for the answer {name}?** Blank the patches each map ranks "
+            f"first, one by one: "
             f"the faster P({name}) falls, the more the map found what the answer rests on. Mean "
             f"P({name}) along the way (lower = more faithful): {ranked}.")
 
@@ -131,18 +134,30 @@ def ablation_text(p: Predictor, image: np.ndarray, probs: np.ndarray, off) -> st
 def render(p: Predictor, image: np.ndarray, target, heads) -> tuple:
     """(relevance picture, occlusion picture, faithfulness text, head-switch text) for a prepared
     input, a target class (ANSWER or a class index) and the heads switched off. The deletion test
-    is not run here (it costs ~100 forward passes): its text invites the button."""
+    is not run here (it costs ~100 forward passes): its text invites the button.
+    For the answer, occlusion shows how much blanking each patch lowers its probability; for any
+    other class, how much it raises that class's: what keeps the input from being read as it."""
     a = p.analyse_input(image)
     t = _target(p, a.probs, target)
-    name = p.class_names[t]
+    name, answer = p.class_names[t], t == int(a.probs.argmax())
     rel, occ = p.relevance(image, t), p.occlusion(image, t)
     rel_pic = ex.single_map_picture(image, rel, f"relevance for {name}")
-    drop = max(float(occ.max()), 0.0)
-    occ_pic = ex.single_map_picture(image, np.clip(occ, 0, None), f"drop in P({name}), max {drop:.2f}",
-                                    top=max(drop, OCCLUSION_TOP))
-    text = (f"Explaining **{name}**. Press the button to test which map — rollout, relevance or "
-            f"occlusion — finds what this answer rests on.")
+    shown = np.clip(occ if answer else -occ, 0, None)
+    peak = float(shown.max())
+    title = f"{'drop' if answer else 'rise'} in P({name}), max {peak:.2f}"
+    occ_pic = ex.single_map_picture(image, shown, title, top=max(peak, OCCLUSION_TOP))
+    text = (f"Explaining **{name}**"
+            + ("" if answer else f" (the model's answer is {p.class_names[int(a.probs.argmax())]}: "
+                                 "occlusion shows which patches, blanked, would make it more of a "
+                                 f"{name})")
+            + ". Press the button to test which map — rollout, relevance or occlusion — finds what "
+              "the answer rests on.")
     return rel_pic, occ_pic, text, ablation_text(p, image, a.probs, parse_heads(p, heads))
+
+
+def switch_heads(p: Predictor, image: np.ndarray, heads) -> str:
+    """Only the head-switch text (ticking heads changes nothing else)."""
+    return ablation_text(p, image, p.analyse_input(image).probs, parse_heads(p, heads))
 
 
 def model_updates(p: Predictor) -> tuple[dict, dict]:
