@@ -1,0 +1,58 @@
+"""Which explanation map to believe, over the test set: the deletion test of each map.
+
+    python -m bench.faithfulness [--checkpoint checkpoints/mnist] [--data-dir ../shared/data]
+                                 [--n 200] [--steps 16]
+
+For each of the first --n test images: the model's answer, then four orders of blanking patches
+(most important first by attention rollout, Chefer relevance, occlusion, and random orders), and
+the mean probability of the answer along each curve (deletion AUC, Petsiuk et al. 2018; lower =
+the map found what the answer rests on). Prints the mean and median per map, how often each map
+beats rollout on the same image, and the time per image. The page runs the same test on the
+current input ("Which map to believe for the answer?").
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from vit import explain as ex
+from vit.data import load_split
+from vit.inference import Predictor
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkpoint", default="checkpoints/mnist")
+    ap.add_argument("--data-dir", default="../shared/data")
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=16)
+    args = ap.parse_args(argv)
+    p = Predictor(args.checkpoint, "cpu")
+    split = load_split(p.config.dataset, args.data_dir, train=False)
+    rng = np.random.default_rng(0)
+    aucs: dict[str, list[float]] = {"rollout": [], "relevance": [], "occlusion": [], "random": []}
+    started = time.perf_counter()
+    for img in split.images[:args.n].numpy():
+        image = img.astype(np.float32) / 255.0
+        a = p.analyse_input(image)
+        t = int(a.probs.argmax())
+        maps = {"rollout": ex.rollout(a.explanation.attn)[0, 1:],
+                "relevance": p.relevance(image, t), "occlusion": p.occlusion(image, t),
+                "random": rng.random(p.grid ** 2)}
+        for name, m in maps.items():
+            aucs[name].append(p.deletion_auc(image, t, m, args.steps))
+    seconds = time.perf_counter() - started
+    print(f"{args.checkpoint}: {args.n} test images, {args.steps}-step deletion curves, "
+          f"{1000 * seconds / args.n:.0f} ms per image (all four maps)")
+    roll = np.array(aucs["rollout"])
+    for name, v in aucs.items():
+        v = np.array(v)
+        print(f"  {name:10s} deletion AUC mean {v.mean():.3f}  median {statistics.median(v):.3f}"
+              + ("" if name == "rollout" else f"  lower than rollout on {100 * (v < roll).mean():.0f} %"))
+
+
+if __name__ == "__main__":
+    main()
