@@ -36,12 +36,12 @@ from safetensors import SafetensorError, safe_open
 
 from . import calibration as cal
 from . import distributed
+from .augment import draw_erasing, erase
 from .checkpoint import atomic_write, save_checkpoint, save_tensors
 from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
 from .datasets import SPECS, DatasetSpec, get_spec
 from .evaluation import evaluate, pick_device, predict_logits, score
 from .model import ViT, ViTConfig
-from .augment import draw_erasing, erase
 from .teacher import Teacher, distillation_loss
 
 MAX_SEED = 2**63 - 1                  # torch.manual_seed overflows beyond what fits an int64
