@@ -352,7 +352,11 @@ def restore(saved: SavedState, model: ViT, opt: torch.optim.Optimizer, ema: ViT 
                 if name in st and st[name].shape != params[idx].shape:
                     raise ValueError(f"optimiser state {idx}.{name} has shape "
                                      f"{tuple(st[name].shape)}, its parameter {tuple(params[idx].shape)}")
-        opt.load_state_dict({"state": opt_state, "param_groups": saved.param_groups})
+        # Which implementation runs (fused or not) is this process's choice, not the saved run's
+        # (set before loading, which puts AdamW's step counts where that implementation wants them).
+        impl = [{k: g[k] for k in ("fused", "foreach") if k in g} for g in opt.param_groups]
+        groups = [{**g, **kept} for g, kept in zip(saved.param_groups, impl)]
+        opt.load_state_dict({"state": opt_state, "param_groups": groups + saved.param_groups[len(impl):]})
     except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
         reason = " ".join(str(e).split())[:200]
         raise TrainingError(f"can't resume: the saved state does not fit this model ({reason})") from None
@@ -474,7 +478,11 @@ def new_session(tc: TrainConfig, mc: ViTConfig, train_split: Split,
     if d.enabled:   # averages gradients across processes during backward()
         net = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
-    opt = torch.optim.AdamW(param_groups(model, tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999))
+    # The fused AdamW kernel (one pass over all parameters) where torch has one: on a 2-core CPU
+    # it takes a third of the for-loop implementation's time, and gives the same weights up to
+    # float rounding.
+    opt = torch.optim.AdamW(param_groups(model, tc.weight_decay), lr=tc.lr, betas=(0.9, 0.999),
+                            fused=device.type in ("cpu", "cuda"))
     ema = copy.deepcopy(model).requires_grad_(False).eval() if tc.ema else None
     return Session(tc, get_spec(tc.dataset), d, device, model, net, opt,
                    make_plan(tc, len(train_split)), train_split, data, ema)
