@@ -79,6 +79,21 @@ def test_occlusion_matches_blanking_each_patch_by_hand(tiny):
                                               abs=1e-6)
 
 
+def test_occlusion_by_squares_of_patches(tiny):
+    """block=2 on the 4x4 grid: four 2x2 squares blanked, each patch given its square's drop."""
+    model, x = tiny
+    bg = torch.tensor([-0.5])
+    got = at.occlusion(model, x, 5, bg, block=2)
+    with torch.no_grad():
+        p0 = torch.softmax(model(x), -1)[0, 5]
+        for r in (0, 2):
+            for c in (0, 2):
+                y = x.clone()
+                y[..., r * 7:(r + 2) * 7, c * 7:(c + 2) * 7] = -0.5
+                want = (p0 - torch.softmax(model(y), -1)[0, 5]).item()
+                np.testing.assert_allclose(got[r:r + 2, c:c + 2], want, atol=1e-6)
+
+
 def test_switching_heads_off_is_zeroing_their_share_of_the_projection(tiny):
     model, x = tiny
     off = [(0, 1), (1, 0)]

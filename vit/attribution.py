@@ -78,13 +78,19 @@ def _probs(model: ViT, images: torch.Tensor, temperature: float, batch: int = 25
 
 
 def occlusion(model: ViT, x: torch.Tensor, target: int, background: torch.Tensor,
-              temperature: float = 1.0) -> np.ndarray:
+              temperature: float = 1.0, block: int = 1) -> np.ndarray:
     """(G, G): the drop in class `target`'s calibrated probability when each patch alone is
-    blanked (negative where blanking makes the class more likely)."""
+    blanked (negative where blanking makes the class more likely). `block` > 1 blanks squares of
+    block x block patches instead (a quarter of the images for block 2) and gives each patch its
+    square's drop: for fine grids, where one tiny patch rarely matters alone."""
     G = model.cfg.grid
-    masks = torch.eye(G * G, dtype=torch.bool)                    # one patch per image
+    cells = torch.arange(G * G)
+    square = (cells // G // block) * G + (cells % G // block)    # (G*G,) each patch's square
+    squares = square.unique()
+    masks = square[None, :] == squares[:, None]                  # (squares, G*G)
     probs = _probs(model, torch.cat([x, blank_patches(x, masks, G, background)]), temperature)
-    return (probs[0, target] - probs[1:, target]).reshape(G, G).numpy()
+    drop = probs[0, target] - probs[1:, target]                  # (squares,)
+    return drop[torch.searchsorted(squares, square)].reshape(G, G).numpy()
 
 
 def deletion_steps(n: int, steps: int | None) -> np.ndarray:

@@ -362,12 +362,14 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         api_file.upload(page.classify, api_file, api_label, api_name="classify")
         # After every analysis (the label first): the class-specific maps, a moment later.
         why_args = ([shown, model, why.target, why.heads], why.outputs)
+        # One lane for these, apart from the label's: they never hold up the next drawing's label.
+        later = dict(quiet, concurrency_limit=1, concurrency_id="why")
         pad.change(page.analyse_drawing, [pad, *ins], outs, trigger_mode="always_last",
                    show_progress="hidden", api_name="analyse_drawing").then(
-            page.why, *why_args, **quiet)
+            page.why, *why_args, **later)
         upload.change(page.analyse_upload, [upload, *ins], outs, show_progress="hidden",
-                      api_name="analyse_upload").then(page.why, *why_args, **quiet)
-        why.target.change(page.why, *why_args, trigger_mode="always_last", **quiet)
+                      api_name="analyse_upload").then(page.why, *why_args, **later)
+        why.target.change(page.why, *why_args, trigger_mode="always_last", **later)
         why.heads.change(page.switch_heads, [shown, model, why.heads], why.ablation,
                          trigger_mode="always_last", **quiet)
         why.measure.click(page.measure, [shown, model], why.faithfulness,
@@ -382,7 +384,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                      [model, current, card, panel.layer, panel.head, patch, why.target, why.heads],
                      api_visibility="private").then(
             page.reanalyse, [shown, *ins], outs, **quiet).then(
-            page.why, *why_args, **quiet).then(
+            page.why, *why_args, **later).then(
             page.refresh_testset, [tst.opened, model, tst.kind, tst.true, tst.pred],
             [tst.true, tst.pred, *tst.views], api_visibility="private")
         tst.tab.select(page.open_testset, [model, tst.kind, tst.true, tst.pred],
@@ -393,8 +395,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         tst.confusion.select(page.pick_cell, [model], [tst.kind, tst.true, tst.pred, *tst.views],
                              api_visibility="private")
         tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet).then(
-            page.why, *why_args, **quiet)
-        demo.load(page.first_view, ins, outs, **quiet).then(page.why, *why_args, **quiet)
+            page.why, *why_args, **later)
+        demo.load(page.first_view, ins, outs, **quiet).then(page.why, *why_args, **later)
     demo.queue(max_size=env_int("VIT_QUEUE_SIZE", 16, 1, 10_000),
                default_concurrency_limit=CONCURRENCY)
     demo.page = page                    # for tests and notebooks: the handlers over these models

@@ -144,7 +144,9 @@ def render(p: Predictor, image: np.ndarray, target, heads) -> tuple:
     rel_pic = ex.single_map_picture(image, rel, f"relevance for {name}")
     shown = np.clip(occ if answer else -occ, 0, None)
     peak = float(shown.max())
-    title = f"{'drop' if answer else 'rise'} in P({name}), max {peak:.2f}"
+    b = p.occlusion_block
+    title = (f"{'drop' if answer else 'rise'} in P({name}), max {peak:.2f}"
+             + (f"; {b}x{b}-patch squares" if b > 1 else ""))
     occ_pic = ex.single_map_picture(image, shown, title, top=max(peak, OCCLUSION_TOP))
     text = (f"Explaining **{name}**"
             + ("" if answer else f" (the model's answer is {p.class_names[int(a.probs.argmax())]}: "
