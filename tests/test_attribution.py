@@ -144,3 +144,28 @@ def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():
     for name, m in (("occlusion", p.occlusion(image, seven)), ("relevance", p.relevance(image, seven))):
         best, worst = p.deletion_auc(image, seven, m), p.deletion_auc(image, seven, -m)
         assert best < 0.5 * worst, (name, best, worst)
+
+
+def test_switching_heads_off_leaves_other_requests_alone(tiny):
+    """The app shares one model between requests: heads switched off for one visitor must not
+    be off for another answering at the same moment (no hooks on the shared model)."""
+    import threading
+    model, x = tiny
+    with torch.no_grad():
+        plain = model(x).clone()
+    stop = threading.Event()
+
+    def switcher():
+        while not stop.is_set():
+            at.ablate(model, x, [(0, 0), (0, 1), (1, 0), (1, 1)])
+
+    t = threading.Thread(target=switcher)
+    t.start()
+    try:
+        with torch.no_grad():
+            for _ in range(200):
+                torch.testing.assert_close(model(x), plain, rtol=0, atol=1e-6)
+    finally:
+        stop.set()
+        t.join()
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())

@@ -19,35 +19,20 @@ Shapes: L layers, H heads, T = 1 + G*G tokens; images (1, C, S, S), normalised a
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import torch
 
 from .model import ViT
 
 
-@contextlib.contextmanager
-def _capture_attention(model: ViT):
-    """Collects each block's attention weights (1, H, T, T), in the graph, during a forward pass
-    with return_attention=True."""
-    maps: list[torch.Tensor] = []
-    hooks = [blk.attn.register_forward_hook(lambda m, i, out: maps.append(out[1]))
-             for blk in model.blocks]
-    try:
-        yield maps
-    finally:
-        for h in hooks:
-            h.remove()
-
-
 def relevance(model: ViT, x: torch.Tensor, target: int) -> np.ndarray:
     """(G, G): how much each patch is relevant to class `target`'s logit (Chefer et al. 2021).
     Non-negative; [CLS]'s own share (R[0, 0], 1 plus what flows back to it) is left out."""
     device = next(model.parameters()).device
-    with torch.enable_grad(), _capture_attention(model) as maps:
-        logits, _ = model(x.to(device), return_attention=True)
-        grads = torch.autograd.grad(logits[0, target], maps)
+    with torch.enable_grad():
+        tokens, maps = model.tokens_and_maps(x.to(device), return_attention=True)
+        logit = model.forward_head(tokens)[0, target]
+        grads = torch.autograd.grad(logit, maps)
     T = maps[0].shape[-1]
     R = torch.eye(T, dtype=torch.float64)
     for A, dA in zip(maps, grads):
@@ -70,9 +55,12 @@ def blank_patches(x: torch.Tensor, masks: torch.Tensor, grid: int, background: t
 
 
 @torch.no_grad()
-def _probs(model: ViT, images: torch.Tensor, temperature: float, batch: int = 256) -> torch.Tensor:
+def _probs(model: ViT, images: torch.Tensor, temperature: float, batch: int = 256,
+           head_mask: torch.Tensor | None = None) -> torch.Tensor:
     device = next(model.parameters()).device
-    out = [torch.softmax(model(images[i:i + batch].to(device)).float() / temperature, -1).cpu()
+    mask = None if head_mask is None else head_mask.to(device)
+    out = [torch.softmax(model(images[i:i + batch].to(device), head_mask=mask).float()
+                         / temperature, -1).cpu()
            for i in range(0, len(images), batch)]
     return torch.cat(out)
 
@@ -123,35 +111,15 @@ def deletion_auc(counts: np.ndarray, curve: np.ndarray) -> float:
     return float(((c[1:] + c[:-1]) / 2 * np.diff(share)).sum())
 
 
-@contextlib.contextmanager
-def heads_off(model: ViT, off):
-    """Within the block: the heads `off` ((layer, head) pairs, 0-based) contribute nothing — their
-    slice of the attention output is zeroed before the block's projection."""
-    D, H = model.cfg.dim, model.cfg.heads
-    Dh = D // H
-    by_layer: dict[int, list[int]] = {}
+def head_mask(model: ViT, off) -> torch.Tensor:
+    """(depth, H) ones, with 0 for the heads `off` ((layer, head) pairs, 0-based)."""
+    mask = torch.ones(model.cfg.depth, model.cfg.heads)
     for layer, head in off:
-        by_layer.setdefault(int(layer), []).append(int(head))
-
-    def zero(heads):
-        def hook(module, args):
-            (inp,) = args                                           # (B, T, D), heads side by side
-            keep = torch.ones(D, device=inp.device, dtype=inp.dtype)
-            for h in heads:
-                keep[h * Dh:(h + 1) * Dh] = 0
-            return (inp * keep,)
-        return hook
-
-    hooks = [model.blocks[layer].attn.proj.register_forward_pre_hook(zero(heads))
-             for layer, heads in by_layer.items()]
-    try:
-        yield model
-    finally:
-        for h in hooks:
-            h.remove()
+        mask[int(layer), int(head)] = 0
+    return mask
 
 
 def ablate(model: ViT, x: torch.Tensor, off, temperature: float = 1.0) -> np.ndarray:
-    """(classes,): calibrated probabilities with the heads `off` switched off."""
-    with heads_off(model, off):
-        return _probs(model, x, temperature)[0].numpy()
+    """(classes,): calibrated probabilities with the heads `off` switched off — their output
+    zeroed before the block's projection, for this call only (the model is shared)."""
+    return _probs(model, x, temperature, head_mask=head_mask(model, off))[0].numpy()

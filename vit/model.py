@@ -79,7 +79,9 @@ class Attention(nn.Module):
         self.dropout = dropout
         self.proj_drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
+    def forward(self, x: torch.Tensor, return_attention: bool = False,
+                head_mask: torch.Tensor | None = None):
+        """head_mask: (H,) multiplies each head's output (0 = that head switched off)."""
         B, T, D = x.shape
         # (B, T, 3D) -> (B, T, 3, H, Dh) -> q, k, v each (B, H, T, Dh). Split along dim 2, not
         # permuted to (3, B, H, T, Dh) first: backward then stacks their gradients straight into
@@ -94,6 +96,8 @@ class Attention(nn.Module):
             attn = None
             out = F.scaled_dot_product_attention(
                 q, k, v, dropout_p=self.dropout if self.training else 0.0)
+        if head_mask is not None:
+            out = out * head_mask.to(out.dtype).view(1, -1, 1, 1)    # (B, H, T, Dh)
         out = out.transpose(1, 2).reshape(B, T, D)                  # (B, T, D)
         return self.proj_drop(self.proj(out)), attn
 
@@ -114,8 +118,9 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(cfg.dim)
         self.mlp = MLP(cfg.dim, cfg.mlp_dim, cfg.dropout)
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
-        a, attn = self.attn(self.norm1(x), return_attention)
+    def forward(self, x: torch.Tensor, return_attention: bool = False,
+                head_mask: torch.Tensor | None = None):
+        a, attn = self.attn(self.norm1(x), return_attention, head_mask)
         x = x + a
         x = x + self.mlp(self.norm2(x))
         return x, attn
@@ -170,9 +175,19 @@ class ViT(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward_features(self, x: torch.Tensor, return_attention: bool = False):
+    def forward_features(self, x: torch.Tensor, return_attention: bool = False,
+                         head_mask: torch.Tensor | None = None):
         """Images (B, C, S, S) -> normalised tokens (B, T, D) and, if asked, the attention
         weights of every block stacked as (B, depth, H, T, T)."""
+        x, maps = self.tokens_and_maps(x, return_attention, head_mask)
+        return x, (torch.stack(maps, dim=1) if return_attention else None)
+
+    def tokens_and_maps(self, x: torch.Tensor, return_attention: bool = False,
+                        head_mask: torch.Tensor | None = None):
+        """forward_features, with each block's attention (B, H, T, T) as the tensor the rest of
+        the network used (so that gradients can be taken with respect to it), in a list.
+        head_mask: (depth, H), multiplying each head's output (0 = switched off), per call — so
+        that one request can switch heads off while another uses the same model."""
         x = x.to(self.pos_embed.device)                # a CPU input to a GPU model just works
         if x.device.type == "cpu":
             # Channels-last (B, S, S, C in memory): oneDNN's convolutions run faster on it
@@ -186,16 +201,16 @@ class ViT(nn.Module):
         x = torch.cat([cls, x], dim=1) + self.pos_embed  # (B, T, D)
         x = self.pos_drop(x)
         maps = []
-        for blk in self.blocks:
-            x, attn = blk(x, return_attention)
+        for i, blk in enumerate(self.blocks):
+            x, attn = blk(x, return_attention, None if head_mask is None else head_mask[i])
             maps.append(attn)
-        x = self.norm(x)
-        return x, (torch.stack(maps, dim=1) if return_attention else None)
+        return self.norm(x), maps
 
     def forward_head(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.head(tokens[:, 0])                 # classify from the [CLS] token
 
-    def forward(self, x: torch.Tensor, return_attention: bool = False):
-        tokens, attn = self.forward_features(x, return_attention)
+    def forward(self, x: torch.Tensor, return_attention: bool = False,
+                head_mask: torch.Tensor | None = None):
+        tokens, attn = self.forward_features(x, return_attention, head_mask)
         logits = self.forward_head(tokens)
         return (logits, attn) if return_attention else logits
