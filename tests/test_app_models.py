@@ -14,6 +14,7 @@ import torch
 from conftest import ROOT
 from PIL import Image
 
+from vit import explain as ex
 from vit.checkpoint import save_checkpoint
 from vit.examples import render_digit
 from vit.model import ViT, ViTConfig
@@ -147,6 +148,12 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     patch, pick, row = page.pick_patch(shown, name, 2, 1, evt)
     assert patch == grid * grid - 1
     assert page.rescale(shown, name, False) is not None
+    # A click on the last map of the layers x heads picture opens layer 2, head 2 (1-based).
+    L, H = 2, 2
+    tile = size * max(1, 112 // size)
+    y, x = ex._attention_grid_template(L, H, tile)[1][L - 1][H - 1]
+    assert page.pick_head(name, SimpleNamespace(index=[x + 3, y + 3])) == (L, H)
+    assert page.pick_head(name, SimpleNamespace(index=[float("nan"), 3])) == (gr.update(), gr.update())
     # Switch to the 7x7 model and back: the same input goes through it.
     again = page.reanalyse(shown, "mnist", True, 2, 1, patch)
     assert "reads this as" in again[0] and again[-1].model == "mnist"

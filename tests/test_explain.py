@@ -193,3 +193,17 @@ def test_one_scale_for_all_maps_is_absolute_and_each_map_is_captioned(attn, img)
     assert ex.tile_caption(0.354, 0.0004, True) == "max 0.35 · [CLS] <0.001"
     assert ex.tile_caption(0.0054, 0.02, False) == "0 to 0.005 · [CLS] 0.02"
     assert ex.tile_caption(0.5, None, True) == "max 0.50"
+
+
+def test_a_click_on_a_map_names_its_layer_and_head(attn, img):
+    """What the page uses to open a clicked thumbnail in the explorer: every map's centre and
+    its caption name that map; labels, gaps and the colour bar name none."""
+    pic = ex.attention_grid_picture(img, attn.cls_maps)
+    _, corners = ex._attention_grid_template(3, 2, 112)
+    for layer in range(3):
+        for head in range(2):
+            y, x = corners[layer][head]
+            assert ex.head_at(x + 56, y + 56, 3, 2, 28) == (layer, head)
+            assert ex.head_at(x + 5, y + 112 + 5, 3, 2, 28) == (layer, head)      # its caption
+    assert ex.head_at(10, 60, 3, 2, 28) is None                                    # "layer 1"
+    assert ex.head_at(30, pic.shape[0] - 5, 3, 2, 28) is None                      # the bar

@@ -345,6 +345,19 @@ def attention_grid_picture(img: np.ndarray, cls_maps: np.ndarray, shared_scale: 
     return np.concatenate([out, bar], axis=0)
 
 
+def head_at(x: float, y: float, L: int, H: int, image_size: int, tile: int = 112):
+    """The 0-based (layer, head) whose map (or caption) is at pixel (x, y) of an
+    attention_grid_picture of an image_size-pixel input, or None (a label, a gap, the bar)."""
+    tile = image_size * max(1, tile // image_size)
+    _, corners = _attention_grid_template(L, H, tile)
+    for layer in range(L):
+        for head in range(H):
+            top, left = corners[layer][head]
+            if top <= y < top + tile + CAPTION and left <= x < left + tile:
+                return layer, head
+    return None
+
+
 def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: int = 336,
                        marked: int | None = None, uniform: float | None = None,
                        top: float | None = None) -> np.ndarray:

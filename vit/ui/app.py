@@ -175,6 +175,20 @@ class Page:
         _, a = self._reanalysis(shown, name)
         return patch, *views.explorer(p, a, layer, head, patch)
 
+    def pick_head(self, name, evt: gr.SelectData):
+        """A click on a map of the layers x heads picture opens that layer and head below."""
+        p = self.predictor(name)
+        try:
+            x, y = (float(v) for v in evt.index[:2])
+        except (TypeError, ValueError):
+            return gr.update(), gr.update()
+        cfg = p.model.cfg
+        hit = (ex.head_at(x, y, cfg.depth, cfg.heads, p.size)
+               if math.isfinite(x) and math.isfinite(y) else None)
+        if hit is None:
+            return gr.update(), gr.update()
+        return hit[0] + 1, hit[1] + 1
+
     def choose_model(self, name, previous):
         """Switch models; on a broken one say why and stay on the previous one."""
         try:
@@ -378,6 +392,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         for s in (panel.layer, panel.head):
             s.change(page.explore, [shown, model, panel.layer, panel.head, patch],
                      [panel.pick, panel.row], trigger_mode="always_last", **quiet)
+        panel.grid.select(page.pick_head, [model], [panel.layer, panel.head], **quiet)
         panel.pick.select(page.pick_patch, [shown, model, panel.layer, panel.head],
                           [patch, panel.pick, panel.row], **quiet)
         model.change(page.choose_model, [model, current],

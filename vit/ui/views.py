@@ -114,7 +114,8 @@ def build(depth: int, heads: int) -> Panel:
                 "**Rollout** (Abnar & Zuidema 2020) multiplies the layers' attention (each plus "
                 "the residual path) into one map of how much each patch flows into the final "
                 "[CLS]. It is the same whatever class you ask about: it shows where the model "
-                "gathers information, not why it chose this class.")
+                "gathers information, not why it chose this class. Click a map to open that layer "
+                "and head in the explorer below.")
     shared = gr.Checkbox(True, label="One colour scale for all maps (untick: scale each map "
                                      "to its own range, printed under it)")
     with gr.Row():
