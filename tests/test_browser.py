@@ -143,6 +143,10 @@ def test_test_set_explorer(page):
     page.locator("#testset-gallery img").first.click()
     wait_status(page, "Test image #")
     assert "true class" in status(page)
+    # Its result is brought into view (it appears above the tab).
+    page.wait_for_function("() => { const r = document.querySelector('#status').getBoundingClientRect();"
+                           " return r.top >= 0 && r.top < window.innerHeight; }", timeout=10_000)
+    assert page.locator("#reliability img").count() == 1
     assert page.locator("#attention img").count() >= 1
     page.screenshot(path=SHOTS / "6-test-image.png", full_page=True)
     img = page.locator("#confusion img")
@@ -151,6 +155,12 @@ def test_test_set_explorer(page):
     page.mouse.click(box["x"] + (LEFT + 1.5 * CELL) * scale, box["y"] + (TOP + 1.5 * CELL) * scale)
     wait_text(page, "#testset-status", "true class 1, predicted 1")
     page.screenshot(path=SHOTS / "7-confusion-click.png", full_page=True)
+    # Quick clicks on the filter: none dropped, the gallery follows the last one.
+    for kind in ("all", "mistakes", "least confident", "all"):
+        page.locator("#testset-kind").get_by_label(kind, exact=True).check()
+    wait_text(page, "#testset-status", "images, true class 1, predicted 1")
+    page.wait_for_timeout(1500)
+    assert "images, true class 1, predicted 1" in page.locator("#testset-status").inner_text()
 
 
 def test_touch_drawing_on_a_phone(browser, app_server):

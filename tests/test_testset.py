@@ -137,3 +137,15 @@ def test_tab_is_hidden_on_spaces_without_data(on_spaces, with_data, visible, tin
                        text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert f"visible: {visible}" in r.stdout
+
+
+def test_an_empty_selection_says_what_to_do(tiny_data):
+    """Mistakes whose true and predicted class are the same: none, and the tab says how to get
+    some back instead of "0 of 0"; the reliability diagram comes with every view."""
+    from vit.ui.models import Models
+    from vit.ui.testset_tab import Answers as TabAnswers
+    models = Models(ROOT / "checkpoints", "cpu")
+    status, confusion, reliability, gallery, shown = TabAnswers(models, tiny_data).view(
+        "mnist", "mistakes", 3, 3)
+    assert "Nothing to show" in status and '"any"' in status and gallery == [] == shown
+    assert reliability.ndim == 3 and reliability.dtype == np.uint8 and confusion is not None

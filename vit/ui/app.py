@@ -41,6 +41,8 @@ CSS = draw_tab.CSS + ".hint { color: #555; font-size: 0.95em; }\n"
 # A burst of requests must not make the next visitor wait for answers nobody will read: the
 # queue holds a few per worker; beyond that a client is told at once that the server is busy.
 CONCURRENCY = 2
+# After a test image is chosen, bring its result into view (it appears above the tab).
+SCROLL_TO_RESULT = "() => document.querySelector('#status')?.scrollIntoView({block: 'start'})"
 FIRST_VIEWS = 8          # first views kept (each ~2 MB of pictures): every visitor's is the same
 
 
@@ -252,7 +254,7 @@ class Page:
         except (TypeError, ValueError, IndexError):
             cell = None
         if cell is None:
-            return (gr.update(),) * 7
+            return (gr.update(),) * 8
         true, pred = cell
         kind = "mistakes" if true != pred else "least confident"
         return (kind, true, pred, *self.testset_view(name, kind, true, pred, progress))
@@ -281,7 +283,7 @@ class Page:
         p = self.predictor(name)
         choices = gr.update(choices=testset_tab.class_choices(p.class_names), value=-1)
         if not opened:
-            return choices, choices, *[gr.update()] * 4
+            return choices, choices, *[gr.update()] * 5
         return choices, choices, *self.testset_view(name, kind, -1, -1, progress)
 
 
@@ -404,13 +406,14 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             [tst.true, tst.pred, *tst.views], api_visibility="private")
         tst.tab.select(page.open_testset, [model, tst.kind, tst.true, tst.pred],
                        [tst.opened, *tst.views], api_visibility="private")
+        # always_last: quick clicks on the filters are never dropped; the last one wins.
         for f in (tst.kind, tst.true, tst.pred):
             f.input(page.testset_view, [model, tst.kind, tst.true, tst.pred], tst.views,
-                    api_visibility="private")
+                    trigger_mode="always_last", api_visibility="private")
         tst.confusion.select(page.pick_cell, [model], [tst.kind, tst.true, tst.pred, *tst.views],
                              api_visibility="private")
         tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet).then(
-            page.why, *why_args, **later)
+            None, js=SCROLL_TO_RESULT).then(page.why, *why_args, **later)
         demo.load(page.first_view, ins, outs, **quiet).then(page.why, *why_args, **later)
     demo.queue(max_size=env_int("VIT_QUEUE_SIZE", 16, 1, 10_000),
                default_concurrency_limit=CONCURRENCY)

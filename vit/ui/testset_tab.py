@@ -24,13 +24,14 @@ class Tab:
     true: gr.Dropdown
     pred: gr.Dropdown
     confusion: gr.Image
+    reliability: gr.Image
     gallery: gr.Gallery
     shown: gr.State                  # test-set indices the gallery shows, in order
     opened: gr.State
 
     @property
     def views(self) -> list:
-        return [self.status, self.confusion, self.gallery, self.shown]
+        return [self.status, self.confusion, self.reliability, self.gallery, self.shown]
 
 
 def class_choices(names) -> list:
@@ -56,12 +57,17 @@ def build(models: Models, data_dir: Path, visible: bool) -> Tab:
             choices = class_choices(models.configs[models.default].class_names)
             true = gr.Dropdown(choices, value=-1, label="True class", elem_id="testset-true")
             pred = gr.Dropdown(choices, value=-1, label="Predicted class", elem_id="testset-pred")
-        confusion = gr.Image(label="Confusion matrix — click a cell to filter", interactive=False,
-                             buttons=[], elem_id="confusion", height=500)
+        with gr.Row():
+            confusion = gr.Image(label="Confusion matrix — click a cell to filter",
+                                 interactive=False, buttons=[], elem_id="confusion", height=500)
+            reliability = gr.Image(label="Is the confidence right? Accuracy per confidence bin "
+                                         "(on the diagonal = calibrated)", interactive=False,
+                                   buttons=["download"], elem_id="reliability", height=500)
         gallery = gr.Gallery(label="Click an image to explain it (caption: true→predicted, "
                                    "confidence)", columns=6, height=520, allow_preview=False,
                              elem_id="testset-gallery")
-    return Tab(tab, status, kind, true, pred, confusion, gallery, gr.State([]), gr.State(False))
+    return Tab(tab, status, kind, true, pred, confusion, reliability, gallery, gr.State([]),
+               gr.State(False))
 
 
 class Answers:
@@ -71,6 +77,7 @@ class Answers:
     def __init__(self, models: Models, data_dir: Path):
         self.models, self.data_dir = models, data_dir
         self._results: dict[str, ts.Answers] = {}
+        self._reliability: dict[str, np.ndarray] = {}
 
     def get(self, name: str, progress=None) -> ts.Answers:
         if name not in self._results:
@@ -78,8 +85,17 @@ class Answers:
             self._results[name] = ts.load_results(p.checkpoint, self.data_dir, progress)
         return self._results[name]
 
+    def reliability(self, name: str, r: ts.Answers) -> np.ndarray:
+        """The reliability diagram of a model's calibrated test answers (drawn once per model)."""
+        if name not in self._reliability:
+            from ..reliability import reliability_picture
+            self._reliability[name] = reliability_picture(
+                r.probs, r.labels, title=f"{self.models.get(name).config.title} test set")
+        return self._reliability[name]
+
     def view(self, name, kind, true, pred, progress=None):
-        """Status line, clickable confusion matrix, gallery and the indices it shows."""
+        """Status line, clickable confusion matrix, reliability diagram, gallery and the indices
+        the gallery shows."""
         config = self.models.get(name).config
         try:
             r = self.get(name, progress)
@@ -88,7 +104,7 @@ class Answers:
                     f"browse yet. Fetch it with `python -m vit.data --dataset "
                     f"{config.dataset or 'mnist'}` (it lands in `data/`), or start the app with "
                     f"`VIT_DATA_DIR` naming a folder that holds it; then reload this page.",
-                    None, [], [])
+                    None, None, [], [])
         kind = kind if kind in ts.KINDS else "mistakes"
         names = r.class_names
         true = int(true) if isinstance(true, (int, float)) and 0 <= true < len(names) else None
@@ -101,9 +117,15 @@ class Answers:
         filters = "".join([f", true class **{names[true]}**" if true is not None else "",
                            f", predicted **{names[pred]}**" if pred is not None else ""])
         status = (f"**{config.title} test set**: {len(r.labels):,} images, {100 * r.accuracy:.2f} % "
-                  f"right, {wrong} wrong. Showing {min(len(idx), GALLERY_SIZE)} of {len(idx):,} "
-                  f"{what}{filters}. Click an image to see it in the views below.")
+                  f"right, {wrong} wrong. ")
+        if len(idx):
+            status += (f"Showing {min(len(idx), GALLERY_SIZE)} of {len(idx):,} {what}{filters}. "
+                       f"Click an image to see it in the views below.")
+        else:
+            status += (f"**Nothing to show**: there are no {what.split(',')[0]}{filters}. Choose "
+                       f"\"all\", or set a class filter back to \"any\".")
         selected = (true, pred) if true is not None and pred is not None else None
         shown = [int(i) for i in idx[:GALLERY_SIZE]]
         gallery = [(ex.digit_picture(r.images[i] / 255.0, 84), r.caption(i)) for i in shown]
-        return status, ts.confusion_picture(conf, names, selected), gallery, shown
+        return (status, ts.confusion_picture(conf, names, selected), self.reliability(name, r),
+                gallery, shown)
