@@ -145,11 +145,12 @@ def test_test_set_explorer(page):
     assert "true class" in status(page)
     # Its result is brought into view (it appears above the tab).
     page.wait_for_function("() => { const r = document.querySelector('#status').getBoundingClientRect();"
-                           " return r.top >= 0 && r.top < window.innerHeight; }", timeout=10_000)
+                           " return r.top >= -5 && r.top < window.innerHeight; }", timeout=10_000)
     assert page.locator("#reliability img").count() == 1
     assert page.locator("#attention img").count() >= 1
     page.screenshot(path=SHOTS / "6-test-image.png", full_page=True)
     img = page.locator("#confusion img")
+    img.scroll_into_view_if_needed()                     # back down to the tab, as a person would
     box = img.bounding_box()
     scale = box["width"] / page.evaluate("() => document.querySelector('#confusion img').naturalWidth")
     page.mouse.click(box["x"] + (LEFT + 1.5 * CELL) * scale, box["y"] + (TOP + 1.5 * CELL) * scale)
@@ -191,6 +192,7 @@ def test_touch_drawing_on_a_phone(browser, app_server):
 def test_what_drove_the_answer_for_another_class_and_with_heads_off(page):
     """The panel under the explorer: maps for the answer, then for another class ("why 7 and not
     1?"), the deletion test on demand, and a head switched off."""
+    page.get_by_role("tab", name="Draw").click()             # an earlier test left the Test set tab
     clear(page)
     wait_status(page, "Draw a digit")
     draw(page, "7")

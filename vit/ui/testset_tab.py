@@ -57,15 +57,14 @@ def build(models: Models, data_dir: Path, visible: bool) -> Tab:
             choices = class_choices(models.configs[models.default].class_names)
             true = gr.Dropdown(choices, value=-1, label="True class", elem_id="testset-true")
             pred = gr.Dropdown(choices, value=-1, label="Predicted class", elem_id="testset-pred")
-        with gr.Row():
-            confusion = gr.Image(label="Confusion matrix — click a cell to filter",
-                                 interactive=False, buttons=[], elem_id="confusion", height=500)
-            reliability = gr.Image(label="Is the confidence right? Accuracy per confidence bin "
-                                         "(on the diagonal = calibrated)", interactive=False,
-                                   buttons=["download"], elem_id="reliability", height=500)
+        confusion = gr.Image(label="Confusion matrix — click a cell to filter", interactive=False,
+                             buttons=[], elem_id="confusion", height=500)
         gallery = gr.Gallery(label="Click an image to explain it (caption: true→predicted, "
                                    "confidence)", columns=6, height=520, allow_preview=False,
                              elem_id="testset-gallery")
+        reliability = gr.Image(label="Is the confidence right? Accuracy per confidence bin (on "
+                                     "the diagonal = calibrated)", interactive=False,
+                               buttons=["download"], elem_id="reliability", height=420)
     return Tab(tab, status, kind, true, pred, confusion, reliability, gallery, gr.State([]),
                gr.State(False))
 
