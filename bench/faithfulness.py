@@ -4,7 +4,8 @@
                                  [--n 200] [--steps 16]
 
 For each of the first --n test images: the model's answer, then four orders of blanking patches
-(most important first by attention rollout, Chefer relevance, occlusion, and random orders), and
+(most important first by attention rollout, Chefer relevance, occlusion, and three fixed random
+orders — `Predictor.faithfulness`, which the page's button runs too), and
 the mean probability of the answer along each curve (deletion AUC, Petsiuk et al. 2018; lower =
 the map found what the answer rests on). Prints the mean and median per map, how often each map
 beats rollout on the same image, and the time per image. The page runs the same test on the
@@ -18,7 +19,6 @@ import time
 
 import numpy as np
 
-from vit import explain as ex
 from vit.data import load_split
 from vit.inference import Predictor
 
@@ -32,25 +32,19 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     p = Predictor(args.checkpoint, "cpu")
     split = load_split(p.config.dataset, args.data_dir, train=False)
-    rng = np.random.default_rng(0)
-    aucs: dict[str, list[float]] = {"rollout": [], "relevance": [], "occlusion": [], "random": []}
+    aucs: dict[str, list[float]] = {}
     started = time.perf_counter()
     for img in split.images[:args.n].numpy():
-        image = img.astype(np.float32) / 255.0
-        a = p.analyse_input(image)
-        t = int(a.probs.argmax())
-        maps = {"rollout": ex.rollout(a.explanation.attn)[0, 1:],
-                "relevance": p.relevance(image, t), "occlusion": p.occlusion(image, t),
-                "random": rng.random(p.grid ** 2)}
-        for name, m in maps.items():
-            aucs[name].append(p.deletion_auc(image, t, m, args.steps))
+        a = p.analyse_input(img.astype(np.float32) / 255.0)
+        for name, v in p.faithfulness(a, args.steps).items():
+            aucs.setdefault(name, []).append(v)
     seconds = time.perf_counter() - started
     print(f"{args.checkpoint}: {args.n} test images, {args.steps}-step deletion curves, "
-          f"{1000 * seconds / args.n:.0f} ms per image (all four maps)")
+          f"{1000 * seconds / args.n:.0f} ms per image (all the maps)")
     roll = np.array(aucs["rollout"])
     for name, v in aucs.items():
         v = np.array(v)
-        print(f"  {name:10s} deletion AUC mean {v.mean():.3f}  median {statistics.median(v):.3f}"
+        print(f"  {name:12s} deletion AUC mean {v.mean():.3f}  median {statistics.median(v):.3f}"
               + ("" if name == "rollout" else f"  lower than rollout on {100 * (v < roll).mean():.0f} %"))
 
 

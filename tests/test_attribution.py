@@ -144,6 +144,10 @@ def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():
     for name, m in (("occlusion", p.occlusion(image, seven)), ("relevance", p.relevance(image, seven))):
         best, worst = p.deletion_auc(image, seven, m), p.deletion_auc(image, seven, -m)
         assert best < 0.5 * worst, (name, best, worst)
+    # The page's and the bench's deletion test: every map beats random orders on this 7.
+    aucs = p.faithfulness(p.analyse_input(image))
+    assert set(aucs) == {"rollout", "relevance", "occlusion", "random order"}
+    assert max(aucs["rollout"], aucs["relevance"], aucs["occlusion"]) < aucs["random order"]
 
 
 def test_switching_heads_off_leaves_other_requests_alone(tiny):

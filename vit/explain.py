@@ -30,6 +30,11 @@ class Explanation:
         """(L, H, G, G): how much [CLS] attends to each patch, per layer and head."""
         return cls_attention(self.attn, self.grid)
 
+    @property
+    def rollout_map(self) -> np.ndarray:
+        """(G, G): each patch's share of the final [CLS] by attention rollout (class-agnostic)."""
+        return rollout(self.attn)[0, 1:].reshape(self.grid, self.grid)
+
 
 @torch.no_grad()
 def explain(model: ViT, x: torch.Tensor, temperature: float = 1.0) -> Explanation:
@@ -109,7 +114,11 @@ def _rgb(img: np.ndarray) -> np.ndarray:
 def _rep(img: np.ndarray, size: int) -> int:
     """Integer upscale factor that brings an (S, S) image closest to `size` without exceeding it
     (at least 1: a 224-px image is shown at 224 px rather than blurred to 336)."""
-    return max(1, size // img.shape[0])
+    return _factor(img.shape[0], size)
+
+
+def _factor(side: int, size: int) -> int:
+    return max(1, size // side)
 
 
 def digit_picture(img: np.ndarray, size: int) -> np.ndarray:
@@ -348,7 +357,7 @@ def attention_grid_picture(img: np.ndarray, cls_maps: np.ndarray, shared_scale: 
 def head_at(x: float, y: float, L: int, H: int, image_size: int, tile: int = 112):
     """The 0-based (layer, head) whose map (or caption) is at pixel (x, y) of an
     attention_grid_picture of an image_size-pixel input, or None (a label, a gap, the bar)."""
-    tile = image_size * max(1, tile // image_size)
+    tile = image_size * _factor(image_size, tile)        # as attention_grid_picture sizes it
     _, corners = _attention_grid_template(L, H, tile)
     for layer in range(L):
         for head in range(H):

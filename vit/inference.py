@@ -109,9 +109,7 @@ class Predictor:
         C = self.model.cfg.channels
         if C != 1:
             return torch.zeros(C)
-        mean = float(np.ravel(self.config.mean)[0])
-        std = float(np.ravel(self.config.std)[0])
-        return torch.tensor([-mean / std])
+        return self.tensor(np.zeros((1, 1), np.float32)).reshape(1)          # an empty pixel
 
     def relevance(self, image: np.ndarray, target: int) -> np.ndarray:
         return attribution.relevance(self.model, self.tensor(image), target)
@@ -134,6 +132,22 @@ class Predictor:
 
     def ablate(self, image: np.ndarray, off) -> np.ndarray:
         return attribution.ablate(self.model, self.tensor(image), off, self.config.temperature)
+
+    def faithfulness(self, a: Analysis, steps: int = 16, random_orders: int = 3) -> dict[str, float]:
+        """The deletion test of each map on an analysed input, for the model's answer (for a
+        class the model gives ~0 there is nothing left to fall): {"rollout", "relevance",
+        "occlusion", "random order" (the mean of `random_orders` fixed random orders)} -> the
+        mean probability of the answer as patches are blanked, most important first (lower =
+        the map found what the answer rests on)."""
+        t = int(a.probs.argmax())
+        maps = {"rollout": a.explanation.rollout_map, "relevance": self.relevance(a.image, t),
+                "occlusion": self.occlusion(a.image, t)}
+        aucs = {k: self.deletion_auc(a.image, t, m, steps) for k, m in maps.items()}
+        rng = np.random.default_rng(0)
+        aucs["random order"] = float(np.mean([
+            self.deletion_auc(a.image, t, rng.random(self.grid ** 2), steps)
+            for _ in range(random_orders)]))
+        return aucs
 
     @property
     def not_label(self) -> str:

@@ -202,31 +202,30 @@ class Page:
         return (gr.update(), name, p.card(), *views.slider_updates(p), None,
                 *why_panel.model_updates(p))
 
-    def why(self, shown, name, target, heads):
-        """The "What drove the answer" panel for the input on screen."""
-        if not isinstance(shown, Shown):
-            return None, None, "", ""
-        try:
-            p, a = self._reanalysis(shown, name)
-        except PreprocessError as e:
-            return None, None, f"⚠️ {e}", ""
-        return why_panel.render(p, a.image, target, heads)
-
-    def switch_heads(self, shown, name, heads):
-        if not isinstance(shown, Shown):
-            return ""
-        p, a = self._reanalysis(shown, name)
-        return why_panel.switch_heads(p, a.image, heads)
-
-    def measure(self, shown, name):
-        """The deletion test of the three maps on the input on screen."""
+    def _on_screen(self, shown, name) -> tuple[Predictor, Analysis] | str:
+        """The input on screen through model `name`, or one line saying why there is none."""
         if not isinstance(shown, Shown):
             return "Draw or upload something first."
         try:
-            p, a = self._reanalysis(shown, name)
-        except PreprocessError as e:
+            return self._reanalysis(shown, name)
+        except PreprocessError as e:               # an upload's file gone from the cache
             return f"⚠️ {e}"
-        return why_panel.faithfulness(p, a.image)
+
+    def why(self, shown, name, target, heads):
+        """The "What drove the answer" panel for the input on screen."""
+        got = self._on_screen(shown, name)
+        if isinstance(got, str):
+            return None, None, "" if shown is None else got, ""
+        return why_panel.render(*got, target, heads)
+
+    def switch_heads(self, shown, name, heads):
+        got = self._on_screen(shown, name)
+        return got if isinstance(got, str) else why_panel.switch_heads(*got, heads)
+
+    def measure(self, shown, name):
+        """The deletion test of the three maps on the input on screen."""
+        got = self._on_screen(shown, name)
+        return got if isinstance(got, str) else why_panel.faithfulness(*got)
 
     def classify(self, image):
         """API: one image file (a path) -> {class: probability} from the default model."""

@@ -66,13 +66,12 @@ def attention_grid(p: Predictor, a: Analysis, shared: bool) -> np.ndarray:
 
 
 def render(p: Predictor, a: Analysis, shared: bool, layer, head, patch) -> Pictures:
-    attn, grid = a.explanation.attn, p.grid
-    roll = ex.rollout(attn)[0, 1:].reshape(grid, grid)
+    grid = p.grid
     return Pictures(
         ex.patch_grid_picture(a.image, grid),
         ex.token_strip(a.image, grid),
         attention_grid(p, a, shared),
-        ex.single_map_picture(a.image, roll, "rollout into the final [CLS]",
+        ex.single_map_picture(a.image, a.explanation.rollout_map, "rollout into the final [CLS]",
                               uniform=ex.uniform_level(grid)),
         *explorer(p, a, layer, head, patch))
 

@@ -1,6 +1,6 @@
 """The "What drove the answer" panel: class-specific relevance and occlusion side by side, how
 faithful each map is on this input (deletion curves), and heads switched off. `build()` makes the
-components; `render()` is a pure function from a prepared input to what they show."""
+components; `render()` is a pure function from an analysed input to what they show."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +9,7 @@ import gradio as gr
 import numpy as np
 
 from .. import explain as ex
-from ..inference import Predictor
+from ..inference import Analysis, Predictor
 
 ANSWER = -1                       # the target dropdown's "the model's answer"
 OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
@@ -83,12 +83,6 @@ def build(p: Predictor) -> WhyPanel:
     return WhyPanel(target, heads, relevance, occlusion, measure, faithfulness, ablation)
 
 
-def _chance(p: Predictor, image: np.ndarray, target: int) -> float:
-    rng = np.random.default_rng(0)
-    return float(np.mean([p.deletion_auc(image, target, rng.random(p.grid ** 2), STEPS)
-                          for _ in range(RANDOM_ORDERS)]))
-
-
 def _target(p: Predictor, probs: np.ndarray, target) -> int:
     """A target value from the page (ANSWER, a class index, or anything a client sends) -> a
     class index; anything but a valid class means the model's answer."""
@@ -99,47 +93,39 @@ def _target(p: Predictor, probs: np.ndarray, target) -> int:
     return t if 0 <= t < len(p.class_names) else int(probs.argmax())
 
 
-def faithfulness(p: Predictor, image: np.ndarray) -> str:
+def faithfulness(p: Predictor, a: Analysis) -> str:
     """The deletion test of rollout, relevance and occlusion (and random orders) on this input,
-    for the model's answer: for a class the model gives ~0, there is nothing left to fall."""
-    a = p.analyse_input(image)
-    t = int(a.probs.argmax())
-    roll = ex.rollout(a.explanation.attn)[0, 1:].reshape(p.grid, p.grid)
-    maps = {"rollout": roll, "relevance": p.relevance(image, t), "occlusion": p.occlusion(image, t)}
-    return faithfulness_text(p, image, t, maps)
-
-
-def faithfulness_text(p: Predictor, image: np.ndarray, target: int, maps: dict) -> str:
-    aucs = {name: p.deletion_auc(image, target, m, STEPS) for name, m in maps.items()}
-    aucs["random order"] = _chance(p, image, target)
-    name = p.class_names[target]
+    for the model's answer (Predictor.faithfulness), in words."""
+    aucs = p.faithfulness(a, STEPS, RANDOM_ORDERS)
+    name = p.class_names[int(a.probs.argmax())]
     ranked = " · ".join(f"{k} **{v:.2f}**" for k, v in sorted(aucs.items(), key=lambda kv: kv[1]))
     return (f"**Which map to believe for the answer {name}?** Blank the patches each map ranks "
-            f"first, one by one: "
-            f"the faster P({name}) falls, the more the map found what the answer rests on. Mean "
-            f"P({name}) along the way (lower = more faithful): {ranked}.")
+            f"first, one by one: the faster P({name}) falls, the more the map found what the "
+            f"answer rests on. Mean P({name}) along the way (lower = more faithful): {ranked}.")
 
 
-def ablation_text(p: Predictor, image: np.ndarray, probs: np.ndarray, off) -> str:
+def switch_heads(p: Predictor, a: Analysis, heads) -> str:
+    """What the model reads with the ticked heads switched off, against every head on."""
+    off = parse_heads(p, heads)
     if not off:
         return "Nothing switched off: tick heads above."
-    after = p.ablate(image, off)
-    b, a = int(probs.argmax()), int(after.argmax())
+    probs, after = a.probs, p.ablate(a.image, off)
+    b, c = int(probs.argmax()), int(after.argmax())
     n = f"{len(off)} head{'s' if len(off) > 1 else ''}"
-    change = "the same answer" if a == b else "a **different** answer"
-    return (f"With {n} off the model reads **{p.class_names[a]}** ({100 * after[a]:.1f} %) — "
+    change = "the same answer" if c == b else "a **different** answer"
+    return (f"With {n} off the model reads **{p.class_names[c]}** ({100 * after[c]:.1f} %) — "
             f"{change}; with every head on: **{p.class_names[b]}** ({100 * probs[b]:.1f} %).")
 
 
-def render(p: Predictor, image: np.ndarray, target, heads) -> tuple:
-    """(relevance picture, occlusion picture, faithfulness text, head-switch text) for a prepared
-    input, a target class (ANSWER or a class index) and the heads switched off. The deletion test
-    is not run here (it costs ~100 forward passes): its text invites the button.
+def render(p: Predictor, a: Analysis, target, heads) -> tuple:
+    """(relevance picture, occlusion picture, faithfulness text, head-switch text) for an
+    analysed input, a target class (ANSWER or a class index) and the heads switched off. The
+    deletion test is not run here (it costs ~100 forward passes): its text invites the button.
     For the answer, occlusion shows how much blanking each patch lowers its probability; for any
     other class, how much it raises that class's: what keeps the input from being read as it."""
-    a = p.analyse_input(image)
+    image, best = a.image, int(a.probs.argmax())
     t = _target(p, a.probs, target)
-    name, answer = p.class_names[t], t == int(a.probs.argmax())
+    name, answer = p.class_names[t], t == best
     rel, occ = p.relevance(image, t), p.occlusion(image, t)
     rel_pic = ex.single_map_picture(image, rel, f"relevance for {name}")
     shown = np.clip(occ if answer else -occ, 0, None)
@@ -149,17 +135,11 @@ def render(p: Predictor, image: np.ndarray, target, heads) -> tuple:
              + (f"; {b}x{b}-patch squares" if b > 1 else ""))
     occ_pic = ex.single_map_picture(image, shown, title, top=max(peak, OCCLUSION_TOP))
     text = (f"Explaining **{name}**"
-            + ("" if answer else f" (the model's answer is {p.class_names[int(a.probs.argmax())]}: "
-                                 "occlusion shows which patches, blanked, would make it more of a "
-                                 f"{name})")
+            + ("" if answer else f" (the model's answer is {p.class_names[best]}: occlusion shows "
+                                 f"which patches, blanked, would make it more of a {name})")
             + ". Press the button to test which map — rollout, relevance or occlusion — finds what "
               "the answer rests on.")
-    return rel_pic, occ_pic, text, ablation_text(p, image, a.probs, parse_heads(p, heads))
-
-
-def switch_heads(p: Predictor, image: np.ndarray, heads) -> str:
-    """Only the head-switch text (ticking heads changes nothing else)."""
-    return ablation_text(p, image, p.analyse_input(image).probs, parse_heads(p, heads))
+    return rel_pic, occ_pic, text, switch_heads(p, a, heads)
 
 
 def model_updates(p: Predictor) -> tuple[dict, dict]:
