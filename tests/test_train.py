@@ -201,6 +201,22 @@ def test_resume_with_other_settings_is_refused(trained, tiny_data):
     assert r.returncode == 0 and "Done" in r.stdout, r.stderr
 
 
+def test_a_run_saved_before_the_newer_flags_existed_still_resumes(tmp_path):
+    """A state written before --teacher-width and --erase existed lacks them: it was a width-32
+    teacher and no erasing, so resuming with those values goes on; other values are refused."""
+    from dataclasses import asdict, replace
+
+    from vit import training
+    from vit.model import ViTConfig
+    tc, mc = training.TrainConfig(), ViTConfig()
+    train_part = {k: v for k, v in asdict(tc).items()
+                  if k not in training.RUNTIME_FIELDS | {"teacher_width", "erase"}}
+    saved = {"train": train_part, "model": mc.to_dict()}
+    training.check_same_settings(saved, tc, mc, tmp_path)                  # no refusal
+    with pytest.raises(training.TrainingError, match=r"--erase 0.0 \(now --erase 0.5\)"):
+        training.check_same_settings(saved, replace(tc, erase=0.5), mc, tmp_path)
+
+
 def test_an_old_or_damaged_state_gets_a_clear_message(tiny_data, tmp_path):
     (tmp_path / "old" / "train_state").mkdir(parents=True)
     (tmp_path / "old" / "train_state" / "state.json").write_text("{}")

@@ -59,6 +59,9 @@ RUN_FILES = ("config.json", "model.safetensors", "metrics.csv", "curves.png",
 # change them.
 RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size", "data_dir",
                             "download", "out", "resume", "overwrite"})
+# Training settings added after runs were already being saved, with the value that does what a
+# run saved without them did: such a run resumes instead of being refused for "changed" settings.
+LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0}
 SET_ASIDE = ".replaced-by-overwrite"   # where --overwrite keeps the old run until a new epoch
 METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "val_loss", "val_acc",
                  "test_loss", "test_acc", "epoch_seconds", "images_per_second"]
@@ -394,7 +397,7 @@ def check_same_settings(saved: dict, tc: TrainConfig, mc: ViTConfig, out: Path) 
     silently mix two runs (AdamW's saved param groups would even keep the old weight decay while
     config.json recorded the new one). Refuse, naming every flag that differs."""
     now = {**{k: v for k, v in asdict(tc).items() if k not in RUNTIME_FIELDS}, **mc.to_dict()}
-    before = {**saved.get("train", {}), **saved.get("model", {})}
+    before = {**LATER_TRAIN_KEYS, **saved.get("train", {}), **saved.get("model", {})}
     changed = [k for k in now if before.get(k) != now[k]]
     if changed:
         raise TrainingError(
