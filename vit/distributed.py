@@ -16,6 +16,7 @@ stays a single process. Semantics the trainer keeps (see the README):
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 from dataclasses import dataclass
@@ -60,7 +61,15 @@ def setup(d: Dist, device: torch.device) -> torch.device:
 
 
 def teardown(d: Dist) -> None:
+    """Leave the process group together, after a run that ended the same way on every rank.
+    Without the barrier one rank could close its connections while another still finished its
+    last collective, and the collector first frees DDP's reducer (which holds the group): gloo
+    threads torn down at interpreter exit instead abort the process ("terminate called without
+    an active exception"), and torchrun reports a finished run as failed. Not called after an
+    error on one rank: a barrier there would wait for ranks that never come."""
     if d.enabled and dist.is_initialized():
+        gc.collect()
+        dist.barrier()
         dist.destroy_process_group()
 
 

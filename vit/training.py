@@ -890,10 +890,9 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
     with exclusive(Path(tc.out), d.main):
         saved = preflight(tc, mc)
         device = distributed.setup(d, device)
-        try:
-            return _train(tc, mc, argv, d, device, saved, should_stop)
-        finally:
-            distributed.teardown(d)
+        result = _train(tc, mc, argv, d, device, saved, should_stop)
+        distributed.teardown(d)
+        return result
 
 
 @contextlib.contextmanager
