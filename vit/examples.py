@@ -1,5 +1,6 @@
-"""Sample drawings the project makes itself: each digit is a few pen strokes defined here,
-rendered with PIL. No image from MNIST or any other data set is shipped."""
+"""Sample drawings the project makes itself: each digit is a few pen strokes defined here, each
+piece of clothing a filled outline, rendered with PIL. No image from MNIST, Fashion-MNIST or any
+other data set is shipped."""
 from __future__ import annotations
 
 import math
@@ -49,14 +50,53 @@ def render_digit(digit: str, size: int = 280, width: int = 22, offset=(0, 0),
     return im
 
 
-def write_examples(folder) -> list[str]:
-    """Render one PNG per digit into `folder` (created if needed); returns their paths."""
+# Clothing as Fashion-MNIST shows it: a filled silhouette seen from the front (shoes from the
+# side), filling its frame. Outlines in a 100x100 box; a polyline of width w is a strap/handle.
+OUTLINES: dict[str, list] = {
+    "T-shirt/top": [[(30, 14), (42, 10), (50, 17), (58, 10), (70, 14), (92, 32), (80, 46), (72, 38),
+                     (72, 90), (28, 90), (28, 38), (20, 46), (8, 32)]],
+    "Trouser": [[(30, 6), (70, 6), (76, 94), (58, 94), (50, 32), (42, 94), (24, 94)]],
+    "Pullover": [[(32, 10), (42, 8), (50, 14), (58, 8), (68, 10), (86, 30), (96, 90), (80, 92),
+                  (72, 44), (72, 92), (28, 92), (28, 44), (20, 92), (4, 90), (14, 30)]],
+    "Dress": [[(40, 6), (60, 6), (62, 30), (57, 40), (80, 94), (20, 94), (43, 40), (38, 30)]],
+    "Sneaker": [[(6, 52), (22, 48), (38, 38), (52, 46), (72, 52), (90, 58), (96, 70), (92, 78),
+                 (6, 78)]],
+    "Bag": [[(12, 36), (88, 36), (92, 90), (8, 90)], ("strap", 6, _arc(50, 36, 22, 24, 180, 360))],
+    "Ankle boot": [[(22, 10), (52, 10), (54, 48), (82, 58), (94, 72), (94, 86), (14, 86), (18, 48)]],
+}
+
+
+def render_object(name: str, size: int = 280) -> Image.Image:
+    """A filled black silhouette on white, as someone would draw and fill it on a canvas."""
+    im = Image.new("L", (size, size), 255)
+    draw = ImageDraw.Draw(im)
+    s = size / 100
+    for part in OUTLINES[name]:
+        if isinstance(part, tuple):                     # ("strap", width, points)
+            _, width, pts = part
+            draw.line([(x * s, y * s) for x, y in pts], fill=0, width=round(width * s),
+                      joint="curve")
+        else:
+            draw.polygon([(x * s, y * s) for x, y in part], fill=0)
+    return im
+
+
+def write_examples(folder, style: str = "digits") -> list[str]:
+    """Render one PNG per example of a preprocessing style ("digits": 0-9, "objects": clothing)
+    into `folder` (created if needed); returns their paths. `example_name(path)` names one."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    names, render = (STROKES, render_digit) if style == "digits" else (OUTLINES, render_object)
     paths = []
-    for d in STROKES:
-        path = folder / f"drawn_{d}.png"
+    for n in names:
+        path = folder / f"drawn_{n.replace('/', '-').replace(' ', '-')}.png"
         if not path.exists():
-            render_digit(d).save(path)
+            render(n).save(path)
         paths.append(str(path))
     return paths
+
+
+def example_name(path) -> str:
+    """What an example file shows ("7", "Ankle boot")."""
+    stem = Path(path).stem.removeprefix("drawn_")
+    return next((n for n in OUTLINES if n.replace("/", "-").replace(" ", "-") == stem), stem)

@@ -7,6 +7,7 @@ anything but `gr.Error`.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import tempfile
@@ -22,10 +23,11 @@ from .. import testset as ts
 from ..checkpoint import CheckpointError
 from ..data import DataError
 from ..evaluation import pick_device
-from ..examples import write_examples
+from ..examples import example_name, write_examples
 from ..inference import Analysis, Predictor
 from ..preprocessing import BlankInputError, PreprocessError, compact, decode
 from . import draw_tab, testset_tab, upload_tab, views, why_panel
+from .canvas import load_value, read_drawing, seq
 from .gradio_patches import (
     ImageFile,
     VerdictLabel,
@@ -34,7 +36,7 @@ from .gradio_patches import (
     never_rewrite_cached_images,
 )
 from .models import Models, StartupError
-from .state import PageUpdate, Shown
+from .state import KEEP, PageUpdate, Shown
 
 ROOT = Path(__file__).resolve().parents[2]
 CSS = draw_tab.CSS + ".hint { color: #555; font-size: 0.95em; }\n"
@@ -43,7 +45,7 @@ CSS = draw_tab.CSS + ".hint { color: #555; font-size: 0.95em; }\n"
 CONCURRENCY = 2
 # After a test image is chosen, bring its result into view (it appears above the tab).
 SCROLL_TO_RESULT = "() => document.querySelector('#status')?.scrollIntoView({block: 'start'})"
-FIRST_VIEWS = 8          # first views kept (each ~2 MB of pictures): every visitor's is the same
+FIRST_EXAMPLE = {"digits": "7", "objects": "Ankle boot"}     # on the canvas at page load
 
 
 def env_int(name: str, default: int, lo: int, hi: int) -> int:
@@ -68,10 +70,11 @@ def user_error(message: str) -> gr.Error:
 class Page:
     """The handlers, over one set of models. Methods take what Gradio passes, positionally."""
 
-    def __init__(self, models: Models, data_dir: Path, examples: list[str]):
-        self.models, self.examples = models, examples
+    def __init__(self, models: Models, data_dir: Path, examples: dict[str, list[str]]):
+        self.models, self.examples = models, examples      # {preprocessing style: PNG paths}
         self.answers = testset_tab.Answers(models, data_dir)
-        self._first: OrderedDict[tuple, tuple] = OrderedDict()      # at most FIRST_VIEWS
+        self._loads = itertools.count(1)       # each canvas load differs, so the page redraws it
+        self._latest: OrderedDict[str, int] = OrderedDict()    # session -> newest drawing number
 
     # --- helpers ----------------------------------------------------------------------------
     def predictor(self, name) -> Predictor:
@@ -85,10 +88,13 @@ class Page:
         return PageUpdate(status or headline(p, a), p.label(a.probs, a.verdict),
                           views.render(p, a, shared, layer, head, patch), shown)
 
-    def _analyse(self, kind: str, source, name, shared, layer, head, patch) -> PageUpdate:
+    def _analyse(self, kind: str, source, name, shared, layer, head, patch,
+                 pictures: bool = True) -> PageUpdate:
+        """`pictures`: False while the pen is still down — the label and status follow the pen;
+        the pictures below wait until it lifts."""
         p = self.predictor(name)
         try:
-            if kind == "drawing":        # its layer files, read once for the input and the copy
+            if kind == "drawing":        # its PNG, read once for the input and the copy
                 source = decode(source)
             image, ink = p.read(source)
             # A drawing's session copy is its ink map (the same compact copy) when it has one.
@@ -99,7 +105,10 @@ class Page:
             gr.Warning(str(e))
             return PageUpdate(f"### ⚠️ {e}")
         a = p.analyse_input(image, ink)
-        return self._update(p, a, Shown(kind, kept, image, name), shared, layer, head, patch)
+        shown = Shown(kind, kept, image, name)
+        if not pictures:
+            return PageUpdate(headline(p, a), p.label(a.probs, a.verdict), KEEP, shown)
+        return self._update(p, a, shown, shared, layer, head, patch)
 
     def _reanalysis(self, shown: Shown, name, judged: bool = False) -> tuple[Predictor, Analysis]:
         """The input on screen through model `name`: as it was if already that model's input
@@ -113,31 +122,80 @@ class Page:
         return p, p.analyse(shown.source)
 
     # --- events -----------------------------------------------------------------------------
-    def analyse_drawing(self, value, name, shared, layer, head, patch):
-        return self._analyse("drawing", value, name, shared, layer, head, patch).outputs()
+    def follow_drawing(self, value, name, request: gr.Request = None):
+        """While the pen moves: (status, label, drawing number) — the answer alone, for the
+        canvas's "live" event. An answer overtaken by a newer drawing of the same visitor (the
+        pen lifted meanwhile) changes nothing, so a stale answer never replaces a fresh one."""
+        key = getattr(request, "session_hash", None)
+        if self._newer(key, value):
+            return gr.update(), gr.update(), gr.update()
+        status, label, *_, number = self.analyse_drawing(value, name, None, None, None, None,
+                                                         request=None, pictures=False)
+        if self._newer(key, value):
+            return gr.update(), gr.update(), gr.update()
+        return status, label, number
+
+    def _newer(self, key, value) -> bool:
+        """Whether this visitor has sent a drawing newer than `value`; notes `value` as seen."""
+        n = seq(value)
+        if key is None or not n:
+            return False
+        latest = self._latest.get(key, 0)
+        self._latest[key] = max(latest, int(n))
+        self._latest.move_to_end(key)
+        while len(self._latest) > 10_000:          # one small int per recent visitor
+            self._latest.popitem(last=False)
+        return latest > int(n)
+
+    def analyse_drawing(self, value, name, shared, layer, head, patch, request: gr.Request = None,
+                        pictures: bool = True):
+        """The canvas's PNG (vit/ui/canvas.py) when the pen lifts: the answer and every picture.
+        A value that came from an example says so in the status. The last output echoes the
+        drawing's number (#answered on the page)."""
+        self._newer(getattr(request, "session_hash", None), value)
+        p = self.predictor(name)
+        try:
+            source = read_drawing(value)
+        except PreprocessError as e:
+            gr.Warning(str(e))
+            return *PageUpdate(f"### ⚠️ {e}").outputs(), seq(value)
+        if source is None:                          # an empty or erased canvas: rest
+            return *PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box").outputs(), seq(value)
+        u = self._analyse("drawing", source, name, shared, layer, head, patch, pictures)
+        example = value.get("example") if isinstance(value, dict) else None
+        if u.label and example in map(example_name, self.examples[p.config.style]):
+            u.status = (f"### Example: a drawn {example} — read as **{top_label(u.label)}**\n"
+                        f"Draw over it, clear it and draw your own {p.config.noun}, or pick "
+                        f"another example below the canvas.")
+        return *u.outputs(), seq(value)
+
+    def load_example(self, name, evt: gr.SelectData):
+        """A click on an example under the canvas: that drawing on the canvas (which then sends
+        it back like any drawing)."""
+        p = self.predictor(name)
+        paths = self.examples[p.config.style]
+        try:
+            path = paths[int(evt.index)]
+        except (TypeError, ValueError, IndexError):
+            return gr.update()
+        return self.canvas_value(path)
+
+    def canvas_value(self, path: str) -> dict:
+        return {**load_value(Path(path).read_bytes(), next(self._loads)),
+                "name": example_name(path)}
 
     def analyse_upload(self, path, name, shared, layer, head, patch):
         if path is None:
             return PageUpdate("### Upload a picture, or pick an example below").outputs()
         return self._analyse("upload", path, name, shared, layer, head, patch).outputs()
 
-    def first_view(self, name, shared, layer, head, patch):
-        """At page load, a worked example rather than empty boxes; the same for every visitor,
-        so computed once per model and setting."""
+    def first_view(self, name):
+        """At page load, a worked example on the canvas rather than empty boxes: the canvas
+        sends it back as a drawing, and the answer and its explanation follow."""
         p = self.predictor(name)
-        # Keyed by the clamped values, so a client sending odd numbers can't grow the cache.
-        key = (name, bool(shared), *views.clamp(p, layer, head, patch))
-        if key not in self._first:
-            u = self._analyse("upload", self.examples[7], name, shared, layer, head, patch)
-            if u.label:
-                u.status = (f"### Example: a drawn 7 — read as **{top_label(u.label)}**\nDraw "
-                            f"your own {p.config.noun} in the box (the brush is ready), or upload a "
-                            f"picture.")
-            self._first[key] = u.outputs()
-            while len(self._first) > FIRST_VIEWS:   # valid settings still number in thousands
-                self._first.popitem(last=False)
-        self._first.move_to_end(key)
-        return self._first[key]
+        paths = self.examples[p.config.style]
+        first = FIRST_EXAMPLE.get(p.config.style)
+        return self.canvas_value(next((x for x in paths if example_name(x) == first), paths[0]))
 
     def reanalyse(self, shown, name, shared, layer, head, patch):
         """After a model switch: the same input, through the new model."""
@@ -198,9 +256,14 @@ class Page:
         except gr.Error as e:
             gr.Warning(e.message)
             return (gr.update(value=previous, choices=self.models.choices()), previous,
-                    *[gr.update()] * 6)
+                    *[gr.update()] * 8)
+        fills = p.config.style == "objects"
         return (gr.update(), name, p.card(), *views.slider_updates(p), None,
-                *why_panel.model_updates(p))
+                *why_panel.model_updates(p), draw_tab.hint(p.config.noun, fills), self.gallery(p))
+
+    def gallery(self, p: Predictor) -> list[tuple[str, str]]:
+        """The examples under the canvas for a model: (picture, caption)."""
+        return [(x, example_name(x)) for x in self.examples[p.config.style]]
 
     def _on_screen(self, shown, name) -> tuple[Predictor, Analysis] | str:
         """The input on screen through model `name`, or one line saying why there is none."""
@@ -212,11 +275,14 @@ class Page:
             return f"⚠️ {e}"
 
     def why(self, shown, name, target, heads):
-        """The "What drove the answer" panel for the input on screen."""
+        """The "What drove the answer" panel for the input on screen (and the small copy of its
+        relevance map beside the answer)."""
         got = self._on_screen(shown, name)
         if isinstance(got, str):
-            return None, None, "" if shown is None else got, ""
-        return why_panel.render(*got, target, heads)
+            return None, None, "" if shown is None else got, "", None
+        rel, *rest = why_panel.render(*got, target, heads)
+        return rel, *rest, rel
+
 
     def switch_heads(self, shown, name, heads):
         got = self._on_screen(shown, name)
@@ -332,35 +398,44 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
     models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"),
                               device)
     data_dir = Path(data_dir) if data_dir else ts.data_dir_for_app()
-    examples = write_examples(examples_dir or Path(tempfile.gettempdir()) / "vit-explorer-examples")
+    base = Path(examples_dir or Path(tempfile.gettempdir()) / "vit-explorer-examples")
+    examples = {style: write_examples(base / style, style) for style in ("digits", "objects")}
     page = Page(models, data_dir, examples)
     p = models.get(models.default)
     on_space = "SPACE_ID" in os.environ
 
     with gr.Blocks(title="ViT Explorer", delete_cache=(1800, 3600)) as demo:
-        gr.Markdown("# ViT Explorer\nDraw a digit (or upload a picture). A small Vision Transformer, "
-                    "trained from scratch, cuts it into patches, reads them as a sequence of tokens and "
-                    "predicts the class. Below: what it sees, and where every attention head looks.")
+        with gr.Row(equal_height=True):
+            gr.Markdown("# ViT Explorer\nA small Vision Transformer, trained from scratch, cuts "
+                        "your drawing into patches, reads them as a sequence of tokens and names "
+                        "the class. Below: what it sees, where every attention head looks, and "
+                        "what drove the answer.", elem_id="intro")
+            model = gr.Dropdown(models.choices(), value=models.default, label="Model",
+                                info="what it was trained to recognise", elem_id="model",
+                                visible=len(models.names) > 1, scale=0, min_width=260)
         shown = gr.State(None)
         patch = gr.State(None)                   # the clicked patch (0-based); None = the centre
         current = gr.State(models.default)
-        model = gr.Dropdown(models.choices(), value=models.default, label="Model",
-                            info="the data set each model was trained on",
-                            visible=len(models.names) > 1)
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=5, min_width=380):
+        with gr.Row(equal_height=False, elem_id="top"):
+            with gr.Column(scale=5, min_width=300, elem_id="input-col"):
                 with gr.Tabs():
                     with gr.Tab("Draw", id="draw"):
-                        pad = draw_tab.build(p.config.noun)
+                        draw = draw_tab.build(p.config.noun, p.config.style == "objects",
+                                              page.gallery(p))
+                        pad = draw.pad
                     with gr.Tab("Upload", id="upload"):
-                        upload = upload_tab.build(examples)
+                        upload = upload_tab.build()
                     # On a Space the tab appears only when the data was put there too.
                     tst = testset_tab.build(models, data_dir, visible=not on_space
                                             or testset_tab.data_on_disk(models, data_dir))
-            with gr.Column(scale=4, min_width=320):
+            with gr.Column(scale=4, min_width=300, elem_id="result-col"):
                 status = gr.Markdown(f"### ✏️ Draw a {p.config.noun} in the box", elem_id="status")
-                label = VerdictLabel(num_top_classes=10, label="Prediction (probability per class)",
-                                     elem_id="prediction")
+                with gr.Row(equal_height=False):
+                    label = VerdictLabel(num_top_classes=10, label="Probability per class",
+                                         elem_id="prediction", scale=3, min_width=200)
+                    glance = gr.Image(label="What drove it (relevance; more below)",
+                                      interactive=False, elem_id="glance", height=260,
+                                      buttons=[], scale=2, min_width=160)
         panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
         why = why_panel.build(p)
         with gr.Accordion("About this model", open=False):
@@ -376,12 +451,18 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         api_label = VerdictLabel(visible=False, label="prediction")
         api_file.upload(page.classify, api_file, api_label, api_name="classify")
         # After every analysis (the label first): the class-specific maps, a moment later.
-        why_args = ([shown, model, why.target, why.heads], why.outputs)
+        why_args = ([shown, model, why.target, why.heads], [*why.outputs, glance])
         # One lane for these, apart from the label's: they never hold up the next drawing's label.
         later = dict(quiet, concurrency_limit=1, concurrency_id="why")
-        pad.change(page.analyse_drawing, [pad, *ins], outs, trigger_mode="always_last",
-                   show_progress="hidden", api_name="analyse_drawing").then(
-            page.why, *why_args, **later)
+        # The canvas sends its PNG while the pen moves ("live": the answer alone) and when it
+        # lifts ("lift": everything); always_last: a request waiting behind a running one is
+        # replaced by the newest, never queued up.
+        pad.live(page.follow_drawing, [pad, model], [status, label, draw.answered],
+                 trigger_mode="always_last", **quiet)
+        pad.lift(page.analyse_drawing, [pad, *ins], [*outs, draw.answered],
+                 trigger_mode="always_last", show_progress="hidden",
+                 api_name="analyse_drawing").then(page.why, *why_args, **later)
+        draw.examples.select(page.load_example, [model], pad, **quiet)
         upload.change(page.analyse_upload, [upload, *ins], outs, show_progress="hidden",
                       api_name="analyse_upload").then(page.why, *why_args, **later)
         why.target.change(page.why, *why_args, trigger_mode="always_last", **later)
@@ -397,7 +478,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         panel.pick.select(page.pick_patch, [shown, model, panel.layer, panel.head],
                           [patch, panel.pick, panel.row], **quiet)
         model.change(page.choose_model, [model, current],
-                     [model, current, card, panel.layer, panel.head, patch, why.target, why.heads],
+                     [model, current, card, panel.layer, panel.head, patch, why.target, why.heads,
+                      draw.hint, draw.examples],
                      api_visibility="private").then(
             page.reanalyse, [shown, *ins], outs, **quiet).then(
             page.why, *why_args, **later).then(
@@ -413,7 +495,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                              api_visibility="private")
         tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet).then(
             None, js=SCROLL_TO_RESULT).then(page.why, *why_args, **later)
-        demo.load(page.first_view, ins, outs, **quiet).then(page.why, *why_args, **later)
+        # At load the example goes on the canvas, which sends it back like a drawing.
+        demo.load(page.first_view, model, pad, **quiet)
     demo.queue(max_size=env_int("VIT_QUEUE_SIZE", 16, 1, 10_000),
                default_concurrency_limit=CONCURRENCY)
     demo.page = page                    # for tests and notebooks: the handlers over these models
@@ -422,4 +505,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
 
 def launch(demo: gr.Blocks, **kwargs):
     """Serve the page with its script, style and upload limit (GRADIO_SERVER_NAME/PORT honoured)."""
-    return demo.launch(js=draw_tab.JS, css=CSS, show_error=True, max_file_size="50mb", **kwargs)
+    # run_history=False: Gradio 6.31 otherwise copies every event's inputs and outputs (each
+    # drawing's PNG, every picture) into the browser's localStorage, ~250 ms of the page's main
+    # thread per event here — the page stuttered while drawing — and keeps drawings there.
+    return demo.launch(css=CSS, show_error=True, max_file_size="50mb", run_history=False, **kwargs)

@@ -1,35 +1,37 @@
-"""The Draw tab: a Sketchpad whose brush is ready at load."""
+"""The Draw tab: our own light canvas (vit/ui/canvas.py), what to draw for the loaded model, and
+that model's examples — a click puts one on the canvas."""
 from __future__ import annotations
 
-from .gradio_patches import SafeSketchpad
+from dataclasses import dataclass
 
-# Keep the brush selected: Gradio's Sketchpad starts with no tool chosen (and drops the tool again
-# after "Clear canvas"), showing "select the draw tool to start" while a visitor's drag draws nothing.
-JS = """
-() => {
-  let queued = false;
-  const pick = () => {
-    queued = false;
-    const pad = document.querySelector('#drawpad');
-    if (!pad || !pad.innerText.includes('select the draw tool')) return;
-    const brush = pad.querySelector('button[aria-label="Brush"]');
-    if (brush) brush.click();
-  };
-  new MutationObserver(() => {
-    if (!queued) { queued = true; requestAnimationFrame(pick); }
-  }).observe(document.body, {childList: true, subtree: true, characterData: true});
-  pick();
-}
-"""
-CSS = "#drawpad canvas { touch-action: none; }\n"
+import gradio as gr
+
+from .canvas import DrawingCanvas
+
+CSS = "#drawpad { padding: 0; }\n"
 
 
-def build(noun: str):
-    import gradio as gr
-    # type="filepath" + SafeSketchpad: the layers reach vit.preprocessing as files, which checks
-    # their pixel count before decoding (a 13000x13000 value must not be decoded in full).
-    return SafeSketchpad(
-        type="filepath", image_mode="RGBA", canvas_size=(500, 500),
-        brush=gr.Brush(default_size=16, colors=["#000000"], color_mode="fixed"),
-        eraser=gr.Eraser(default_size=24), layers=False, transforms=(),
-        label=f"Draw a {noun} here (mouse, pen or finger)", elem_id="drawpad", height=560)
+@dataclass
+class DrawTab:
+    pad: DrawingCanvas
+    hint: gr.Markdown
+    examples: gr.Gallery
+    answered: gr.HTML         # the number of the last drawing answered (in the page, unseen)
+
+
+def hint(noun: str, fills: bool) -> str:
+    """What to draw, per model: clothing pictures are filled shapes, digits are strokes."""
+    text = f"**Draw a {noun}** with a mouse, pen or finger — the answer follows as you draw."
+    if fills:
+        text += " Draw its outline, then tap inside with **Fill**: the model learnt filled shapes."
+    return text
+
+
+def build(noun: str, fills: bool, examples: list[tuple[str, str]]) -> DrawTab:
+    text = gr.Markdown(hint(noun, fills), elem_id="draw-hint")
+    pad = DrawingCanvas(elem_id="drawpad")
+    gallery = gr.Gallery(examples, label="Examples (drawn by this project's code): click one",
+                         columns=10, rows=1, height=120, allow_preview=False,
+                         object_fit="contain", elem_id="draw-examples", buttons=[])
+    answered = gr.HTML("", visible="hidden", elem_id="answered", js_on_load=None)
+    return DrawTab(pad, text, gallery, answered)

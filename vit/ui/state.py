@@ -7,6 +7,8 @@ import numpy as np
 
 from .views import Pictures
 
+KEEP = "keep"          # PageUpdate.pictures: leave the pictures on the page as they are
+
 
 @dataclass(frozen=True)
 class Shown:
@@ -24,9 +26,13 @@ class PageUpdate:
     """Everything an analysing handler changes, by name; `outputs()` orders it for Gradio."""
     status: str
     label: dict | None = None
-    pictures: Pictures | None = None
+    pictures: Pictures | str | None = None          # or KEEP
     shown: Shown | None = None
 
     def outputs(self) -> tuple:
-        pics = self.pictures.as_tuple() if self.pictures is not None else (None,) * 6
+        if self.pictures is KEEP:
+            import gradio as gr
+            pics = (gr.update(),) * 6
+        else:
+            pics = self.pictures.as_tuple() if self.pictures is not None else (None,) * 6
         return (self.status, self.label, *pics, self.shown)

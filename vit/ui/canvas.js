@@ -1,0 +1,168 @@
+// The drawing canvas (vit/ui/canvas.py runs this as gr.HTML's js_on_load, with `element`,
+// `props`, `trigger` and `watch` in scope). Ink is the canvas's alpha: black strokes on a
+// transparent canvas over a white page, so what is sent is exactly where the pen went.
+//
+// What the server gets: props.value = {png: "data:image/png;base64,…" | null, final, seq}, then
+// a "live" event while the pen moves (at most every THROTTLE_MS, final: false: the answer alone)
+// or a "lift" event when it lifts (final: true: the answer and every picture). A 400x400 line
+// drawing is a PNG of a few kilobytes — the Sketchpad uploaded several full-size layer files
+// per stroke, and nothing while drawing.
+// From the server: a value {load: dataURL | null, seq} puts that picture on the canvas (an
+// example) or clears it, then sends it back like a drawing.
+const SIDE = 400;              // the canvas's own pixels; CSS scales it to the box
+const THROTTLE_MS = 120;       // updates while drawing: at most ~8 a second
+const UNDO_DEPTH = 30;         // snapshots kept for Undo (640 KB each)
+const pad = element.querySelector(".pad");
+const canvas = pad.querySelector("canvas");
+const ctx = canvas.getContext("2d", {willReadFrequently: true});
+canvas.width = canvas.height = SIDE;
+let tool = "brush", down = false, last = null, lastSent = 0, timer = null, inked = false;
+let example = null;            // the example's name while the canvas shows it untouched
+const undo = [];
+const sizes = {brush: +pad.dataset.brush || 13, eraser: +pad.dataset.eraser || 24};
+
+function select(name) {
+  tool = name;
+  pad.querySelectorAll("[data-tool]").forEach(b =>
+    b.setAttribute("aria-pressed", String(b.dataset.tool === name)));
+  canvas.dataset.tool = name;
+}
+
+function point(e) {
+  const r = canvas.getBoundingClientRect();
+  return [(e.clientX - r.left) * SIDE / r.width, (e.clientY - r.top) * SIDE / r.height];
+}
+
+function remember() {
+  undo.push(ctx.getImageData(0, 0, SIDE, SIDE));
+  if (undo.length > UNDO_DEPTH) undo.shift();
+}
+
+function hasInk() {
+  const d = ctx.getImageData(0, 0, SIDE, SIDE).data;
+  for (let i = 3; i < d.length; i += 4) if (d[i] > 20) return true;
+  return false;
+}
+
+function send(final) {
+  clearTimeout(timer);
+  timer = null;
+  lastSent = performance.now();
+  inked = final ? hasInk() : true;
+  const seq = +element.dataset.sent + 1 || 1;      // the page echoes it once this is answered
+  element.dataset.sent = String(seq);
+  const v = {png: inked ? canvas.toDataURL("image/png") : null, final: final, seq: seq};
+  if (example && inked) v.example = example;
+  props.value = v;
+  trigger(final ? "lift" : "live");
+}
+
+function soon() {                      // throttled update while the pen moves
+  const wait = THROTTLE_MS - (performance.now() - lastSent);
+  if (wait <= 0) send(false);
+  else if (!timer) timer = setTimeout(() => send(false), wait);
+}
+
+function stroke(a, b) {
+  ctx.globalCompositeOperation = tool === "eraser" ? "destination-out" : "source-over";
+  ctx.strokeStyle = ctx.fillStyle = "#000";
+  ctx.lineWidth = 2 * sizes[tool];
+  ctx.lineCap = ctx.lineJoin = "round";
+  ctx.beginPath();
+  ctx.moveTo(a[0], a[1]);
+  ctx.lineTo(b[0], b[1]);
+  ctx.stroke();
+}
+
+// Fill: the unpainted region around the tap becomes ink (4-connected, so a closed outline
+// holds it). Fashion-MNIST pictures are filled silhouettes, not outlines.
+function fill(p) {
+  const img = ctx.getImageData(0, 0, SIDE, SIDE), d = img.data;
+  const x0 = Math.floor(p[0]), y0 = Math.floor(p[1]);
+  if (x0 < 0 || y0 < 0 || x0 >= SIDE || y0 >= SIDE || d[(y0 * SIDE + x0) * 4 + 3] >= 128) return false;
+  const stack = [y0 * SIDE + x0], seen = new Uint8Array(SIDE * SIDE);
+  seen[stack[0]] = 1;
+  while (stack.length) {
+    const i = stack.pop(), x = i % SIDE;
+    d[i * 4] = d[i * 4 + 1] = d[i * 4 + 2] = 0;
+    d[i * 4 + 3] = 255;
+    for (const j of [x > 0 ? i - 1 : -1, x < SIDE - 1 ? i + 1 : -1, i - SIDE, i + SIDE]) {
+      if (j >= 0 && j < SIDE * SIDE && !seen[j] && d[j * 4 + 3] < 128) { seen[j] = 1; stack.push(j); }
+    }
+  }
+  ctx.putImageData(img, 0, 0);
+  return true;
+}
+
+canvas.addEventListener("pointerdown", e => {
+  if (e.button > 0) return;
+  e.preventDefault();
+  const p = point(e);
+  example = null;
+  remember();
+  if (tool === "fill") { if (fill(p)) send(true); else undo.pop(); return; }
+  canvas.setPointerCapture(e.pointerId);
+  down = true;
+  last = p;
+  stroke(p, p);
+  soon();
+});
+canvas.addEventListener("pointermove", e => {
+  if (!down) return;
+  e.preventDefault();
+  for (const ev of (e.getCoalescedEvents ? e.getCoalescedEvents() : []).concat([e])) {
+    const p = point(ev);
+    stroke(last, p);
+    last = p;
+  }
+  soon();
+});
+const lift = () => { if (down) { down = false; send(true); } };
+canvas.addEventListener("pointerup", lift);
+canvas.addEventListener("pointercancel", lift);
+
+pad.addEventListener("click", e => {
+  const b = e.target.closest("button");
+  if (!b) return;
+  if (b.dataset.tool) select(b.dataset.tool);
+  else if (b.dataset.act === "undo" && undo.length) { example = null; ctx.putImageData(undo.pop(), 0, 0); send(true); }
+  else if (b.dataset.act === "clear") { example = null; remember(); ctx.clearRect(0, 0, SIDE, SIDE); send(true); }
+});
+pad.addEventListener("keydown", e => {
+  if ((e.ctrlKey || e.metaKey) && e.key === "z" && undo.length) {
+    e.preventDefault();
+    example = null;
+    ctx.putImageData(undo.pop(), 0, 0);
+    send(true);
+  }
+});
+
+// A picture from the server (an example): black on white becomes ink on the canvas.
+watch("value", () => {
+  const v = props.value;
+  if (!v || typeof v !== "object" || !("load" in v)) return;
+  remember();
+  ctx.clearRect(0, 0, SIDE, SIDE);
+  example = v.load ? String(v.name || "") : null;
+  if (!v.load) { send(true); return; }
+  const im = new Image();
+  im.onload = () => {
+    const off = document.createElement("canvas");
+    off.width = off.height = SIDE;
+    const o = off.getContext("2d", {willReadFrequently: true});
+    o.fillStyle = "#fff";
+    o.fillRect(0, 0, SIDE, SIDE);
+    o.drawImage(im, 0, 0, SIDE, SIDE);
+    const src = o.getImageData(0, 0, SIDE, SIDE), d = src.data;
+    for (let i = 0; i < d.length; i += 4) {
+      d[i + 3] = 255 - Math.round(0.299 * d[i] + 0.587 * d[i + 1] + 0.114 * d[i + 2]);
+      d[i] = d[i + 1] = d[i + 2] = 0;
+    }
+    ctx.putImageData(src, 0, 0);
+    send(true);
+  };
+  im.src = v.load;
+});
+
+select("brush");
+element.dataset.ready = "1";

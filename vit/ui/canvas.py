@@ -1,0 +1,97 @@
+"""A light drawing canvas of our own: `DrawingCanvas`, a gr.HTML whose script (canvas.js) draws
+in the browser and sends the server a small PNG of the ink while the pen moves and when it
+lifts; `read_drawing` turns what it sends into input for vit.preprocessing, refusing anything
+else a client might send in its place.
+
+Why not gr.Sketchpad: it uploaded several full-size layer files per stroke (~1.2 s from pen lift
+to the label here) and nothing while the pen was down; it started with no tool selected."""
+from __future__ import annotations
+
+import base64
+import binascii
+from pathlib import Path
+
+import gradio as gr
+
+from ..preprocessing import PreprocessError
+
+HERE = Path(__file__).parent
+PREFIX = "data:image/png;base64,"
+MAX_CHARS = 4_000_000        # a 400x400 drawing is a few KB; anything near this is not one
+BRUSH, ERASER = 13, 24       # radii in canvas pixels (of 400): strokes ~6.5 % of the side, as MNIST's
+
+TEMPLATE = f"""
+<div class="pad" data-brush="{BRUSH}" data-eraser="{ERASER}">
+  <div class="tools" role="toolbar" aria-label="Drawing tools">
+    <button type="button" data-tool="brush" aria-label="Brush" title="Brush">✎ Brush</button>
+    <button type="button" data-tool="eraser" aria-label="Eraser" title="Eraser">Eraser</button>
+    <button type="button" data-tool="fill" aria-label="Fill"
+      title="Fill: tap inside a closed outline to colour it in">Fill</button>
+    <button type="button" data-act="undo" aria-label="Undo" title="Undo (Ctrl+Z)">↶ Undo</button>
+    <button type="button" data-act="clear" aria-label="Clear canvas" title="Clear">✕ Clear</button>
+  </div>
+  <canvas tabindex="0" aria-label="Drawing area: draw with a mouse, pen or finger"></canvas>
+</div>
+"""
+
+
+class DrawingCanvas(gr.HTML):
+    """The canvas. Its value, as the browser sends it: {"png": a PNG data URL or None (an empty
+    canvas), "final": False while the pen is still down, "seq": n (counting sends)}. Sent to
+    it: {"load": a data URL or None, "seq": n} puts that picture on the canvas (or clears it),
+    which then sends it back."""
+
+    def __init__(self, **kwargs):
+        super().__init__(value=None, html_template=TEMPLATE,
+                         css_template=(HERE / "canvas.css").read_text(),
+                         js_on_load=(HERE / "canvas.js").read_text(), **kwargs)
+
+    def api_info(self):
+        return {"type": "object", "properties": {
+            "png": {"type": "string", "description": "a PNG data URL: black ink on transparency "
+                                                     "(null: an empty canvas)"},
+            "final": {"type": "boolean", "description": "false while the pen is still moving"}},
+            "example": {"png": PREFIX + "…", "final": True}}
+
+    def example_payload(self):
+        return {"png": None, "final": True}
+
+    def example_value(self):
+        return {"png": None, "final": True}
+
+
+def read_drawing(value) -> dict | None:
+    """The canvas's value -> an input for vit.preprocessing (the PNG as the ink layer), or None
+    for an empty canvas. Raises PreprocessError, with one line for people, for anything else:
+    a client may send any JSON here, and no part of it may name a file on the server."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, dict):
+        raise PreprocessError('A drawing is sent as {"png": "data:image/png;base64,…"}.')
+    png = value.get("png")
+    if png is None:
+        return None
+    if not isinstance(png, str) or not png.startswith(PREFIX):
+        raise PreprocessError("The drawing must be a PNG data URL (data:image/png;base64,…).")
+    if len(png) > MAX_CHARS:
+        raise PreprocessError(f"The drawing is {len(png) / 1e6:.0f} MB; a drawing is a few KB. "
+                              "Upload large pictures on the Upload tab.")
+    try:
+        data = base64.b64decode(png[len(PREFIX):], validate=True)
+    except (binascii.Error, ValueError):
+        raise PreprocessError("The drawing's PNG data is not valid base64.") from None
+    # Ink is the alpha channel; a PNG without one (a client's black-on-white picture) is read grey.
+    return {"background": None, "layers": [data], "composite": data}
+
+
+def seq(value) -> str:
+    """The drawing's sequence number, echoed to the page (#answered) with its answer: tests and
+    bench/draw_latency.py time from the pen lifting to the answer for the finished drawing."""
+    n = value.get("seq") if isinstance(value, dict) else None
+    return str(n) if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**53 else ""
+
+
+def load_value(png_bytes: bytes | None, seq: int) -> dict:
+    """A value that puts a picture (black on white) on the canvas, or clears it (None)."""
+    url = None if png_bytes is None else PREFIX + base64.b64encode(png_bytes).decode()
+    return {"load": url, "seq": seq}
