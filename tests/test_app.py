@@ -6,6 +6,7 @@ import pytest
 from PIL import Image
 
 from vit.examples import render_digit
+from vit.ui.canvas import drawing_value
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
@@ -86,14 +87,13 @@ def test_bad_files_get_a_clear_message_and_the_server_keeps_serving(app_server, 
     assert label_of(client.predict(handle_file(str(files / "seven.png")), api_name="/classify")) == "7"
 
 
-def test_sketchpad_value_through_the_drawing_endpoint(client, tmp_path):
-    """What the browser sends: RGBA layers with black strokes on transparency."""
+def test_canvas_value_through_the_drawing_endpoint(client, tmp_path):
+    """What the browser's canvas sends: a PNG data URL, black strokes on transparency."""
     ink = 255 - np.asarray(render_digit("4", 500, 34), np.uint8)
     layer = np.zeros((500, 500, 4), np.uint8)
     layer[..., 3] = ink
     Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
-    value = {"background": None, "layers": [handle_file(str(tmp_path / "layer.png"))],
-             "composite": handle_file(str(tmp_path / "layer.png"))}
+    value = drawing_value(tmp_path / "layer.png")
     out = client.predict(value, "mnist", True, 6, 1, None, api_name="/analyse_drawing")
     status, label = out[0], out[1]
     assert "**4**" in status and label_of(label) == "4"
@@ -102,7 +102,7 @@ def test_sketchpad_value_through_the_drawing_endpoint(client, tmp_path):
 
 
 def test_empty_canvas_is_a_friendly_state_not_an_error(client):
-    out = client.predict({"background": None, "layers": [], "composite": None}, "mnist", True, 6, 1, None,
+    out = client.predict({"png": None, "final": True, "seq": 3}, "mnist", True, 6, 1, None,
                          api_name="/analyse_drawing")
     assert "Draw a digit" in out[0] and not out[1]          # no prediction shown
 
@@ -131,7 +131,7 @@ def test_out_of_range_sliders_and_unknown_models_from_a_client(client, tmp_path)
     layer = np.zeros((500, 500, 4), np.uint8)
     layer[..., 3] = ink
     Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
-    value = {"background": None, "layers": [handle_file(str(tmp_path / "layer.png"))], "composite": None}
+    value = drawing_value(tmp_path / "layer.png")
     out = client.predict(value, "mnist", True, 99, -5, None, api_name="/analyse_drawing")
     assert "**4**" in out[0]
     with pytest.raises(Exception, match="no model named") as e:
@@ -190,7 +190,7 @@ def test_the_page_says_why_it_is_not_a_digit(client, tmp_path):
     layer = np.zeros(ink.shape + (4,), np.uint8)
     layer[..., 3] = ink
     Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
-    value = {"background": None, "layers": [handle_file(str(tmp_path / "layer.png"))], "composite": None}
+    value = drawing_value(tmp_path / "layer.png")
     out = client.predict(value, "mnist", True, 6, 1, None, api_name="/analyse_drawing")
     status, label = out[0], out[1]
     assert "Not a digit" in status

@@ -19,6 +19,7 @@ from vit.checkpoint import save_checkpoint
 from vit.examples import render_digit
 from vit.model import ViT, ViTConfig
 from vit.ui import NoModelsError, create_app
+from vit.ui.canvas import drawing_value as canvas_value
 from vit.ui.models import Models
 from vit.ui.state import Shown
 
@@ -127,7 +128,7 @@ def drawing_value(tmp_path, digit="4"):
     layer = np.zeros((500, 500, 4), np.uint8)
     layer[..., 3] = ink
     Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
-    return {"background": None, "layers": [str(tmp_path / "layer.png")], "composite": None}
+    return canvas_value(tmp_path / "layer.png")
 
 
 @pytest.mark.parametrize("name, grid, size", [("grid4", 4, 28), ("grid2", 2, 28), ("grid14", 14, 28),
@@ -136,7 +137,7 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     """A --patch-size 7 or 14 checkpoint crashed the app (clicked patch 24, token strip tiles)."""
     page = grids_page
     out = page.analyse_drawing(drawing_value(tmp_path), name, True, 2, 1, None)
-    status, label, *pics, shown = out
+    status, label, *pics, shown, _ = out
     assert "reads this as" in status and len(label) == 10
     assert all(isinstance(p, np.ndarray) and p.dtype == np.uint8 for p in pics)
     assert isinstance(shown, Shown) and shown.image.shape == (size, size)
@@ -158,10 +159,11 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     again = page.reanalyse(shown, "mnist", True, 2, 1, patch)
     assert "reads this as" in again[0] and again[-1].model == "mnist"
     # What drove the answer: both maps, for the answer and for another class, and heads off.
-    rel, occ, text, heads = page.why(shown, name, -1, [])
+    rel, occ, text, heads, glance = page.why(shown, name, -1, [])
     assert rel.shape[1] == occ.shape[1] and rel.dtype == occ.dtype == np.uint8
+    assert glance is rel                  # the small copy beside the answer: the same map
     assert "Explaining" in text and "Nothing switched off" in heads
-    _, _, text, heads = page.why(shown, name, 3, ["0,0", "1,1"])
+    _, _, text, heads, _ = page.why(shown, name, 3, ["0,0", "1,1"])
     assert "Explaining **3**" in text and "With 2 heads off" in heads
     assert "With 1 head off" in page.switch_heads(shown, name, ["1,0"])
     measured = page.measure(shown, name)
@@ -170,13 +172,13 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
 
 def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
     out = grids_page.analyse_drawing(drawing_value(tmp_path), "grid4", True, 2, 1, None)
-    shown, label = out[-1], out[1]
+    shown, label = out[-2], out[1]
     answer = label["label"] if "confidences" in label else max(label, key=label.get)
     for target in (None, "x", 99, -7, 1e30, [1]):
         assert f"Explaining **{answer}**" in grids_page.why(shown, "grid4", target, [])[2]
-    _, _, _, heads = grids_page.why(shown, "grid4", -1, ["9,9", "a,b", "0", None, "0,0", "0,0"])
+    _, _, _, heads, _ = grids_page.why(shown, "grid4", -1, ["9,9", "a,b", "0", None, "0,0", "0,0"])
     assert "With 1 head off" in heads
-    assert grids_page.why(None, "grid4", -1, []) == (None, None, "", "")
+    assert grids_page.why(None, "grid4", -1, []) == (None, None, "", "", None)
 
 
 def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):
@@ -191,7 +193,7 @@ def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):
 def test_session_state_is_small(grids_page, tmp_path):
     """Gradio keeps state an hour after a visitor leaves: a drawing keeps < 40 KB, not the
     500x500 canvas (2 MB as arrays)."""
-    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-1]
+    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-2]
     assert shown.source.nbytes + shown.image.nbytes < 40_000
 
 
@@ -205,7 +207,7 @@ def test_a_huge_drawing_is_refused_before_it_is_decoded(grids_page, tmp_path):
     bomb = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 13000, 13000, 8, 6, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b""))
     (tmp_path / "bomb.png").write_bytes(bomb)
-    value = {"background": None, "layers": [str(tmp_path / "bomb.png")], "composite": None}
+    value = canvas_value(tmp_path / "bomb.png")
     import resource
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.warns(UserWarning, match="limit is 40 megapixels"):
@@ -235,22 +237,71 @@ def test_queue_is_bounded_and_the_cache_is_cleaned(tmp_path):
 
 
 def test_a_click_at_nan_or_infinity_changes_nothing(grids_page, tmp_path):
-    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-1]
+    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-2]
     for index in (["nan", "nan"], ["inf", 3], [None, 2]):
         out = grids_page.pick_patch(shown, "mnist", 2, 1, SimpleNamespace(index=index))
         assert all(isinstance(o, dict) for o in out)           # gr.update(): nothing changes
 
 
-def test_the_first_view_cache_stays_bounded_whatever_clients_send(grids_page):
-    """Keyed by the raw slider values, 400 requests with layer 1+i*1e-9 grew the server by
-    ~2.3 MB each and never freed it."""
-    grids_page._first.clear()
-    for i in range(40):
-        grids_page.first_view("mnist", True, 1 + i * 1e-9, 1 + i, i * 1000)
-    assert len(grids_page._first) <= 3
-    for i in range(49):                        # every valid patch: still a bounded cache
-        grids_page.first_view("mnist", True, 2, 1, i)
-    assert len(grids_page._first) <= 8
+def test_the_first_view_puts_an_example_on_the_canvas(grids_page):
+    """At load the canvas gets the drawn 7 (which it sends back like a drawing); each load value
+    differs, so the page redraws it even when the same example is asked for twice."""
+    a, b = grids_page.first_view("mnist"), grids_page.first_view("mnist")
+    assert a["name"] == "7" and a["load"].startswith("data:image/png;base64,")
+    assert a["seq"] != b["seq"] and a["load"] == b["load"]
+    picked = grids_page.load_example("mnist", SimpleNamespace(index=2))
+    assert picked["name"] == "2"
+    assert isinstance(grids_page.load_example("mnist", SimpleNamespace(index=99)), dict)   # no-op
+    assert "__type__" in grids_page.load_example("mnist", SimpleNamespace(index="x"))
+
+
+def test_an_example_drawing_says_so_and_a_made_up_name_does_not(grids_page):
+    value = {**canvas_value(_example_ink("4")), "example": "4"}
+    assert grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)[0].startswith(
+        "### Example: a drawn 4")
+    value["example"] = "<img src=x onerror=alert(1)>"          # not one of the examples: ignored
+    assert "Example" not in grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)[0]
+
+
+def _example_ink(digit):
+    return 255 - np.asarray(render_digit(digit, 400, 26), np.uint8)
+
+
+@pytest.mark.parametrize("value, message", [
+    ({"png": "data:text/html;base64,PGI+"}, "must be a PNG data URL"),
+    ({"png": "data:image/png;base64,%%%"}, "not valid base64"),
+    ({"png": "data:image/png;base64," + "A" * 4_000_000}, "a drawing is a few KB"),
+    ({"png": 12}, "must be a PNG data URL"),
+    ("just text", "A drawing is sent as"),
+    ({"png": "data:image/png;base64,iVBORw0KGgo="}, "not an image I can read"),
+])
+def test_what_a_client_sends_as_a_drawing_gets_one_line(grids_page, value, message):
+    with pytest.warns(UserWarning, match=message):
+        out = grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)
+    assert message in out[0] and out[1] is None and "\n" not in out[0].strip()
+
+
+def test_a_drawing_value_cannot_name_a_server_file(grids_page, tmp_path):
+    """Only the PNG inside the value is read: Sketchpad-style layer paths are ignored."""
+    secret = tmp_path / "secret.png"
+    Image.fromarray(_example_ink("4")).save(secret)
+    value = {"background": None, "layers": [str(secret)], "composite": str(secret)}
+    out = grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)
+    assert "Draw a digit" in out[0] and out[1] is None
+
+
+def test_while_the_pen_moves_only_the_answer_follows_and_never_a_stale_one(grids_page):
+    """The canvas's "live" event: status, label and the drawing's number; a live answer for an
+    older drawing than the newest the visitor sent (the pen lifted meanwhile) changes nothing."""
+    visitor = SimpleNamespace(session_hash="abc")
+    seven = {**canvas_value(_example_ink("7"), seq=5), "final": False}
+    status, label, number = grids_page.follow_drawing(seven, "mnist", visitor)
+    assert "reads this as" in status and label and number == "5"
+    grids_page.analyse_drawing({**seven, "seq": 6, "final": True}, "mnist", True, 2, 1, None,
+                               request=visitor)
+    assert all(isinstance(o, dict) for o in grids_page.follow_drawing(seven, "mnist", visitor))
+    other = SimpleNamespace(session_hash="xyz")                 # another visitor is not held up
+    assert grids_page.follow_drawing(seven, "mnist", other)[2] == "5"
 
 
 def test_a_model_that_failed_tells_every_later_visitor_why(broken_root):

@@ -12,6 +12,7 @@ from vit.examples import render_digit
 from vit.model import ViT, ViTConfig
 from vit.ui import create_app
 from vit.ui.app import top_label
+from vit.ui.canvas import drawing_value
 from vit.ui.gradio_patches import VerdictLabel
 
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
@@ -87,9 +88,8 @@ def test_the_verdict_stays_after_a_model_switch_and_back(page, tmp_path):
     ink = np.zeros((500, 500, 4), np.uint8)
     ink[..., 3] = 255 - np.asarray(Image.open(letter_file(tmp_path / "k.png")))
     Image.fromarray(ink, "RGBA").save(tmp_path / "layer.png")
-    value = {"background": None, "layers": [str(tmp_path / "layer.png")], "composite": None}
-    out = page.analyse_drawing(value, "mnist", True, 2, 1, None)
-    shown = out[-1]
+    out = page.analyse_drawing(drawing_value(tmp_path / "layer.png"), "mnist", True, 2, 1, None)
+    shown = out[-2]                                     # (the last: the drawing's number)
     assert top_label(out[1]) == "not a digit"
     assert shown.source.shape == (160, 160) and shown.source.dtype == np.uint8    # the ink map
     same = page.reanalyse(shown, "mnist", True, 2, 1, None)           # the same model again
@@ -99,5 +99,6 @@ def test_the_verdict_stays_after_a_model_switch_and_back(page, tmp_path):
 
 
 def test_the_first_view_survives_a_refused_example(page):
-    status = page.first_view("mnist", True, 2, 1, None)[0]
+    ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
+    status = page.analyse_drawing({**drawing_value(ink), "example": "7"}, "mnist", True, 2, 1, None)[0]
     assert status.startswith("### Example: a drawn 7 — read as **not a digit**")

@@ -1,5 +1,6 @@
-"""A person in a real browser: headless Chromium draws digits on the Sketchpad with the mouse,
-uploads a file, clicks an example. Screenshots of each step go to artifacts/browser/."""
+"""A person in a real browser: headless Chromium draws digits on the page's canvas with the mouse
+and a finger, on a desktop and a phone, uploads a file, clicks an example. Screenshots of each
+step go to artifacts/browser/ (the README's picture of the page is 0-first-view.png)."""
 import os
 import shutil
 
@@ -55,13 +56,12 @@ def wait_status(pg, text: str, timeout=30_000):
 
 
 def drawing_area(pg):
-    """The square the Sketchpad draws on: centred in the <canvas>, as tall as it is."""
+    """The canvas: a square, drawn on edge to edge."""
     box = pg.locator("#drawpad canvas").first.bounding_box()
-    side = min(box["width"], box["height"])
-    return box["x"] + (box["width"] - side) / 2, box["y"] + (box["height"] - side) / 2, side
+    return box["x"], box["y"], box["width"]
 
 
-def draw(pg, digit: str):
+def draw(pg, digit: str, lift: bool = True):
     x0, y0, side = drawing_area(pg)
     for stroke in STROKES[digit]:
         pts = [(x0 + u * side, y0 + v * side) for u, v in stroke]
@@ -70,21 +70,64 @@ def draw(pg, digit: str):
         for (ax, ay), (bx, by) in zip(pts, pts[1:]):
             for i in range(1, 11):
                 pg.mouse.move(ax + (bx - ax) * i / 10, ay + (by - ay) * i / 10)
-        pg.mouse.up()
+        if lift:
+            pg.mouse.up()
+
+
+def sent(pg) -> int:
+    """How many times the canvas has sent its drawing."""
+    return int(pg.evaluate("() => +document.querySelector('#drawpad [data-ready]').dataset.sent || 0"))
+
+
+def answered(pg) -> int:
+    """The number of the last drawing the page shows the answer for."""
+    text = pg.locator("#answered").inner_text().strip()
+    return int(text) if text.isdigit() else 0
+
+
+def in_view(pg, selector: str) -> bool:
+    return pg.evaluate("s => { const r = document.querySelector(s).getBoundingClientRect();"
+                       " return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight + 1; }",
+                       selector)
 
 
 def clear(pg):
     pg.locator('#drawpad button[aria-label="Clear canvas"]').click()
 
 
-def test_first_load_shows_a_worked_example_and_a_ready_brush(page):
-    wait_status(page, "Example")
-    page.screenshot(path=SHOTS / "0-first-load.png")
-    assert "brush is ready" in status(page)
-    # The brush tool is selected without any click of ours.
-    assert page.locator('#drawpad button[aria-label="Brush"]').count() == 1
-    page.wait_for_function("() => !document.body.innerText.includes('select the draw tool')",
-                           timeout=10_000)
+def test_first_view_shows_an_example_on_the_canvas_with_its_answer_above_the_fold(page):
+    """Before anything is done: the drawn 7 on the canvas, its answer and a small relevance map
+    beside it, all on the first screen; examples under the canvas; the brush selected."""
+    wait_status(page, "Example: a drawn 7 — read as 7")
+    page.wait_for_selector("#glance img", timeout=30_000)
+    page.wait_for_timeout(500)
+    page.screenshot(path=SHOTS / "0-first-view.png")
+    for part in ("#drawpad canvas", "#status", "#prediction", "#glance img", "#draw-examples"):
+        assert in_view(page, part), part
+    ink = page.evaluate("() => { const c = document.querySelector('#drawpad canvas');"
+                        " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+                        " let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 128;"
+                        " return n / (d.length / 4); }")
+    assert 0.03 < ink < 0.3                        # the example's strokes are on the canvas
+    assert page.locator('#drawpad button[aria-label="Brush"][aria-pressed="true"]').count() == 1
+    assert "Handwritten digits (MNIST)" in page.locator("#model input").input_value()
+
+
+def test_the_answer_follows_the_pen_before_it_lifts(page):
+    """While the pen is down the label updates (throttled); on lifting, the finished drawing's
+    answer arrives (bench/draw_latency.py measures how fast)."""
+    clear(page)
+    wait_status(page, "Draw a digit")
+    before = sent(page)
+    draw(page, "1", lift=False)
+    page.wait_for_function(f"() => +document.querySelector('#answered').innerText > {before}",
+                           timeout=30_000)
+    assert "reads this as" in status(page)           # an answer while the pen is still down
+    page.mouse.up()
+    final = sent(page)
+    page.wait_for_function(f"() => document.querySelector('#answered').innerText.trim() === '{final}'",
+                           timeout=30_000)
+    wait_status(page, "reads this as 1")
 
 
 @pytest.mark.parametrize("digit", ["1", "7", "0"])
@@ -119,8 +162,9 @@ def test_upload_and_example(page, tmp_path):
     page.locator("#upload input[type=file]").set_input_files(str(tmp_path / "four.png"))
     wait_status(page, "reads this as 4")
     page.screenshot(path=SHOTS / "3-uploaded.png", full_page=True)
-    page.locator(".gallery-item").nth(2).click()          # the example "2"
-    wait_status(page, "reads this as 2")
+    page.get_by_role("tab", name="Draw").click()
+    page.locator("#draw-examples .thumbnail-item").nth(2).click()      # the example "2"
+    wait_status(page, "Example: a drawn 2 — read as 2")
     page.screenshot(path=SHOTS / "4-example.png", full_page=True)
 
 
@@ -183,8 +227,12 @@ def test_touch_drawing_on_a_phone(browser, app_server):
         for i in range(1, 11):
             cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [
                 {"x": ax + (bx - ax) * i / 10, "y": ay + (by - ay) * i / 10}]})
+        assert in_view(pg, "#status") and in_view(pg, "#prediction")   # the answer, in view
     cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
     wait_status(pg, "reads this as 7")
+    assert in_view(pg, "#status") and in_view(pg, "#prediction") and in_view(pg, "#drawpad canvas")
+    box = pg.locator("#drawpad canvas").bounding_box()
+    assert box["width"] >= 0.85 * 390                          # the canvas fills the width
     pg.screenshot(path=SHOTS / "5-phone-touch.png", full_page=False)
     ctx.close()
 

@@ -101,6 +101,11 @@ class CheckpointConfig:
         spec = self.spec
         return spec.title if spec else (self.dataset or "custom")
 
+    @property
+    def friendly_title(self) -> str:
+        spec = self.spec
+        return f"{spec.subject} ({spec.title})" if spec else self.title
+
     def to_dict(self) -> dict:
         """The config.json form (normalisation always as per-channel lists)."""
         out = {"format": FORMAT, "model": self.model.to_dict()}

@@ -12,6 +12,7 @@ from .augment import Augment
 class DatasetSpec:
     name: str                       # the --dataset value and config.json's "dataset"
     title: str                      # how the page writes it
+    subject: str                    # what its pictures show, for people ("Handwritten digits")
     class_names: tuple[str, ...]
     mean: tuple[float, ...]         # per channel, of the training pixels in [0, 1]
     std: tuple[float, ...]
@@ -35,9 +36,9 @@ class DatasetSpec:
 
 
 SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
-    DatasetSpec("mnist", "MNIST", tuple(str(i) for i in range(10)), (0.1307,), (0.3081,),
-                torchvision="MNIST"),
-    DatasetSpec("fashion-mnist", "Fashion-MNIST",
+    DatasetSpec("mnist", "MNIST", "Handwritten digits", tuple(str(i) for i in range(10)),
+                (0.1307,), (0.3081,), torchvision="MNIST"),
+    DatasetSpec("fashion-mnist", "Fashion-MNIST", "Clothing and shoes",
                 ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                  "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"),
                 (0.2860,), (0.3530,), augment=Augment(degrees=5.0, shear=0.05, flip=True),

@@ -39,7 +39,7 @@ from .models import Models, StartupError
 from .state import KEEP, PageUpdate, Shown
 
 ROOT = Path(__file__).resolve().parents[2]
-CSS = draw_tab.CSS + ".hint { color: #555; font-size: 0.95em; }\n"
+CSS = (Path(__file__).parent / "page.css").read_text()
 # A burst of requests must not make the next visitor wait for answers nobody will read: the
 # queue holds a few per worker; beyond that a client is told at once that the server is busy.
 CONCURRENCY = 2
@@ -406,10 +406,11 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
 
     with gr.Blocks(title="ViT Explorer", delete_cache=(1800, 3600)) as demo:
         with gr.Row(equal_height=True):
-            gr.Markdown("# ViT Explorer\nA small Vision Transformer, trained from scratch, cuts "
-                        "your drawing into patches, reads them as a sequence of tokens and names "
-                        "the class. Below: what it sees, where every attention head looks, and "
-                        "what drove the answer.", elem_id="intro")
+            with gr.Column(scale=3, min_width=300):
+                gr.Markdown("# ViT Explorer\nA small Vision Transformer, trained from scratch, "
+                            "cuts your drawing into patches, reads them as a sequence of tokens and "
+                            "names the class. Below: what it sees, where every attention head "
+                            "looks, and what drove the answer.", elem_id="intro")
             model = gr.Dropdown(models.choices(), value=models.default, label="Model",
                                 info="what it was trained to recognise", elem_id="model",
                                 visible=len(models.names) > 1, scale=0, min_width=260)

@@ -91,6 +91,24 @@ def seq(value) -> str:
     return str(n) if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**53 else ""
 
 
+def drawing_value(ink, seq: int = 1) -> dict:
+    """What the canvas sends for a drawing: `ink` (H, W) uint8, 255 = full ink (or a path to
+    a PNG whose alpha is the ink). For API clients, tests and benches."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+    if isinstance(ink, (str, Path)):
+        data = Path(ink).read_bytes()
+    else:
+        rgba = np.zeros((*np.shape(ink), 4), np.uint8)
+        rgba[..., 3] = ink
+        buf = io.BytesIO()
+        Image.fromarray(rgba, "RGBA").save(buf, "PNG")
+        data = buf.getvalue()
+    return {"png": PREFIX + base64.b64encode(data).decode(), "final": True, "seq": seq}
+
+
 def load_value(png_bytes: bytes | None, seq: int) -> dict:
     """A value that puts a picture (black on white) on the canvas, or clears it (None)."""
     url = None if png_bytes is None else PREFIX + base64.b64encode(png_bytes).decode()

@@ -8,8 +8,6 @@ import gradio as gr
 
 from .canvas import DrawingCanvas
 
-CSS = "#drawpad { padding: 0; }\n"
-
 
 @dataclass
 class DrawTab:

@@ -66,8 +66,9 @@ class Models:
         self.names = [n for n in sorted(self.configs, key=lambda n: (n != self.default, n))]
 
     def choices(self) -> list[tuple[str, str]]:
-        """(label, name) for the selector: the data set's title, and the folder when titles repeat."""
-        titles = [self.configs[n].title for n in self.names]
+        """(label, name) for the selector: what the pictures show and the data set ("Handwritten
+        digits (MNIST)"), and the folder when two models share that."""
+        titles = [self.configs[n].friendly_title for n in self.names]
         return [(t if titles.count(t) == 1 else f"{t} ({n})", n) for t, n in zip(titles, self.names)]
 
     def get(self, name: str) -> Predictor:
