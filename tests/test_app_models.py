@@ -325,3 +325,14 @@ def test_bad_settings_stop_start_up_with_one_line(env, message):
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0]
+
+
+def test_the_mechanism_panel_works_only_while_open(grids_page, tmp_path):
+    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "grid4", True, 2, 1, None)[-2]
+    assert all(isinstance(o, dict) for o in grids_page.mechanism(False, shown, "grid4", 1, 1, 3, False))
+    picture, text = grids_page.mechanism(True, shown, "grid4", 2, 2, 3, False)
+    assert picture.dtype == np.uint8 and "largest weights" in text.lower()
+    nothing = grids_page.mechanism(True, None, "grid4", 1, 1, None, True)
+    assert nothing == (None, "Draw or upload something first.")
+    pos, dist, filters, caption = grids_page.mechanism_model(True, "grid4")
+    assert pos.dtype == dist.dtype == filters.dtype == np.uint8 and caption

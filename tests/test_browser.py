@@ -232,7 +232,7 @@ def test_touch_drawing_on_a_phone(browser, app_server):
     wait_status(pg, "reads this as 7")
     assert in_view(pg, "#status") and in_view(pg, "#prediction") and in_view(pg, "#drawpad canvas")
     box = pg.locator("#drawpad canvas").bounding_box()
-    assert box["width"] >= 0.85 * 390                          # the canvas fills the width
+    assert box["width"] >= 0.8 * 390              # the canvas fills the width (less the margins)
     pg.screenshot(path=SHOTS / "5-phone-touch.png", full_page=False)
     ctx.close()
 
@@ -265,3 +265,22 @@ def test_what_drove_the_answer_for_another_class_and_with_heads_off(page):
     page.wait_for_timeout(300)
     page.screenshot(path=SHOTS / "8-what-drove-the-answer.png")
     assert "reads this as 7" in status(page)
+
+
+def test_how_attention_works_panel_opens_with_the_walk_through_and_figure_7(page):
+    """The step-by-step panel: closed (and free) until opened; then one token's trip through a
+    head and the model's Figure 7 views."""
+    page.get_by_role("tab", name="Draw").click()
+    clear(page)
+    wait_status(page, "Draw a digit")
+    draw(page, "7")
+    wait_status(page, "reads this as 7")
+    acc = page.locator("#mechanism")
+    acc.scroll_into_view_if_needed()
+    acc.get_by_text("How attention works").first.click()
+    for pic in ("#mech-walk img", "#mech-position img", "#mech-distance img", "#mech-filters img"):
+        page.locator(pic.split()[0]).scroll_into_view_if_needed()
+        page.wait_for_selector(pic, timeout=60_000)
+    assert "largest weights" in page.locator("#mech-walk-text").inner_text().lower()
+    page.locator("#mech-walk").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "9-how-attention-works.png")

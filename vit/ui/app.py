@@ -26,7 +26,7 @@ from ..evaluation import pick_device
 from ..examples import example_name, write_examples
 from ..inference import Analysis, Predictor
 from ..preprocessing import BlankInputError, PreprocessError, compact, decode
-from . import draw_tab, testset_tab, upload_tab, views, why_panel
+from . import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
 from .canvas import load_value, read_drawing, seq
 from .gradio_patches import (
     ImageFile,
@@ -284,6 +284,21 @@ class Page:
         return rel, *rest, rel
 
 
+    def mechanism(self, opened, shown, name, layer, head, patch, cls):
+        """The step-by-step walk through one attention head, while its panel is open."""
+        if not opened:
+            return gr.update(), gr.update()
+        got = self._on_screen(shown, name)
+        if isinstance(got, str):
+            return None, got
+        return mechanism_panel.render(*got, layer, head, patch, cls)
+
+    def mechanism_model(self, opened, name):
+        """The Figure 7 views of a model (cached per model), while the panel is open."""
+        if not opened:
+            return (gr.update(),) * 4
+        return mechanism_panel.model_images(self.predictor(name), self.answers.data_dir).as_tuple()
+
     def switch_heads(self, shown, name, heads):
         got = self._on_screen(shown, name)
         return got if isinstance(got, str) else why_panel.switch_heads(*got, heads)
@@ -439,6 +454,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                                       buttons=[], scale=2, min_width=160)
         panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
         why = why_panel.build(p)
+        mech = mechanism_panel.build(p)
+        mech_open = gr.State(False)
         with gr.Accordion("About this model", open=False):
             card = gr.Markdown(p.card())
 
@@ -453,6 +470,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         api_file.upload(page.classify, api_file, api_label, api_name="classify")
         # After every analysis (the label first): the class-specific maps, a moment later.
         why_args = ([shown, model, why.target, why.heads], [*why.outputs, glance])
+        # The mechanism panel works only while open (a walk-through costs ~40 ms per change).
+        mech_args = ([mech_open, shown, model, mech.layer, mech.head, patch, mech.cls],
+                     mech.outputs)
         # One lane for these, apart from the label's: they never hold up the next drawing's label.
         later = dict(quiet, concurrency_limit=1, concurrency_id="why")
         # The canvas sends its PNG while the pen moves ("live": the answer alone) and when it
@@ -462,7 +482,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                  trigger_mode="always_last", **quiet)
         pad.lift(page.analyse_drawing, [pad, *ins], [*outs, draw.answered],
                  trigger_mode="always_last", show_progress="hidden",
-                 api_name="analyse_drawing").then(page.why, *why_args, **later)
+                 api_name="analyse_drawing").then(page.why, *why_args, **later).then(
+            page.mechanism, *mech_args, **quiet)
         draw.examples.select(page.load_example, [model], pad, **quiet)
         upload.change(page.analyse_upload, [upload, *ins], outs, show_progress="hidden",
                       api_name="analyse_upload").then(page.why, *why_args, **later)
@@ -476,14 +497,23 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             s.change(page.explore, [shown, model, panel.layer, panel.head, patch],
                      [panel.pick, panel.row], trigger_mode="always_last", **quiet)
         panel.grid.select(page.pick_head, [model], [panel.layer, panel.head], **quiet)
+        mech.accordion.expand(lambda: True, None, mech_open, **quiet).then(
+            page.mechanism_model, [mech_open, model], mech.model_outputs, **quiet).then(
+            page.mechanism, *mech_args, **quiet)
+        mech.accordion.collapse(lambda: False, None, mech_open, **quiet)
+        for c in (mech.layer, mech.head, mech.cls):
+            c.change(page.mechanism, *mech_args, trigger_mode="always_last", **quiet)
         panel.pick.select(page.pick_patch, [shown, model, panel.layer, panel.head],
-                          [patch, panel.pick, panel.row], **quiet)
+                          [patch, panel.pick, panel.row], **quiet).then(
+            page.mechanism, *mech_args, **quiet)
         model.change(page.choose_model, [model, current],
                      [model, current, card, panel.layer, panel.head, patch, why.target, why.heads,
                       draw.hint, draw.examples],
                      api_visibility="private").then(
             page.reanalyse, [shown, *ins], outs, **quiet).then(
             page.why, *why_args, **later).then(
+            page.mechanism_model, [mech_open, model], mech.model_outputs, **quiet).then(
+            page.mechanism, *mech_args, **quiet).then(
             page.refresh_testset, [tst.opened, model, tst.kind, tst.true, tst.pred],
             [tst.true, tst.pred, *tst.views], api_visibility="private")
         tst.tab.select(page.open_testset, [model, tst.kind, tst.true, tst.pred],

@@ -1,0 +1,287 @@
+"""The "How attention works (step by step)" panel: one token's trip through one attention head
+(pixels -> embedding + position -> q.k scores -> softmax -> weighted sum), and the ViT paper's
+Figure 7 views of the loaded model. `build()` makes the components; `render()` and
+`model_images()` are pure functions (the second cached per model) for the handlers and tests.
+
+Wiring (vit/ui/app.py):
+
+- `mech = mechanism_panel.build(p)` where the panel should appear (it opens a closed Accordion).
+- Per input and per query: on a new analysis, a clicked patch (the page's `patch` State, 0-based,
+  None = the centre patch), and `.change` of `mech.layer`, `mech.head`, `mech.cls`:
+      inputs  [shown, model, mech.layer, mech.head, patch, mech.cls]
+      outputs mech.outputs                    # [walk-through picture, its text]
+      handler p, a = page._reanalysis(shown, model); return render(p, a, layer, head, patch, cls)
+  (~40 ms: one partial forward pass and a numpy/PIL picture.) The accordion starts closed: wiring
+  it to its `.expand` event as well (and skipping work while closed) is optional.
+- Per model: at page load and on a model switch:
+      outputs mech.model_outputs              # [position similarity, attention distance, filters, caption]
+      values  model_images(p, data_dir).as_tuple()
+  `data_dir`: where the test sets are (the test-set tab's); without one, or with no test set
+  there, the model-level views use the project's own drawn digits and say so. The first call per
+  model costs ~1-3 s on a 2-core CPU; later calls return the cached pictures.
+      and slider_updates(p) -> [mech.layer, mech.head] for the new model's depth and heads.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import astuple, dataclass
+
+import gradio as gr
+import numpy as np
+import torch
+
+from .. import explain as ex
+from .. import mechanism as mech
+from ..inference import Analysis, Predictor
+
+TEST_IMAGES = 64          # test images averaged over for mean attention distance (paper: 128)
+COMPONENTS = 16           # principal components of the embedding filters shown
+
+
+@dataclass
+class MechanismPanel:
+    accordion: gr.Accordion
+    layer: gr.Slider
+    head: gr.Slider
+    cls: gr.Checkbox
+    walk: gr.Image
+    walk_text: gr.Markdown
+    position: gr.Image
+    distance: gr.Image
+    filters: gr.Image
+    model_caption: gr.Markdown
+
+    @property
+    def outputs(self) -> list:
+        """`render`'s outputs, in order."""
+        return [self.walk, self.walk_text]
+
+    @property
+    def model_outputs(self) -> list:
+        """`model_images(...).as_tuple()`'s outputs, in order."""
+        return [self.position, self.distance, self.filters, self.model_caption]
+
+
+INTRO = """\
+Attention lets every token look at every other token and take in a mix of what it finds. The
+picture follows **one token through one head**, with the model's real numbers:
+
+- **Steps 1–2, embedding.** A patch of pixels becomes a list of numbers, a vector, through a
+  learned map (in these models a small convolution stem, then a projection). [CLS] has no
+  pixels: its vector is learned.
+- **Steps 3–5, position.** A learned position vector is added, so the token also says *where*
+  it was.
+- **Step 6, normalise.** Before each layer the token is rescaled (LayerNorm). In later layers it
+  has already taken in what the earlier layers gathered.
+- **Step 7, query.** The head turns the token into a query q, "what am I looking for?", and
+  every token into a key k, "what do I contain?", and a value v, "what do I pass on?".
+- **Step 8, scores.** q · k for every token, divided by √(length of q) so they don't grow with it.
+- **Step 9, softmax.** The scores become weights, all positive and summing to 1: big scores win.
+- **Step 10, output.** The weighted sum of all the values. The heads' outputs are joined and
+  added back to the token; then a small MLP works on each token on its own.
+
+Click a patch in "Explore one patch" to follow it, or tick the box to follow [CLS]: the answer is
+read from [CLS] after the last layer.
+"""
+
+FIGURE7 = """\
+### The model itself (Figure 7 of Dosovitskiy et al. 2020)
+These don't depend on your input: they describe what this model learned.
+"""
+
+
+def build(p: Predictor) -> MechanismPanel:
+    cfg = p.model.cfg
+    with gr.Accordion("How attention works (step by step)", open=False,
+                      elem_id="mechanism") as accordion:
+        gr.Markdown(INTRO)
+        with gr.Row():
+            layer = gr.Slider(1, max(cfg.depth, 2), value=1, step=1, label="Layer",
+                              elem_id="mech-layer")
+            head = gr.Slider(1, max(cfg.heads, 2), value=1, step=1, label="Head", elem_id="mech-head")
+            cls = gr.Checkbox(False, label="Follow [CLS] instead of the clicked patch",
+                              elem_id="mech-cls")
+        walk = gr.Image(label="One token through one attention head", interactive=False,
+                        buttons=["download", "fullscreen"], elem_id="mech-walk")
+        walk_text = gr.Markdown(elem_id="mech-walk-text")
+        gr.Markdown(FIGURE7)
+        with gr.Row():
+            position = gr.Image(label="Position embedding similarity", interactive=False,
+                                buttons=["download", "fullscreen"], elem_id="mech-position")
+            distance = gr.Image(label="Mean attention distance per head, by layer", interactive=False,
+                                buttons=["download"], elem_id="mech-distance")
+        filters = gr.Image(label="Embedding filters: what turns a patch's pixels into its token",
+                           interactive=False,
+                           buttons=["download", "fullscreen"], elem_id="mech-filters")
+        model_caption = gr.Markdown(elem_id="mech-model-caption")
+    return MechanismPanel(accordion, layer, head, cls, walk, walk_text, position, distance,
+                          filters, model_caption)
+
+
+def slider_updates(p: Predictor) -> tuple[dict, dict]:
+    """Layer and head sliders for this model (a slider needs minimum < maximum: a one-layer or
+    one-head model gets 1..2 and `clamp` brings 2 back to 1)."""
+    cfg = p.model.cfg
+    return (gr.update(maximum=max(cfg.depth, 2), value=1),
+            gr.update(maximum=max(cfg.heads, 2), value=1))
+
+
+# --- per input: the walk-through -------------------------------------------------------------
+
+def _fit(v, n: int, fallback: int) -> int:
+    """A value from the page -> an int in 0..n-1: out-of-range numbers are clamped to the
+    nearest end, anything that is not a number gives `fallback`."""
+    try:
+        v = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return fallback
+    return min(max(v, 0), n - 1)
+
+
+def clamp(p: Predictor, layer, head, patch) -> tuple[int, int, int]:
+    """1-based slider values and a 0-based patch (None: the centre) -> valid 0-based
+    (layer, head, patch) for this model, clamped into range."""
+    cfg, G = p.model.cfg, p.grid
+    centre = (G // 2) * G + G // 2
+    layer = _fit(layer - 1 if isinstance(layer, (int, float)) else None, cfg.depth, 0)
+    head = _fit(head - 1 if isinstance(head, (int, float)) else None, cfg.heads, 0)
+    return layer, head, _fit(patch, G * G, centre)
+
+
+def _name(token: int) -> str:
+    return "[CLS]" if token == 0 else f"patch {token}"
+
+
+def walk_text(w: mech.WalkThrough) -> str:
+    """The walk-through's numbers in words."""
+    T, Dh = len(w.weights), len(w.q)
+    order = np.argsort(w.weights)[::-1]
+    top = ", ".join(f"**{_name(int(j))}** {ex.number(float(w.weights[j]))}" for j in order[:3])
+    share = float(w.weights[order[:3]].sum())
+    me = _name(w.token)
+    own = "" if w.token == 0 else f"; itself {ex.number(float(w.weights[w.token]))}"
+    where = (f"\"Explore one patch\" shows for {me}" if w.token else
+             "\"Where each head looks\" shows for [CLS]")
+    return (f"**{me[0].upper() + me[1:]}, layer {w.layer + 1}, head {w.head + 1}.** The largest "
+            f"weights: {top} (together {100 * share:.0f} % of the output's mix). [CLS] gets "
+            f"{ex.number(float(w.weights[0]))}{own}. Spread evenly, each of the {T} tokens would "
+            f"get 1/{T} = {ex.number(1 / T)}. The output (step 10) is {Dh} numbers: the values "
+            f"v of all {T} tokens, mixed in these proportions. These weights are row "
+            f"{w.token + 1} of the attention matrix of layer {w.layer + 1}, head {w.head + 1} "
+            f"(row 1 is [CLS]'s): the numbers {where}, computed here by hand from the model's "
+            f"weights.")
+
+
+def render(p: Predictor, a: Analysis, layer, head, patch, cls=False) -> tuple[np.ndarray, str]:
+    """(walk-through picture, its text) for an analysed input, the 1-based layer and head
+    sliders, the clicked patch (0-based; None: the centre) and whether to follow [CLS] instead.
+    Values out of range are clamped; anything else falls back to layer 1, head 1, the centre."""
+    layer, head, patch = clamp(p, layer, head, patch)
+    w = mech.walk_through(p.model, p.tensor(a.image), mech.CLS if cls else patch, layer, head)
+    pic = mech.walk_through_picture(w, a.image, p.model.cfg.patch_size, mech.stem_rim(p.model))
+    return pic, walk_text(w)
+
+
+# --- per model: Figure 7 ---------------------------------------------------------------------
+
+@dataclass
+class ModelPictures:
+    position: np.ndarray
+    distance: np.ndarray
+    filters: np.ndarray
+    caption: str                      # Markdown: what each picture is, exactly
+
+    def as_tuple(self) -> tuple:
+        return astuple(self)
+
+
+def drawn_inputs(p: Predictor) -> np.ndarray:
+    """(30, S, S) or (30, S, S, 3): the project's own drawn digits (vit/examples.py), each in
+    three fixed placements, laid out as this model's input. Needs no data set."""
+    from ..examples import STROKES, render_digit
+    out = []
+    for d in STROKES:
+        for offset, angle in (((0, 0), 0.0), ((-6, 4), -10.0), ((5, -3), 8.0)):
+            out.append(p.prepare(render_digit(d, offset=offset, angle=angle)))
+    return np.stack(out)
+
+
+def testset_inputs(p: Predictor, data_dir, n: int = TEST_IMAGES) -> np.ndarray | None:
+    """`n` images spread evenly over the model's test split as its inputs, or None if the split
+    is not under `data_dir` (or is not this model's input shape)."""
+    from ..data import DataError, load_split
+    try:
+        split = load_split(p.config.dataset or "mnist", data_dir, train=False)
+    except (DataError, OSError, ValueError):
+        return None
+    idx = np.linspace(0, len(split) - 1, min(n, len(split))).round().astype(int)
+    images = split.images[torch.from_numpy(idx)].numpy().astype(np.float32) / 255.0
+    return images if p.fits(images[0]) else None
+
+
+def caption(p: Predictor, f: mech.Filters, about: str) -> str:
+    cfg = p.model.cfg
+    G, P = cfg.grid, cfg.patch_size
+    if f.rim:
+        filt = (f"**Patch-embedding filters.** This model has a {cfg.stem_layers}-layer convolution "
+                f"stem before the patch projection, so there is no single linear filter per "
+                f"token as in the paper. Top: the stem's first-layer filters, the only weights "
+                f"that touch pixels. Bottom: the top {len(f.energy)} principal components of the "
+                f"whole pixels → token map, linearised (its Jacobian) at {f.linearised_at} patches "
+                f"of the same inputs; each covers the {P}×{P} patch (boxed) and the "
+                f"{f.rim}-px rim the stem lets it see. The % under each is its share of the "
+                f"linearised filters' energy.")
+    else:
+        filt = (f"**Patch-embedding filters.** The top {len(f.energy)} principal components of the "
+                f"patch projection's {cfg.dim} linear filters ({P}×{P} pixels), as in the paper's "
+                f"Figure 7 left; % = share of the filters' energy.")
+    return (f"**Position embedding similarity.** Map (row r, column c) of the {G}×{G} grid: the "
+            f"cosine similarity of that patch's learned position embedding with every patch's, "
+            f"from −1 (blue) to 1 (red). [CLS]'s position is left out.\n\n"
+            f"**Mean attention distance.** For each head, how far (in pixels between patch "
+            f"centres) a patch looks on average, weighted by its attention, averaged over all "
+            f"query patches and over {about}. [CLS] is left out as query and as key, and each "
+            f"patch's weights over the other patches are renormalised to sum to 1. Dashed: the "
+            f"distance if attention were spread evenly over all patches; 0: looking only at "
+            f"itself. Small = local heads, large = global ones (the paper sees both in early "
+            f"layers, and global ones later).\n\n{filt}")
+
+
+_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()    # model -> {data_dir: pictures}
+_lock = threading.Lock()
+
+
+def model_images(p: Predictor, data_dir=None) -> ModelPictures:
+    """The three Figure 7 pictures and their caption for this model, computed once per model
+    (and data folder). Mean attention distance and the linearised filters need inputs:
+    `TEST_IMAGES` test images when the model's test split is under `data_dir`, else the drawn
+    digits of `drawn_inputs`."""
+    key = None if data_dir is None else str(data_dir)
+    with _lock:                        # two first visitors compute it once, not twice at once
+        per_model = _cache.setdefault(p.model, {})
+        if key not in per_model:
+            per_model[key] = _model_images(p, data_dir)
+        return per_model[key]
+
+
+def _model_images(p: Predictor, data_dir) -> ModelPictures:
+    cfg = p.model.cfg
+    images = None if data_dir is None else testset_inputs(p, data_dir)
+    if images is not None:
+        about = f"{len(images)} images of the {p.config.title} test set"
+    else:
+        images = drawn_inputs(p)
+        why = [] if data_dir is None else ["its test set is not on this machine"]
+        if p.config.style != "digits":
+            why.append(f"not {p.config.title} images")
+        about = f"{len(images)} drawn digits (the app's own examples" + "".join(
+            f"; {w}" for w in why) + ")"
+    x = torch.cat([p.tensor(im) for im in images])                             # (B, C, S, S)
+    dist = mech.mean_attention_distance(p.model, x)
+    f = mech.embedding_filters(p.model, COMPONENTS, x)
+    return ModelPictures(
+        mech.position_similarity_picture(mech.position_similarity(p.model)),
+        mech.attention_distance_picture(dist, cfg.grid, cfg.patch_size, f"averaged over {about}"),
+        mech.filters_picture(f, cfg.patch_size),
+        caption(p, f, about))
