@@ -215,9 +215,12 @@ def test_touch_drawing_on_a_phone(browser, app_server):
     pg = ctx.new_page()
     pg.goto(app_server[1])
     wait_status(pg, "Example")
-    pg.locator("#drawpad").scroll_into_view_if_needed()
+    pg.locator("#drawpad canvas").evaluate("c => c.scrollIntoView({block: 'end'})")
     clear(pg)
     wait_status(pg, "Draw a digit")
+    # The pinned answer does not cover the canvas scrolled into view.
+    assert (pg.locator("#drawpad canvas").bounding_box()["y"] + drawing_area(pg)[2]
+            <= pg.locator("#result-col").bounding_box()["y"] + 1)
     cdp = ctx.new_cdp_session(pg)
     x0, y0, side = drawing_area(pg)
     pts = [(x0 + u * side, y0 + v * side) for u, v in STROKES["7"][0]]
