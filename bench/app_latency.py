@@ -42,17 +42,13 @@ def pct(xs, q):
 
 
 def in_process(n: int) -> None:
-    from PIL import Image
 
     from vit.examples import render_digit
     from vit.ui import create_app
     page = create_app(threads=1).page            # one torch thread, as the app runs
-    ink = 255 - np.asarray(render_digit("7", 500, 34), np.uint8)
-    layer = np.zeros((500, 500, 4), np.uint8)
-    layer[..., 3] = ink
-    path = os.path.join(tempfile.mkdtemp(), "layer.png")      # the Sketchpad sends a PNG file
-    Image.fromarray(layer, "RGBA").save(path)
-    value = {"background": None, "layers": [path], "composite": None}
+    from vit.ui.canvas import drawing_value
+    ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
+    value = drawing_value(ink)                       # what the page's canvas sends
     name = page.models.default
     for _ in range(5):
         page.analyse_drawing(value, name, True, 6, 1, None)

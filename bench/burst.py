@@ -3,7 +3,7 @@
     python -m bench.burst [--requests 80] [--queue-size 16]
 
 Starts `python app.py` on a loopback port. A second process sends --requests drawing analyses at
-once (the Sketchpad endpoint, a 500x500 RGBA layer) and then either leaves at once ("leaves":
+once (the canvas endpoint, a 500x500 PNG of ink) and then either leaves at once ("leaves":
 nobody will read the answers) or waits for them ("stays"). Six seconds later a new visitor sends
 one drawing; the script prints how long it waited, or that it was told the server is busy.
 `--queue-size` sets VIT_QUEUE_SIZE (the app's default is 16; Gradio's own is unbounded). Note
@@ -26,12 +26,13 @@ from bench.app_latency import start
 
 FLOOD = """
 import os, sys, threading
-from gradio_client import Client, handle_file
+from gradio_client import Client
+from vit.ui.canvas import drawing_value
 url, layer, n, leave = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "leaves"
 c = Client(url, verbose=False)
 jobs = []
 def go():
-    value = {"background": None, "layers": [handle_file(layer)], "composite": None}
+    value = drawing_value(layer)
     jobs.append(c.submit(value, "mnist", True, 6, 1, None, api_name="/analyse_drawing"))
 threads = [threading.Thread(target=go) for _ in range(n)]
 [t.start() for t in threads]; [t.join() for t in threads]
@@ -46,9 +47,11 @@ for j in jobs:
 
 
 def visit(url: str, layer: str) -> str:
-    from gradio_client import Client, handle_file
+    from gradio_client import Client
+
+    from vit.ui.canvas import drawing_value
     t = time.perf_counter()
-    value = {"background": None, "layers": [handle_file(layer)], "composite": None}
+    value = drawing_value(layer)
     try:
         Client(url, verbose=False).predict(value, "mnist", True, 6, 1, None, api_name="/analyse_drawing")
         return f"waited {time.perf_counter() - t:.1f} s for its answer"

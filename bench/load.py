@@ -3,7 +3,7 @@
     python -m bench.load [--clients 16] [--requests 500] [--soak 2000]
 
 Starts the app on a free loopback port, then --clients threads, each with its own Client, send
---requests mixed requests in all: drawings (the Sketchpad endpoint, RGBA layers) and uploads
+--requests mixed requests in all: drawings (the canvas endpoint, PNG data URLs) and uploads
 (/classify with PNG/JPEG files). Prints errors (goal 0), p50/p95 latency, then the server's RSS
 before and after --soak more requests (goal: growth < 50 MB). Traffic goes to 127.0.0.1 only.
 """
@@ -39,6 +39,8 @@ def make_inputs(folder: Path) -> tuple[list[str], list[str]]:
 
 def run(url: str, clients: int, total: int, uploads, layers) -> tuple[list[float], list[str]]:
     from gradio_client import Client, handle_file
+
+    from vit.ui.canvas import drawing_value
     latencies, errors, lock = [], [], threading.Lock()
     counter = iter(range(total))
 
@@ -54,8 +56,7 @@ def run(url: str, clients: int, total: int, uploads, layers) -> tuple[list[float
                 if i % 2:
                     client.predict(handle_file(uploads[i % len(uploads)]), api_name="/classify")
                 else:
-                    f = handle_file(layers[i % len(layers)])
-                    client.predict({"background": None, "layers": [f], "composite": f}, "mnist",
+                    client.predict(drawing_value(layers[i % len(layers)]), "mnist",
                                    True, 6, 1, 24, api_name="/analyse_drawing")
             except Exception as e:  # counted and reported, the run goes on
                 with lock:

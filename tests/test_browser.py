@@ -287,3 +287,47 @@ def test_how_attention_works_panel_opens_with_the_walk_through_and_figure_7(page
     assert "largest weights" in page.locator("#mech-walk-text").inner_text().lower()
     page.locator("#mech-walk").scroll_into_view_if_needed()
     page.screenshot(path=SHOTS / "9-how-attention-works.png")
+
+
+def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(browser, app_server):
+    """Switching to Fashion-MNIST changes what the page asks for and its examples; an outline
+    filled with the Fill tool becomes a solid shape, and it is answered."""
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg.goto(app_server[1])
+    wait_status(pg, "Example")
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Clothing and shoes (Fashion-MNIST)").click()
+    pg.wait_for_function("() => document.querySelector('#draw-hint').innerText.includes('piece of clothing')",
+                         timeout=30_000)
+    assert "Fill" in pg.locator("#draw-hint").inner_text()
+    pg.wait_for_function("() => document.querySelector('#draw-examples').innerText.includes('Ankle boot')",
+                         timeout=30_000)
+    clear(pg)
+    wait_status(pg, "Draw a piece of clothing")
+    x0, y0, side = drawing_area(pg)
+    outline = [(0.3, 0.1), (0.7, 0.1), (0.75, 0.9), (0.55, 0.9), (0.5, 0.35), (0.45, 0.9),
+               (0.25, 0.9), (0.3, 0.1)]                                   # trousers
+    pg.mouse.move(x0 + outline[0][0] * side, y0 + outline[0][1] * side)
+    pg.mouse.down()
+    for (ax, ay), (bx, by) in zip(outline, outline[1:]):
+        for i in range(1, 9):
+            pg.mouse.move(x0 + (ax + (bx - ax) * i / 8) * side, y0 + (ay + (by - ay) * i / 8) * side)
+    pg.mouse.up()
+    wait_status(pg, "reads this as")
+    ink = ("() => { const c = document.querySelector('#drawpad canvas');"
+           " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+           " let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 128; return n / (d.length / 4); }")
+    before, seq = pg.evaluate(ink), sent(pg)
+    pg.wait_for_selector("#glance img", timeout=30_000)
+    glance = pg.locator("#glance img").get_attribute("src")
+    pg.locator('#drawpad button[aria-label="Fill"]').click()
+    pg.mouse.click(x0 + 0.35 * side, y0 + 0.5 * side)                    # inside a leg
+    pg.wait_for_function(f"() => document.querySelector('#answered').innerText.trim() === '{seq + 1}'",
+                         timeout=30_000)
+    assert pg.evaluate(ink) > before + 0.1                                # the shape is now solid
+    wait_status(pg, "reads this as Trouser")
+    # The small relevance map beside the answer follows: it is the filled shape's.
+    pg.wait_for_function("s => { const i = document.querySelector('#glance img');"
+                         " return i && i.src !== s; }", arg=glance, timeout=30_000)
+    pg.screenshot(path=SHOTS / "10-clothing-filled.png")
+    pg.close()

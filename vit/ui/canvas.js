@@ -87,7 +87,10 @@ function fill(p) {
     d[i * 4] = d[i * 4 + 1] = d[i * 4 + 2] = 0;
     d[i * 4 + 3] = 255;
     for (const j of [x > 0 ? i - 1 : -1, x < SIDE - 1 ? i + 1 : -1, i - SIDE, i + SIDE]) {
-      if (j >= 0 && j < SIDE * SIDE && !seen[j] && d[j * 4 + 3] < 128) { seen[j] = 1; stack.push(j); }
+      if (j < 0 || j >= SIDE * SIDE || seen[j]) continue;
+      seen[j] = 1;
+      if (d[j * 4 + 3] < 128) stack.push(j);
+      else d[j * 4 + 3] = 255;      // the outline's soft inner edge: solid, or a faint seam stays
     }
   }
   ctx.putImageData(img, 0, 0);

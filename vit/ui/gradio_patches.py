@@ -3,12 +3,12 @@
 1. `save_pil_to_cache` rewrites hash-named output files in place: two visitors who get the same
    picture race, and a download is cut off ("Too little data for declared Content-Length";
    bench/load.py: 4 of 500 before). Written once, atomically, instead.
-2. `gr.Image` and `gr.Sketchpad` decode uploads with PIL before the app sees them: an empty file,
-   random bytes, HEIC, a PNG text-chunk bomb or a >179-megapixel image then fails inside Gradio
-   with a multi-line message showing server paths, and a 13000x13000 drawing is decoded in full
-   (the server went from 1.5 to 4.5 GB). `SafeImage` and `SafeSketchpad` hand the app the
-   uploaded file's path (or bytes) untouched; vit.preprocessing checks size and pixel count before
-   decoding anything, and answers in one line.
+2. `gr.Image` decodes uploads with PIL before the app sees them: an empty file, random bytes,
+   HEIC, a PNG text-chunk bomb or a >179-megapixel image then fails inside Gradio with a
+   multi-line message showing server paths. `SafeImage` hands the app the uploaded file's path
+   untouched; vit.preprocessing checks size and pixel count before decoding anything, and answers
+   in one line. (The drawing canvas is our own, vit/ui/canvas.py: it sends a PNG that
+   vit.preprocessing opens with the same checks.)
 3. Sliders and dropdowns check a value against the range and choices they were built with, and
    refuse it with a traceback in the log: a model with more layers than the first one could not
    be explored past the first model's depth. `handlers_validate` makes them pass values on; the
@@ -23,6 +23,9 @@
 6. The API page shows a `gr.File` input with a PDF as its sample and, without a label, as
    "parameter_49". `ImageFile` is a `gr.File` (the app reads the untouched file itself, see 2)
    whose sample is a PNG.
+7. (A setting, in vit/ui/app.py `launch`.) Gradio's run history copies every event's inputs and
+   outputs into the browser's localStorage: ~250 ms of main-thread work per event here, so the
+   page stuttered while drawing, and every drawing stayed in the browser. `run_history=False`.
 """
 from __future__ import annotations
 
@@ -32,7 +35,6 @@ import types
 from pathlib import Path
 
 import gradio as gr
-from gradio.data_classes import FileData
 
 _patched: set[str] = set()
 
@@ -86,9 +88,9 @@ def hide_server_paths() -> None:
     _patched.add("paths")
 
 
-# The two components below stay plain gr.Image / gr.Sketchpad objects (a subclass would make
-# Gradio look for a custom front end and the page would not render); only the one method that
-# decodes is replaced on the instance.
+# The component below stays a plain gr.Image object (a subclass would make Gradio look for a
+# custom front end and the page would not render); only the one method that decodes is replaced
+# on the instance. (gr.HTML is the exception: Gradio renders subclasses of it — vit/ui/canvas.py.)
 
 def _image_preprocess(self, payload):
     if payload is None:
@@ -102,24 +104,10 @@ def _image_preprocess(self, payload):
                        print_exception=False) from None
 
 
-def _editor_file(self, file, flatten_on_white: bool = False):
-    if file is None:
-        return None
-    return str(file.path) if isinstance(file, FileData) else bytes(file)
-
-
 def SafeImage(**kwargs) -> gr.Image:
     """gr.Image(type="filepath") that passes the uploaded file on without opening it."""
     component = gr.Image(**kwargs)
     component.preprocess = types.MethodType(_image_preprocess, component)
-    return component
-
-
-def SafeSketchpad(**kwargs) -> gr.Sketchpad:
-    """gr.Sketchpad whose background, layers and composite reach the app as file paths (or
-    bytes), never decoded by Gradio."""
-    component = gr.Sketchpad(**kwargs)
-    component.convert_and_format_image = types.MethodType(_editor_file, component)
     return component
 
 
