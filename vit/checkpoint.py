@@ -42,7 +42,7 @@ MAX_WIDTH = 1 << 20          # any other integer field; keeps shape products wel
 MAX_PARAMETERS = 2_000_000_000
 FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
 # Model fields added after checkpoints were first written, with the value their absence means.
-LATER_MODEL_KEYS = {"stem_layers": 1}
+LATER_MODEL_KEYS = {"stem_layers": 1, "norm_eps": 1e-5}
 # provenance keys this code writes, and their types; other keys pass through untouched.
 PROVENANCE_TYPES = {"command": "a string", "commit": "a string", "date": "a string",
                     "device": "a string", "torch": "a string", "epochs": "an integer",

@@ -29,6 +29,7 @@ class ViTConfig:
     mlp_dim: int = 192        # hidden width of each block's MLP
     dropout: float = 0.0      # dropout on attention output / MLP / embeddings
     num_classes: int = 10
+    norm_eps: float = 1e-5    # LayerNorm epsilon (torch's default; ViT-B/16 as published: 1e-6)
 
     def __post_init__(self) -> None:
         # Signs first: the divisibility checks below would divide by a zero patch or head count.
@@ -37,6 +38,9 @@ class ViTConfig:
             if f.name == "dropout":
                 if not 0.0 <= v < 1.0:
                     raise ValueError(f"dropout must be in [0, 1), got {v}")
+            elif f.name == "norm_eps":
+                if not 0.0 < v < 1.0:
+                    raise ValueError(f"norm_eps must be in (0, 1), got {v}")
             elif f.name == "stem_channels":
                 if v < 0:
                     raise ValueError(f"stem_channels must be 0 (no stem) or more, got {v}")
@@ -113,9 +117,9 @@ class Block(nn.Module):
 
     def __init__(self, cfg: ViTConfig):
         super().__init__()
-        self.norm1 = nn.LayerNorm(cfg.dim)
+        self.norm1 = nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
         self.attn = Attention(cfg.dim, cfg.heads, cfg.dropout)
-        self.norm2 = nn.LayerNorm(cfg.dim)
+        self.norm2 = nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
         self.mlp = MLP(cfg.dim, cfg.mlp_dim, cfg.dropout)
 
     def forward(self, x: torch.Tensor, return_attention: bool = False,
@@ -156,7 +160,7 @@ class ViT(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + cfg.num_patches, cfg.dim))
         self.pos_drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
-        self.norm = nn.LayerNorm(cfg.dim)
+        self.norm = nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
         self.apply(self._init_weights)
         _trunc_normal(self.pos_embed)

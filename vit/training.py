@@ -61,7 +61,7 @@ RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size",
                             "download", "out", "resume", "overwrite"})
 # Training settings added after runs were already being saved, with the value that does what a
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
-LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0}
+LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "norm_eps": 1e-5}
 SET_ASIDE = ".replaced-by-overwrite"   # where --overwrite keeps the old run until a new epoch
 METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "val_loss", "val_acc",
                  "test_loss", "test_acc", "epoch_seconds", "images_per_second"]

@@ -1,0 +1,127 @@
+"""Pretrained ViTs become this project's ViT (vit/convert.py): randomly initialised torchvision
+and timm models — nothing is downloaded — give the same logits and the same per-head attention
+once converted; the command writes a checkpoint the app opens."""
+import numpy as np
+import pytest
+import torch
+import torchvision
+from PIL import Image
+
+from vit.checkpoint import load_checkpoint, open_checkpoint
+from vit.convert import ConvertError, from_timm, from_torchvision, main
+
+timm = pytest.importorskip("timm")
+
+
+def randomised(model):
+    """Every parameter random (libraries zero-initialise heads: equal zero logits prove nothing)."""
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.05)
+    return model.eval()
+
+
+def images(n, size, seed=1):
+    return torch.randn(n, 3, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def torchvision_attention(tv, x, layer: int = 0):
+    """torchvision's own per-head attention weights of one layer, (B, H, T, T)."""
+    tokens = tv._process_input(x)
+    tokens = torch.cat([tv.class_token.expand(x.shape[0], -1, -1), tokens], dim=1)
+    tokens = tokens + tv.encoder.pos_embedding
+    for blk in list(tv.encoder.layers)[:layer]:
+        tokens = blk(tokens)
+    blk = tv.encoder.layers[layer]
+    h = blk.ln_1(tokens)
+    return blk.self_attention(h, h, h, need_weights=True, average_attn_weights=False)[1]
+
+
+def test_a_small_torchvision_vit_converts_to_the_same_logits_and_attention():
+    tv = randomised(torchvision.models.VisionTransformer(
+        image_size=32, patch_size=8, num_layers=3, num_heads=2, hidden_dim=16, mlp_dim=32,
+        num_classes=5))
+    model = from_torchvision(tv)
+    x = images(4, 32)
+    with torch.no_grad():
+        logits, attn = model(x, return_attention=True)
+        torch.testing.assert_close(logits, tv(x), atol=1e-5, rtol=1e-5)
+        for layer in range(3):
+            torch.testing.assert_close(attn[:, layer], torchvision_attention(tv, x, layer),
+                                       atol=1e-5, rtol=1e-5)
+    assert model.cfg.grid == 4 and model.cfg.stem_channels == 0 and model.cfg.norm_eps == 1e-6
+
+
+def test_vit_b16_at_full_size():
+    """The seeds' ViT-Base/16: 12 blocks, 12 heads, width 768, 224x224 — logits within 1e-4,
+    attention (1, 12, 12, 197, 197)."""
+    tv = randomised(torchvision.models.vit_b_16(weights=None))
+    model = from_torchvision(tv)
+    x = images(1, 224)
+    with torch.no_grad():
+        logits, attn = model(x, return_attention=True)
+        assert (logits - tv(x)).abs().max().item() <= 1e-4
+        torch.testing.assert_close(attn[:, 11], torchvision_attention(tv, x, 11), atol=1e-5, rtol=1e-4)
+    assert attn.shape == (1, 12, 12, 197, 197)
+    assert (model.cfg.dim, model.cfg.mlp_dim, model.cfg.depth, model.cfg.heads) == (768, 3072, 12, 12)
+
+
+def test_a_timm_vit_converts_to_the_same_logits():
+    tm = randomised(timm.create_model("vit_tiny_patch16_224", pretrained=False))
+    model = from_timm(tm)
+    x = images(2, 224)
+    with torch.no_grad():
+        assert (model(x) - tm(x)).abs().max().item() <= 1e-4
+    assert (model.cfg.dim, model.cfg.depth, model.cfg.heads, model.cfg.grid) == (192, 12, 3, 14)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(init_values=0.1), "LayerScale"),
+    (dict(global_pool="avg", fc_norm=False), "pooled by 'avg'"),
+    (dict(reg_tokens=4), "[CLS]"),
+])
+def test_timm_variants_this_model_lacks_are_refused(kwargs, message):
+    from timm.models.vision_transformer import VisionTransformer
+    tm = VisionTransformer(img_size=32, patch_size=8, embed_dim=16, depth=1, num_heads=2,
+                           num_classes=3, **kwargs)
+    with pytest.raises(ConvertError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        from_timm(tm)
+
+
+def test_not_a_vit_is_refused_in_one_line():
+    with pytest.raises(ConvertError, match="not a torchvision VisionTransformer"):
+        from_torchvision(torchvision.models.resnet18())
+
+
+def test_the_command_writes_a_checkpoint_the_app_opens(tmp_path, capsys):
+    out = tmp_path / "vit-tiny"
+    assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out)]) == 0
+    ck = open_checkpoint(out)
+    assert len(ck.class_names) == 1000 and ck.config.mean == (0.5, 0.5, 0.5)   # timm augreg cfg
+    assert ck.config.provenance["source"] == "timm:vit_tiny_patch16_224"
+    assert ck.config.provenance["command"].startswith("python -m vit.convert timm:vit_tiny")
+    # The app reads it: a colour picture through every view, without a crash.
+    from vit.ui import create_app
+    (tmp_path / "models").mkdir()
+    (out).rename(tmp_path / "models" / "vit-tiny")
+    page = create_app(tmp_path / "models", device="cpu").page
+    rgb = (np.random.default_rng(0).random((300, 400, 3)) * 255).astype(np.uint8)
+    Image.fromarray(rgb).save(tmp_path / "photo.png")
+    status, label, *pictures, shown = page.analyse_upload(str(tmp_path / "photo.png"), "vit-tiny",
+                                                          True, 12, 3, 100)
+    assert "reads this as" in status or "Not one of" in status
+    assert all(isinstance(p, np.ndarray) for p in pictures)
+    assert load_checkpoint(tmp_path / "models" / "vit-tiny").cfg.image_size == 224
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["resnet:foo", "--out", "x"], "torchvision:NAME or timm:NAME"),
+    (["torchvision:no_such_model", "--random", "--out", "x"], "torchvision has no model"),
+    (["torchvision:resnet18", "--random", "--out", "x"], "not a torchvision VisionTransformer"),
+])
+def test_bad_sources_get_one_line(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
