@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .datasets import SPECS, DatasetSpec, get_spec
+from .imagefolder import FolderError, folder_root, read_image_folder, split_dir
 
 # Where the trainer downloads data sets and the app's test-set explorer looks for them.
 DEFAULT_DATA_DIR = "data"
@@ -124,15 +125,30 @@ def load_split(dataset: str, data_dir: str | os.PathLike, train: bool,
             or _flat_idx_folder(folder, train))
     if flat is None and spec.system_dir and not download:
         flat = _flat_idx_folder(Path(spec.system_dir), train)
+    root = folder_root(folder, spec.folder) if flat is None and spec.folder else None
     if flat is not None:
         images, labels = (_read_idx(p) for p in flat)
         split = Split(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)),
                       str(flat[0].parent))
+    elif root is not None:
+        split = _folder_split(spec, root, train)
     else:
         split = _torchvision_split(spec, folder, train, download)
     check_split(split.images, split.labels, spec,
                 f"{split.source} ({'train' if train else 'test'} split)")
     return split
+
+
+def _folder_split(spec: DatasetSpec, root: Path, train: bool) -> Split:
+    """An image-folder copy (`root/train/<class>/…`), decoded once and cached (vit/imagefolder.py)."""
+    where = split_dir(root, train)
+    if where is None:
+        raise DataError(f"{root} has no {'train' if train else 'test (or val)'} folder")
+    try:
+        images, labels, _ = read_image_folder(where, spec.image_size, spec.channels, spec.class_names)
+    except FolderError as e:
+        raise DataError(str(e)) from None
+    return Split(images, labels, str(where))
 
 
 def _torchvision_split(spec: DatasetSpec, folder: Path, train: bool, download: bool) -> Split:
@@ -143,7 +159,9 @@ def _torchvision_split(spec: DatasetSpec, folder: Path, train: bool, download: b
         raise DataError(
             f"{spec.name} not found under {folder}/{spec.torchvision}/raw"
             + ("" if download else " (pass --download to fetch it)") + f": {e}") from None
-    return Split(ds.data.clone(), ds.targets.clone().long(), str(folder / spec.torchvision / "raw"))
+    # MNIST-like sets hold tensors; CIFAR10 holds a numpy array and a list
+    return Split(torch.as_tensor(np.asarray(ds.data)).clone(), torch.as_tensor(ds.targets).long(),
+                 str(folder / spec.torchvision / "raw"))
 
 
 def _per_channel(v: float | Sequence[float]) -> tuple[float, ...]:

@@ -21,10 +21,12 @@ class DatasetSpec:
     augment: Augment | None = Augment()
     # How any picture is laid out like the training data (vit/preprocessing.py):
     # "digits": ink cropped, fitted into 20/28 of the frame, centred by mass (how MNIST was made);
-    # "objects": the object's box fills the frame, centred (how Fashion-MNIST was made).
+    # "objects": the object's box fills the frame, centred (how Fashion-MNIST was made);
+    # "photos": colour pictures, the centre square resized (vit.preprocessing.to_rgb_image).
     style: str = "digits"
     noun: str = "digit"             # "Draw a digit", "not a digit"
     torchvision: str = ""           # torchvision.datasets class that downloads it
+    folder: str = ""                # an image-folder copy's name under --data-dir (train/, test/)
     system_dir: str = ""            # a system package's folder of its raw files, if any
     # `python -m vit.train` defaults that differ for this data set (TrainConfig or ViTConfig field
     # names): what its bundled checkpoint was trained with, measured in the README.
@@ -49,11 +51,23 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
                                 ("teacher_epochs", 15)),
                 # Debian's `dataset-fashion-mnist` package puts the raw .gz IDX files here, flat.
                 system_dir="/usr/share/datasets/fashion-mnist"),
+    # 32x32 colour photos. Here the data is a public JPEG (quality 75) copy in image folders
+    # (`CIFAR-10-images/{train,test}/<class>/*.jpg`), not byte-identical to the original:
+    # accuracies measured on it say so. Augmentation: shifts of up to 4 px (the usual "pad 4,
+    # random crop") and mirror flips.
+    DatasetSpec("cifar10", "CIFAR-10", "Photos of animals and vehicles",
+                ("airplane", "automobile", "bird", "cat", "deer",
+                 "dog", "frog", "horse", "ship", "truck"),
+                (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616), image_size=32, channels=3,
+                augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0, flip=True),
+                style="photos", noun="photo", torchvision="CIFAR10", folder="CIFAR-10-images",
+                train_defaults=(("patch_size", 4), ("negatives", 0),
+                                ("serve_view", 0.0))),
 ]}
 
 # Preprocessing styles a config may name; a checkpoint of an unknown data set uses "digits" when
 # it is one grey channel and "objects" otherwise.
-STYLES = ("digits", "objects")
+STYLES = ("digits", "objects", "photos")
 
 
 def get_spec(name: str | None) -> DatasetSpec | None:

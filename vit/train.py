@@ -63,8 +63,10 @@ def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.Ar
     """The data set's own defaults (vit/datasets.py) for the flags not given."""
     known, _ = parser.parse_known_args(argv)
     spec = get_spec(known.dataset)
-    if spec is not None and spec.train_defaults:
-        parser.set_defaults(**dict(spec.train_defaults))
+    if spec is not None:
+        # The images' shape and the classes come from the data set: 32x32 colour for cifar10.
+        parser.set_defaults(image_size=spec.image_size, channels=spec.channels,
+                            num_classes=spec.num_classes, **dict(spec.train_defaults))
     return parser
 
 

@@ -1,0 +1,112 @@
+"""Image folders (train/<class>/*.jpg) as data sets: CIFAR-10's JPEG copy and any folder,
+decoded once and cached beside the data, the cache rebuilt when a file changes."""
+import os
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from vit.data import DataError, load_split
+from vit.datasets import get_spec
+from vit.imagefolder import CACHE_DIR, FolderError, read_image_folder
+
+CIFAR = get_spec("cifar10").class_names
+
+
+def write_folder(root, classes=CIFAR[:3], per_class=4, size=(32, 32), ext="jpg", split="train"):
+    for c, name in enumerate(classes):
+        d = root / split / name
+        d.mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            pixels = np.full((size[1], size[0], 3), 20 * c, np.uint8)
+            pixels[: size[1] // 2, :, c % 3] = 200 + i                    # class-coloured top half
+            Image.fromarray(pixels).save(d / f"{i}.{ext}", quality=95)
+    return root / split
+
+
+def test_a_folder_reads_as_uint8_images_with_labels_by_class_folder(tmp_path):
+    folder = write_folder(tmp_path, ext="png")
+    images, labels, classes = read_image_folder(folder, 32, 3, CIFAR)
+    assert images.shape == (12, 32, 32, 3) and images.dtype == torch.uint8
+    assert labels.tolist() == [0] * 4 + [1] * 4 + [2] * 4 and classes == list(CIFAR)
+    assert images[0, 0, 0, 0] == 200 and images[4, 0, 0, 1] == 200     # what was written
+
+
+def test_other_sizes_are_resized_and_centre_cropped(tmp_path):
+    folder = write_folder(tmp_path, size=(64, 40), ext="png")
+    images, _, classes = read_image_folder(folder, 32, 3)
+    assert images.shape == (12, 32, 32, 3) and classes == list(CIFAR[:3])
+
+
+def test_the_cache_is_used_and_rebuilt_when_a_file_changes(tmp_path, monkeypatch):
+    folder = write_folder(tmp_path)
+    first = read_image_folder(folder, 32, 3, CIFAR)
+    cache = tmp_path / CACHE_DIR / "train-32px-3ch.safetensors"
+    assert cache.is_file()
+    import vit.imagefolder as imf
+    real = imf.decode
+    monkeypatch.setattr(imf, "decode", lambda *a: pytest.fail("decoded although cached"))
+    again = read_image_folder(folder, 32, 3, CIFAR)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    # Editing one image (new bytes, new mtime) invalidates the cache.
+    monkeypatch.setattr(imf, "decode", real)
+    path = folder / CIFAR[1] / "2.jpg"
+    Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(path)
+    os.utime(path, ns=(1, 1))
+    changed = read_image_folder(folder, 32, 3, CIFAR)
+    assert changed[0][6].max() < 10 and not torch.equal(changed[0], first[0])
+
+
+def test_a_damaged_cache_is_rebuilt_not_trusted(tmp_path):
+    folder = write_folder(tmp_path)
+    first = read_image_folder(folder, 32, 3, CIFAR)
+    (tmp_path / CACHE_DIR / "train-32px-3ch.safetensors").write_bytes(b"not safetensors")
+    assert torch.equal(read_image_folder(folder, 32, 3, CIFAR)[0], first[0])
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda f: (f / CIFAR[0] / "0.jpg").write_bytes(b"garbage"), "can't be read as an image"),
+    (lambda f: (f / "spaceship").mkdir(), "spaceship: not one of the data set's classes"),
+])
+def test_bad_folders_get_one_line(tmp_path, damage, message):
+    folder = write_folder(tmp_path)
+    damage(folder)
+    with pytest.raises(FolderError, match=message):
+        read_image_folder(folder, 32, 3, CIFAR)
+
+
+def test_cifar10_reads_its_jpeg_copy_from_the_data_dir(tmp_path):
+    """The layout of ../shared/data: CIFAR-10-images/{train,test}/<class>/*.jpg."""
+    root = tmp_path / "CIFAR-10-images"
+    write_folder(root, classes=CIFAR, per_class=2)
+    write_folder(root, classes=CIFAR, per_class=1, split="test")
+    train, test = load_split("cifar10", tmp_path, True), load_split("cifar10", tmp_path, False)
+    assert train.images.shape == (20, 32, 32, 3) and test.images.shape == (10, 32, 32, 3)
+    assert sorted(set(test.labels.tolist())) == list(range(10))
+    with pytest.raises(DataError, match="no test"):
+        import shutil
+        shutil.rmtree(root / "test")
+        load_split("cifar10", tmp_path, False, download=False)
+
+
+def test_the_trainer_trains_cifar10_from_its_folder_and_the_checkpoint_answers_a_photo(tmp_path):
+    """`python -m vit.train --dataset cifar10` on a tiny copy of the folder layout: 32x32 colour
+    and 10 classes come from the data set, the checkpoint loads, a photo of any size is answered."""
+    from conftest import run_module
+
+    from vit.checkpoint import open_checkpoint
+    root = tmp_path / "CIFAR-10-images"
+    write_folder(root, classes=CIFAR, per_class=6)
+    write_folder(root, classes=CIFAR, per_class=2, split="test")
+    r = run_module("vit.train", "--dataset", "cifar10", "--data-dir", tmp_path, "--out", tmp_path / "ck",
+                   "--no-download", "--epochs", "1", "--batch-size", "20", "--val-size", "10",
+                   "--dim", "16", "--depth", "1", "--heads", "2", "--mlp-dim", "32",
+                   "--teacher-epochs", "1", "--eval-batch-size", "20")
+    assert r.returncode == 0, r.stderr[-2000:]
+    ck = open_checkpoint(tmp_path / "ck")
+    assert ck.config.dataset == "cifar10" and ck.model.cfg.channels == 3 and ck.model.cfg.grid == 8
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)).save(
+        tmp_path / "photo.jpg")
+    r = run_module("vit.predict", tmp_path / "photo.jpg", "--checkpoint", tmp_path / "ck")
+    assert r.returncode == 0 and any(c in r.stdout for c in CIFAR), r.stderr

@@ -1,0 +1,132 @@
+"""Image folders in torchvision's ImageFolder layout (`split/<class>/<image>`) as in-memory uint8
+tensors: decoded once, then cached beside the data.
+
+Decoding 60,000 small JPEGs costs tens of seconds on a 2-core CPU; a run (or a resumed one, or the
+app's test-set tab) then reads one safetensors file instead. The cache is keyed by every file's
+path, size and modification time, so adding, removing or editing an image rebuilds it. Pictures of
+another size are resized (shorter side) and centre-cropped to the requested size, as the app does
+with a photo.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff"}
+SPLIT_DIRS = {True: ("train",), False: ("test", "val")}
+CACHE_DIR = ".vit-cache"
+
+
+class FolderError(RuntimeError):
+    """The folder can't be read as an image data set; one line saying which file or folder."""
+
+
+def split_dir(root, train: bool) -> Path | None:
+    """`root/train`, or `root/test` / `root/val`, if it is there."""
+    for name in SPLIT_DIRS[train]:
+        d = Path(root) / name
+        if d.is_dir():
+            return d
+    return None
+
+
+def list_images(folder: Path, class_names=None) -> tuple[list[str], list[tuple[str, int]]]:
+    """(class names, [(path relative to folder, class index)]) in a fixed order. `class_names`:
+    the classes the data set must have (by folder name), else the sorted sub-folders."""
+    found = sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
+    if not found:
+        raise FolderError(f"{folder} has no class folders (expected {folder}/<class>/<images>)")
+    classes = list(class_names) if class_names is not None else found
+    unknown = sorted(set(found) - set(classes))
+    if unknown:
+        raise FolderError(f"{folder}/{unknown[0]}: not one of the data set's classes "
+                          f"({', '.join(classes)})")
+    index = {c: i for i, c in enumerate(classes)}
+    files = [(f"{c}/{p.name}", index[c]) for c in found for p in sorted((folder / c).iterdir())
+             if p.suffix.lower() in IMAGE_EXTS and p.is_file()]
+    if not files:
+        raise FolderError(f"{folder} holds no images ({', '.join(sorted(IMAGE_EXTS))})")
+    return classes, files
+
+
+def fingerprint(folder: Path, files, size: int, channels: int) -> str:
+    """SHA-256 over every file's path, size and mtime, and the requested layout."""
+    h = hashlib.sha256(f"{size}:{channels}".encode())
+    for rel, label in files:
+        st = (folder / rel).stat()
+        h.update(f"{rel}\0{label}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def decode(path: Path, size: int, channels: int) -> np.ndarray:
+    """One image file -> uint8 (size, size, C), or (size, size) for C = 1."""
+    from PIL import Image, UnidentifiedImageError
+    try:
+        with Image.open(path) as im:
+            im = im.convert("RGB" if channels == 3 else "L")
+            w, h = im.size
+            if (w, h) != (size, size):
+                s = size / min(w, h)                    # shorter side to `size`, then the centre
+                im = im.resize((max(size, round(w * s)), max(size, round(h * s))), Image.BICUBIC)
+                left, top = (im.width - size) // 2, (im.height - size) // 2
+                im = im.crop((left, top, left + size, top + size))
+            return np.asarray(im, dtype=np.uint8)
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as e:
+        raise FolderError(f"{path}: can't be read as an image ({str(e).splitlines()[0][:80]})") from None
+
+
+def read_image_folder(folder, size: int, channels: int = 3, class_names=None,
+                      cache: bool = True) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """(images (N, S, S, C) or (N, S, S) uint8, labels (N,) int64, class names) of one split
+    folder, from the cache when it is current; the cache is written when the folder's parent is
+    writable (a read-only folder is decoded each time)."""
+    folder = Path(folder)
+    classes, files = list_images(folder, class_names)
+    key = fingerprint(folder, files, size, channels)
+    path = folder.parent / CACHE_DIR / f"{folder.name}-{size}px-{channels}ch.safetensors"
+    if cache and path.is_file():
+        got = _read_cache(path, key)
+        if got is not None:
+            return got
+    images = np.stack([decode(folder / rel, size, channels) for rel, _ in files])
+    labels = torch.tensor([label for _, label in files], dtype=torch.int64)
+    out = torch.from_numpy(images), labels, classes
+    if cache:
+        _write_cache(path, key, *out)
+    return out
+
+
+def _read_cache(path: Path, key: str):
+    from safetensors import SafetensorError
+    from safetensors.torch import safe_open
+    try:
+        with safe_open(str(path), "pt") as f:
+            meta = f.metadata() or {}
+            if meta.get("fingerprint") != key:
+                return None
+            return f.get_tensor("images"), f.get_tensor("labels"), json.loads(meta["classes"])
+    except (OSError, SafetensorError, KeyError, ValueError):
+        return None                     # a damaged cache is rebuilt, never trusted
+
+
+def _write_cache(path: Path, key: str, images, labels, classes) -> None:
+    from .checkpoint import save_tensors
+    try:
+        path.parent.mkdir(exist_ok=True)
+        save_tensors(path, {"images": images.contiguous(), "labels": labels},
+                     metadata={"fingerprint": key, "classes": json.dumps(classes)})
+    except OSError:
+        pass                            # read-only data: decoded again next time
+
+
+def folder_root(data_dir, name: str) -> Path | None:
+    """The folder holding `train/` for a data set: `data_dir/name` or `data_dir` itself."""
+    for root in (Path(data_dir) / name, Path(data_dir)) if name else (Path(data_dir),):
+        if split_dir(root, True) is not None or split_dir(root, False) is not None:
+            return root
+    return None
+
