@@ -302,6 +302,17 @@ def test_each_data_set_gets_its_own_defaults_unless_a_flag_says_otherwise():
     assert bundled["model"]["patch_size"] == 2 and bundled["provenance"]["epochs"] == 60
 
 
+def test_presets_are_the_published_vit_sizes_and_flags_still_win():
+    from vit.train import parse_args
+    _, mc = parse_args(["--dataset", "cifar10", "--preset", "s"])
+    assert (mc.dim, mc.depth, mc.heads, mc.mlp_dim, mc.stem_channels) == (384, 12, 6, 1536, 0)
+    assert (mc.image_size, mc.channels, mc.patch_size, mc.norm_eps) == (32, 3, 4, 1e-6)
+    _, mc = parse_args(["--preset", "b", "--depth", "4"])
+    assert (mc.dim, mc.depth, mc.heads, mc.mlp_dim) == (768, 4, 12, 3072)
+    _, mc = parse_args(["--dataset", "cifar10"])
+    assert (mc.image_size, mc.channels, mc.num_classes, mc.grid) == (32, 3, 10, 8)
+
+
 def test_random_erasing_replaces_one_rectangle_with_noise(tiny_data):
     """--erase 1: every digit of a batch has one rectangle (2-25 % of it) of noise and is
     untouched elsewhere; the non-digit rows are never erased."""

@@ -65,6 +65,17 @@ class ViTConfig:
         return asdict(self)
 
 
+# The published ViT sizes (Dosovitskiy et al. 2020: Base; Touvron et al. 2021: Tiny, Small),
+# for `python -m vit.train --preset`: width, depth, heads, MLP width, and no conv stem (a plain
+# linear patch embedding) with LayerNorm epsilon 1e-6, as those models have. Image and patch size
+# stay the data set's and the flags' (the papers' 224/16 suits photos, not 28-px digits).
+PRESETS: dict[str, dict] = {
+    "ti": dict(dim=192, depth=12, heads=3, mlp_dim=768, stem_channels=0, norm_eps=1e-6),
+    "s": dict(dim=384, depth=12, heads=6, mlp_dim=1536, stem_channels=0, norm_eps=1e-6),
+    "b": dict(dim=768, depth=12, heads=12, mlp_dim=3072, stem_channels=0, norm_eps=1e-6),
+}
+
+
 class Attention(nn.Module):
     """Multi-head self-attention with two paths over the same weights.
 

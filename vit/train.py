@@ -16,7 +16,7 @@ from .checkpoint import CheckpointError
 from .data import DataError
 from .datasets import SPECS, get_spec
 from .evaluation import pick_device
-from .model import ViTConfig
+from .model import PRESETS, ViTConfig
 from .training import TrainConfig, TrainingError, config_problems, flag_text, train
 
 MODEL_HELP = {"image_size": "input image side in pixels (must be the data set's)",
@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                f"({_per_dataset_defaults()}).")
     _add_dataclass_args(p, TrainConfig, "training")
     _add_dataclass_args(p, ViTConfig, "model", MODEL_HELP)
+    p.add_argument("--preset", choices=list(PRESETS), default=None,
+                   help="a published ViT size — ti: ViT-Ti (192 wide, 12 blocks, 3 heads), s: "
+                        "ViT-S (384, 12, 6), b: ViT-B (768, 12, 12); plain patch embedding, no "
+                        "stem. Flags given as well win. Image and patch size stay as set.")
     return p
 
 
@@ -67,6 +71,8 @@ def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.Ar
         # The images' shape and the classes come from the data set: 32x32 colour for cifar10.
         parser.set_defaults(image_size=spec.image_size, channels=spec.channels,
                             num_classes=spec.num_classes, **dict(spec.train_defaults))
+    if known.preset:
+        parser.set_defaults(**PRESETS[known.preset])
     return parser
 
 
