@@ -336,3 +336,34 @@ def test_the_mechanism_panel_works_only_while_open(grids_page, tmp_path):
     assert nothing == (None, "Draw or upload something first.")
     pos, dist, filters, caption = grids_page.mechanism_model(True, "grid4")
     assert pos.dtype == dist.dtype == filters.dtype == np.uint8 and caption
+
+
+def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path):
+    """7 layers x 8 heads (56 maps, past views.BIG_GRID): one row of every layer's mean over its
+    heads, the chosen layer's heads below; a click on the mean row opens that layer (the head
+    stays), a click on a head opens it; the picture follows the layer slider."""
+    torch.manual_seed(0)
+    root = tmp_path / "ck"
+    save_checkpoint(root / "deep", ViT(ViTConfig(dim=16, depth=7, heads=8, mlp_dim=16)), META)
+    page = create_app(root, device="cpu").page
+    out = page.analyse_drawing(drawing_value(tmp_path), "deep", True, 3, 1, None)
+    grid, shown = out[4], out[-2]
+    full = ex.attention_grid_picture(shown.image, np.zeros((7, 8, 7, 7)))
+    assert grid.shape[0] < full.shape[0] / 2                  # two rows of maps, not seven
+    p = page.predictor("deep")
+    tile = 28 * ex._factor(28, 112)
+    first_row = (64 + 4 * (tile + 21) + 5, 30)              # the mean map of layer 5
+    assert page.pick_head("deep", SimpleNamespace(index=list(first_row)))[0] == 5
+    assert page.pick_head("deep", SimpleNamespace(index=list(first_row)))[1] == gr.update()
+    second_row = (64 + 6 * (tile + 21) + 5, grid.shape[0] // 2 + 60)     # head 7 of the chosen layer
+    assert views_hit(p, *second_row) == (None, 6)
+    other = page.regrid(shown, "deep", True, 6)
+    assert other.shape == grid.shape and not np.array_equal(other, grid)
+    assert page.regrid(shown, "deep", True, 3) is not None
+    small = page.regrid(None, "deep", True, 3)
+    assert small == gr.update()
+
+
+def views_hit(p, x, y):
+    from vit.ui import views
+    return views.grid_hit(p, x, y)

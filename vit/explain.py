@@ -299,31 +299,38 @@ CAPTION = 15        # pixels under each map of the layers x heads picture for it
 
 
 @lru_cache(maxsize=8)
-def _attention_grid_template(L: int, H: int, tile: int):
+def _attention_grid_template(L: int, H: int, tile: int, rows: tuple | None = None,
+                             cols: tuple | None = None):
+    """The white sheet with row and column labels ("layer l", "head h" unless given), and the
+    top-left corner of every map. The geometry does not depend on the labels."""
     left, top, gap = 64, 22, 6 + CAPTION
     W = left + H * (tile + gap)
     im = Image.new("RGB", (W, top + L * (tile + gap)), "white")
     draw = ImageDraw.Draw(im)
     font = load_font(13)
+    rows = rows or tuple(f"layer {l + 1}" for l in range(L))
+    cols = cols or tuple(f"head {h + 1}" for h in range(H))
     for h in range(H):
-        draw.text((left + h * (tile + gap) + tile // 2 - 20, 4), f"head {h + 1}", fill="black", font=font)
+        draw.text((left + h * (tile + gap) + tile // 2 - 20, 4), cols[h], fill="black", font=font)
     for l in range(L):
-        draw.text((6, top + l * (tile + gap) + tile // 2 - 7), f"layer {l + 1}", fill="black", font=font)
+        draw.text((6, top + l * (tile + gap) + tile // 2 - 7), rows[l], fill="black", font=font)
     corners = [[(top + l * (tile + gap), left + h * (tile + gap)) for h in range(H)] for l in range(L)]
     return np.asarray(im), corners
 
 
 def attention_grid_picture(img: np.ndarray, cls_maps: np.ndarray, shared_scale: bool = True,
-                           tile: int = 112, cls_self: np.ndarray | None = None) -> np.ndarray:
+                           tile: int = 112, cls_self: np.ndarray | None = None,
+                           rows: tuple | None = None, cols: tuple | None = None,
+                           title: str = "[CLS] attention weight") -> np.ndarray:
     """Every layer (rows) x every head (columns): [CLS] attention over the patches, blended on the
     digit. One absolute colour scale for all maps (0 to the largest weight, at least VIVID times
     the uniform level, which the bar marks) or, with shared_scale=False, each map scaled to its
     own maximum. Under each map: its maximum or range, and `cls_self` (L, H), the weight [CLS]
-    gives itself."""
+    gives itself. `rows` / `cols`: labels other than "layer l" / "head h"; `title`: the bar's."""
     L, H, G = cls_maps.shape[:3]
     S = img.shape[0]
     tile = S * _rep(img, tile)                                   # a whole multiple of the image
-    template, corners = _attention_grid_template(L, H, tile)
+    template, corners = _attention_grid_template(L, H, tile, rows, cols)
     out = template.copy()
     peaks = cls_maps.max(axis=(2, 3))                                            # (L, H)
     top = scale_top(peaks.max(), G) if shared_scale else peaks[:, :, None, None]
@@ -347,8 +354,7 @@ def attention_grid_picture(img: np.ndarray, cls_maps: np.ndarray, shared_scale: 
                       fill="black", font=font)
     out = np.asarray(im)
     if shared_scale:
-        bar = _colorbar(out.shape[1], top, "[CLS] attention weight, one scale for all maps",
-                        uniform_level(G))
+        bar = _colorbar(out.shape[1], top, f"{title}, one scale for all maps", uniform_level(G))
     else:
         bar = _colorbar(out.shape[1], "its max", "each map scaled to its own range (under it)")
     return np.concatenate([out, bar], axis=0)

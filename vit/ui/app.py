@@ -209,11 +209,17 @@ class Page:
         kept = Shown(shown.kind, shown.source, a.image, name)
         return self._update(p, a, kept, shared, layer, head, patch).outputs()
 
-    def rescale(self, shown, name, shared):
+    def rescale(self, shown, name, shared, layer=None):
         if not isinstance(shown, Shown):
             return None
         p, a = self._reanalysis(shown, name)
-        return views.attention_grid(p, a, shared)
+        return views.attention_grid(p, a, shared, layer)
+
+    def regrid(self, shown, name, shared, layer):
+        """A big model's attention picture shows the chosen layer's heads: it follows the slider."""
+        if not isinstance(shown, Shown) or not views.big(self.predictor(name)):
+            return gr.update()
+        return self.rescale(shown, name, shared, layer)
 
     def explore(self, shown, name, layer, head, patch):
         if not isinstance(shown, Shown):
@@ -242,12 +248,10 @@ class Page:
             x, y = (float(v) for v in evt.index[:2])
         except (TypeError, ValueError):
             return gr.update(), gr.update()
-        cfg = p.model.cfg
-        hit = (ex.head_at(x, y, cfg.depth, cfg.heads, p.size)
-               if math.isfinite(x) and math.isfinite(y) else None)
+        hit = views.grid_hit(p, x, y) if math.isfinite(x) and math.isfinite(y) else None
         if hit is None:
             return gr.update(), gr.update()
-        return hit[0] + 1, hit[1] + 1
+        return tuple(gr.update() if v is None else v + 1 for v in hit)
 
     def choose_model(self, name, previous):
         """Switch models; on a broken one say why and stay on the previous one."""
@@ -492,7 +496,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                          trigger_mode="always_last", **quiet)
         why.measure.click(page.measure, [shown, model], why.faithfulness,
                           api_visibility="private")
-        panel.shared.change(page.rescale, [shown, model, panel.shared], panel.grid, **quiet)
+        panel.shared.change(page.rescale, [shown, model, panel.shared, panel.layer], panel.grid,
+                            **quiet)
+        panel.layer.change(page.regrid, [shown, model, panel.shared, panel.layer], panel.grid,
+                           trigger_mode="always_last", **quiet)
         for s in (panel.layer, panel.head):
             s.change(page.explore, [shown, model, panel.layer, panel.head, patch],
                      [panel.pick, panel.row], trigger_mode="always_last", **quiet)

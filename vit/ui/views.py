@@ -12,6 +12,11 @@ from .. import explain as ex
 from ..inference import Analysis, Predictor
 
 PICK_SIZE = 336                      # pixels of the clickable patch picture
+# Beyond this many layers x heads, one picture of every map is unreadable (ViT-B/16: 144 maps,
+# 3000 px): the picture then shows each layer's mean over its heads, and the chosen layer's heads.
+BIG_GRID = 48
+SMALL_SIDE = 112                     # the big layout's maps are at most this many pixels
+BAR = 44                             # explain._colorbar's height
 
 
 @dataclass
@@ -57,12 +62,57 @@ def explorer(p: Predictor, a: Analysis, layer, head, patch) -> tuple[np.ndarray,
                                   uniform=ex.uniform_level(p.grid)))
 
 
-def attention_grid(p: Predictor, a: Analysis, shared: bool) -> np.ndarray:
+def big(p: Predictor) -> bool:
+    return p.model.cfg.depth * p.model.cfg.heads > BIG_GRID
+
+
+def _small(img: np.ndarray, grid: int) -> np.ndarray:
+    """The input box-averaged by a whole factor to at most SMALL_SIDE px (still whole patches)."""
+    S = img.shape[0]
+    f = next((f for f in range(-(-S // SMALL_SIDE), S + 1) if S % f == 0 and (S // f) % grid == 0), 1)
+    if f == 1:
+        return img
+    return img.reshape(S // f, f, S // f, f, *img.shape[2:]).mean(axis=(1, 3))
+
+
+def attention_grid(p: Predictor, a: Analysis, shared: bool, layer=None) -> np.ndarray:
     """[CLS] attention for every layer and head, each map captioned with its maximum (or range)
-    and the weight [CLS] keeps for itself."""
-    e = a.explanation
-    return ex.attention_grid_picture(a.image, e.cls_maps, shared_scale=bool(shared),
-                                     cls_self=e.attn[:, :, 0, 0])
+    and the weight [CLS] keeps for itself. For a big model (more than BIG_GRID maps): one row of
+    every layer's mean over its heads, and below it the heads of `layer` (the explorer's)."""
+    e, shared = a.explanation, bool(shared)
+    if not big(p):
+        return ex.attention_grid_picture(a.image, e.cls_maps, shared_scale=shared,
+                                         cls_self=e.attn[:, :, 0, 0])
+    L, H = e.cls_maps.shape[:2]
+    chosen, _, _ = clamp(p, layer, None, None)
+    img = _small(a.image, p.grid)
+    every = ex.attention_grid_picture(
+        img, e.cls_maps.mean(axis=1)[None], shared, cls_self=e.attn[:, :, 0, 0].mean(axis=1)[None],
+        rows=("mean",), cols=tuple(f"layer {i + 1}" for i in range(L)),
+        title="each layer's mean over its heads")
+    heads = ex.attention_grid_picture(
+        img, e.cls_maps[chosen][None], shared, cls_self=e.attn[chosen, :, 0, 0][None],
+        rows=(f"layer {chosen + 1}",), title=f"layer {chosen + 1}'s heads")
+    width = max(every.shape[1], heads.shape[1])
+    pad = [np.pad(x, ((0, 0), (0, width - x.shape[1]), (0, 0)), constant_values=255)
+           for x in (every, heads)]
+    return np.concatenate(pad, axis=0)
+
+
+def grid_hit(p: Predictor, x: float, y: float) -> tuple[int | None, int | None] | None:
+    """What a click on the attention_grid picture opens: (layer, head), 0-based, None for "keep
+    as it is" (the big layout's mean row picks a layer only); None for a click on no map."""
+    cfg = p.model.cfg
+    if not big(p):
+        return ex.head_at(x, y, cfg.depth, cfg.heads, p.size)
+    side = _small(np.zeros((p.size, p.size)), p.grid).shape[0]
+    hit = ex.head_at(x, y, 1, cfg.depth, side)
+    if hit is not None:
+        return hit[1], None
+    tile = side * ex._factor(side, 112)
+    top = ex._attention_grid_template(1, cfg.depth, tile)[0].shape[0] + BAR
+    hit = ex.head_at(x, y - top, 1, cfg.heads, side)
+    return None if hit is None else (None, hit[1])
 
 
 def render(p: Predictor, a: Analysis, shared: bool, layer, head, patch) -> Pictures:
@@ -70,7 +120,7 @@ def render(p: Predictor, a: Analysis, shared: bool, layer, head, patch) -> Pictu
     return Pictures(
         ex.patch_grid_picture(a.image, grid),
         ex.token_strip(a.image, grid),
-        attention_grid(p, a, shared),
+        attention_grid(p, a, shared, layer),
         ex.single_map_picture(a.image, a.explanation.rollout_map, "rollout into the final [CLS]",
                               uniform=ex.uniform_level(grid)),
         *explorer(p, a, layer, head, patch))
