@@ -110,3 +110,16 @@ def test_the_trainer_trains_cifar10_from_its_folder_and_the_checkpoint_answers_a
         tmp_path / "photo.jpg")
     r = run_module("vit.predict", tmp_path / "photo.jpg", "--checkpoint", tmp_path / "ck")
     assert r.returncode == 0 and any(c in r.stdout for c in CIFAR), r.stderr
+
+
+def test_a_read_only_data_folder_is_left_alone_and_cached_in_the_users_cache(tmp_path, monkeypatch):
+    folder = write_folder(tmp_path / "data")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    os.chmod(tmp_path / "data", 0o555)
+    try:
+        first = read_image_folder(folder, 32, 3, CIFAR)
+        assert not (tmp_path / "data" / CACHE_DIR).exists()
+        assert list((tmp_path / "cache" / "vit-explorer").glob("*/train-32px-3ch.safetensors"))
+        assert torch.equal(read_image_folder(folder, 32, 3, CIFAR)[0], first[0])
+    finally:
+        os.chmod(tmp_path / "data", 0o755)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -83,11 +85,11 @@ def read_image_folder(folder, size: int, channels: int = 3, class_names=None,
                       cache: bool = True) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     """(images (N, S, S, C) or (N, S, S) uint8, labels (N,) int64, class names) of one split
     folder, from the cache when it is current; the cache is written when the folder's parent is
-    writable (a read-only folder is decoded each time)."""
+    writable, else in the user's cache (cache_dir)."""
     folder = Path(folder)
     classes, files = list_images(folder, class_names)
     key = fingerprint(folder, files, size, channels)
-    path = folder.parent / CACHE_DIR / f"{folder.name}-{size}px-{channels}ch.safetensors"
+    path = cache_dir(folder.parent) / f"{folder.name}-{size}px-{channels}ch.safetensors"
     if cache and path.is_file():
         got = _read_cache(path, key)
         if got is not None:
@@ -98,6 +100,15 @@ def read_image_folder(folder, size: int, channels: int = 3, class_names=None,
     if cache:
         _write_cache(path, key, *out)
     return out
+
+
+def cache_dir(root: Path) -> Path:
+    """`root/.vit-cache` where the data's folder may be written (its mode allows it: a folder
+    made read-only is respected even for root), else a folder per data set in the user's cache."""
+    if os.access(root, os.W_OK) and root.stat().st_mode & stat.S_IWUSR:
+        return root / CACHE_DIR
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "vit-explorer" / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
 
 
 def _read_cache(path: Path, key: str):
@@ -116,7 +127,7 @@ def _read_cache(path: Path, key: str):
 def _write_cache(path: Path, key: str, images, labels, classes) -> None:
     from .checkpoint import save_tensors
     try:
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         save_tensors(path, {"images": images.contiguous(), "labels": labels},
                      metadata={"fingerprint": key, "classes": json.dumps(classes)})
     except OSError:
