@@ -367,3 +367,10 @@ def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path
 def views_hit(p, x, y):
     from vit.ui import views
     return views.grid_hit(p, x, y)
+
+
+def test_a_model_name_of_any_json_type_gets_one_line_naming_the_models(grids_page, tmp_path):
+    for name in ({"a": 1}, ["mnist"], 7, None, "Handwritten digits (MNIST)"):
+        with pytest.raises(gr.Error, match="no model named .*; the models are .*mnist") as e:
+            grids_page.analyse_drawing(drawing_value(tmp_path), name, True, 2, 1, None)
+        assert "\n" not in e.value.message

@@ -55,6 +55,23 @@ def test_classify_a_letter_is_not_a_digit_with_every_class_listed(page, tmp_path
     assert confs == sorted(confs, reverse=True) and sum(confs) == pytest.approx(1, abs=1e-5)
 
 
+def test_the_verdict_label_survives_gradios_session_copy(page, tmp_path):
+    """After a handler returns gr.update() for an output, Gradio keeps `block.__class__(**args)`
+    for that session: a patched plain gr.Label lost the patch there, and every later "not a
+    digit" answer of the session failed with an internal error. The copy keeps it, and the page
+    still renders it as a Label."""
+    from vit.ui.gradio_patches import FreeDropdown, FreeSlider
+    value = page.classify(letter_file(tmp_path / "k.png"))
+    original = VerdictLabel(num_top_classes=10, label="x", render=False)
+    copy = original.__class__(**{**original.constructor_args, "render": False})
+    assert copy.postprocess(value).label == "not a digit"
+    assert copy.get_block_name() == "label"
+    slider = FreeSlider(1, 2, value=1, render=False)
+    again = slider.__class__(**{**slider.constructor_args, "maximum": 3, "render": False})
+    assert again.preprocess(12) == 12 and again.get_block_name() == "slider"
+    assert FreeDropdown(["a"], render=False).preprocess("../etc") == "../etc"
+
+
 def test_the_page_says_why_in_one_sentence(page, tmp_path):
     status, label, *_ = page.analyse_upload(letter_file(tmp_path / "k.png"), "mnist", True, 2, 1, None)
     title, reason = status.split("\n")

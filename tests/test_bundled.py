@@ -35,3 +35,16 @@ def test_bundled_accuracy_is_what_config_records(folder):
         pytest.skip(f"{ck.config.dataset} is not on this machine")
     _, acc, _ = evaluate(ck.model, test.images, test.labels, ck.config.mean, ck.config.std, 1000)
     assert acc == pytest.approx(ck.config.test_accuracy, abs=1e-4)
+
+
+@pytest.mark.parametrize("folder, style", [(MNIST, "digits"), (FASHION, "objects")],
+                         ids=["mnist", "fashion-mnist"])
+def test_every_example_under_the_canvas_is_read_as_what_it_shows(folder, style, tmp_path):
+    """The Draw tab's examples (vit/examples.py, drawn by the project's code) are answered as
+    the class they show by the bundled model they are offered with."""
+    from vit.examples import example_name, write_examples
+    from vit.inference import Predictor
+    p = Predictor(str(folder), "cpu")
+    for path in write_examples(tmp_path, style):
+        a = p.analyse(path)
+        assert a.is_class and p.class_names[int(a.probs.argmax())] == example_name(path), path

@@ -51,7 +51,9 @@ def render_digit(digit: str, size: int = 280, width: int = 22, offset=(0, 0),
 
 
 # Clothing as Fashion-MNIST shows it: a filled silhouette seen from the front (shoes from the
-# side), filling its frame. Outlines in a 100x100 box; a polyline of width w is a strap/handle.
+# side), filling its frame. Outlines in a 100x100 box; a polyline of width w is a strap/handle,
+# or a "gap" (white: a coat's opening). No shirt: drawn without texture, every shirt tried was
+# read as a coat or a dress (the bundled model tells them apart by fabric and buttons).
 OUTLINES: dict[str, list] = {
     "T-shirt/top": [[(30, 14), (42, 10), (50, 17), (58, 10), (70, 14), (92, 32), (80, 46), (72, 38),
                      (72, 90), (28, 90), (28, 38), (20, 46), (8, 32)]],
@@ -59,6 +61,11 @@ OUTLINES: dict[str, list] = {
     "Pullover": [[(32, 10), (42, 8), (50, 14), (58, 8), (68, 10), (86, 30), (96, 90), (80, 92),
                   (72, 44), (72, 92), (28, 92), (28, 44), (20, 92), (4, 90), (14, 30)]],
     "Dress": [[(40, 6), (60, 6), (62, 30), (57, 40), (80, 94), (20, 94), (43, 40), (38, 30)]],
+    "Coat": [[(30, 4), (42, 4), (50, 16), (58, 4), (70, 4), (88, 24), (98, 96), (82, 97),
+              (74, 40), (76, 97), (24, 97), (26, 40), (18, 97), (2, 96), (12, 24)],
+             ("gap", 2, [(50, 16), (50, 97)])],
+    "Sandal": [[(4, 70), (96, 66), (96, 76), (4, 80)], ("strap", 5, [(12, 70), (30, 46), (48, 68)]),
+               ("strap", 5, [(40, 68), (60, 44), (80, 66)]), ("strap", 5, [(30, 46), (60, 44)])],
     "Sneaker": [[(6, 52), (22, 48), (38, 38), (52, 46), (72, 52), (90, 58), (96, 70), (92, 78),
                  (6, 78)]],
     "Bag": [[(12, 36), (88, 36), (92, 90), (8, 90)], ("strap", 6, _arc(50, 36, 22, 24, 180, 360))],
@@ -72,10 +79,10 @@ def render_object(name: str, size: int = 280) -> Image.Image:
     draw = ImageDraw.Draw(im)
     s = size / 100
     for part in OUTLINES[name]:
-        if isinstance(part, tuple):                     # ("strap", width, points)
-            _, width, pts = part
-            draw.line([(x * s, y * s) for x, y in pts], fill=0, width=round(width * s),
-                      joint="curve")
+        if isinstance(part, tuple):        # ("strap", width, points) or a white ("gap", …)
+            kind, width, pts = part
+            draw.line([(x * s, y * s) for x, y in pts], fill=255 if kind == "gap" else 0,
+                      width=round(width * s), joint="curve")
         else:
             draw.polygon([(x * s, y * s) for x, y in part], fill=0)
     return im

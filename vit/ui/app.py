@@ -29,9 +29,9 @@ from ..preprocessing import BlankInputError, PreprocessError, compact, decode
 from . import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
 from .canvas import load_value, read_drawing, seq
 from .gradio_patches import (
+    FreeDropdown,
     ImageFile,
     VerdictLabel,
-    handlers_validate,
     hide_server_paths,
     never_rewrite_cached_images,
 )
@@ -260,10 +260,12 @@ class Page:
         except gr.Error as e:
             gr.Warning(e.message)
             return (gr.update(value=previous, choices=self.models.choices()), previous,
-                    *[gr.update()] * 8)
+                    *[gr.update()] * 10)
         fills = p.config.style == "objects"
         return (gr.update(), name, p.card(), *views.slider_updates(p), None,
-                *why_panel.model_updates(p), draw_tab.hint(p.config.noun, fills), self.gallery(p))
+                *why_panel.model_updates(p), draw_tab.hint(p.config.noun, fills),
+                gr.update(value=self.gallery(p), selected_index=None),
+                *mechanism_panel.slider_updates(p))
 
     def gallery(self, p: Predictor) -> list[tuple[str, str]]:
         """The examples under the canvas for a model: (picture, caption)."""
@@ -430,7 +432,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                             "cuts your drawing into patches, reads them as a sequence of tokens and "
                             "names the class. Below: what it sees, where every attention head "
                             "looks, and what drove the answer.", elem_id="intro")
-            model = gr.Dropdown(models.choices(), value=models.default, label="Model",
+            model = FreeDropdown(models.choices(), value=models.default, label="Model",
                                 info="what it was trained to recognise", elem_id="model",
                                 visible=len(models.names) > 1, scale=0, min_width=320)
         shown = gr.State(None)
@@ -463,8 +465,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         with gr.Accordion("About this model", open=False):
             card = gr.Markdown(p.card())
 
-        # Sliders follow the chosen model's depth and heads; the handlers clamp what arrives.
-        handlers_validate(panel.layer, panel.head, model)
+        # Sliders follow the chosen model's depth and heads (FreeSlider, vit/ui/views.py); the
+        # handlers clamp what arrives.
         outs = [status, label, *panel.pictures, shown]
         ins = [model, panel.shared, panel.layer, panel.head, patch]
         quiet = dict(show_progress="hidden", api_visibility="private")
@@ -515,7 +517,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             page.mechanism, *mech_args, **quiet)
         model.change(page.choose_model, [model, current],
                      [model, current, card, panel.layer, panel.head, patch, why.target, why.heads,
-                      draw.hint, draw.examples],
+                      draw.hint, draw.examples, mech.layer, mech.head],
                      api_visibility="private").then(
             page.reanalyse, [shown, *ins], outs, **quiet).then(
             page.why, *why_args, **later).then(

@@ -101,6 +101,7 @@ canvas.addEventListener("pointerdown", e => {
   if (e.button > 0) return;
   e.preventDefault();
   const p = point(e);
+  canvas.focus({preventScroll: true});   // so that Ctrl+Z reaches the canvas after drawing
   example = null;
   remember();
   if (tool === "fill") { if (fill(p)) send(true); else undo.pop(); return; }

@@ -11,7 +11,7 @@
    vit.preprocessing opens with the same checks.)
 3. Sliders and dropdowns check a value against the range and choices they were built with, and
    refuse it with a traceback in the log: a model with more layers than the first one could not
-   be explored past the first model's depth. `handlers_validate` makes them pass values on; the
+   be explored past the first model's depth. `FreeSlider` and `FreeDropdown` pass values on; the
    app's handlers clamp or refuse them (vit/ui/views.py `clamp`, vit/ui/models.py).
 4. A client that names a file it did not upload is refused with a message that spells out the
    server's working directory ("Cannot move /srv/app/x to the gradio cache dir…");
@@ -111,35 +111,43 @@ def SafeImage(**kwargs) -> gr.Image:
     return component
 
 
-def _label_postprocess(self, value):
-    if isinstance(value, dict) and isinstance(value.get("confidences"), list) and "label" in value:
-        from gradio.components.label import LabelConfidence, LabelData
-        rows = sorted(value["confidences"], key=lambda c: -float(c["confidence"]))
-        if self.num_top_classes is not None:
-            rows = rows[:self.num_top_classes]
-        return LabelData(label=str(value["label"]),
-                         confidences=[LabelConfidence(label=str(c["label"]),
-                                                      confidence=float(c["confidence"]))
-                                      for c in rows])
-    return gr.Label.postprocess(self, value)
+class VerdictLabel(gr.Label):
+    """Patch 5: gr.Label that also shows a verdict above the classes' probabilities.
+
+    A class, not a patched instance (as SafeImage is): after a handler returns gr.update() for an
+    output, Gradio keeps a fresh `block.__class__(**args)` for that session — a patched plain
+    gr.Label then lost the patch and every later "not a digit" answer failed with an internal
+    error. `is_template`: rendered by the front end as the Label it is."""
+    is_template = True
+
+    def postprocess(self, value):
+        if isinstance(value, dict) and isinstance(value.get("confidences"), list) and "label" in value:
+            from gradio.components.label import LabelConfidence, LabelData
+            rows = sorted(value["confidences"], key=lambda c: -float(c["confidence"]))
+            if self.num_top_classes is not None:
+                rows = rows[:self.num_top_classes]
+            return LabelData(label=str(value["label"]),
+                             confidences=[LabelConfidence(label=str(c["label"]),
+                                                          confidence=float(c["confidence"]))
+                                          for c in rows])
+        return super().postprocess(value)
 
 
-def VerdictLabel(**kwargs) -> gr.Label:
-    """Patch 5: gr.Label that also shows a verdict above the classes' probabilities."""
-    component = gr.Label(**kwargs)
-    component.postprocess = types.MethodType(_label_postprocess, component)
-    return component
+class FreeSlider(gr.Slider):
+    """Patch 3: a slider that hands any value to the handlers, which clamp it themselves (a class,
+    like VerdictLabel, so that the session copy Gradio makes after gr.update() keeps it)."""
+    is_template = True
+
+    def preprocess(self, payload):
+        return payload
 
 
-def _pass_through(self, payload):
-    return payload
+class FreeDropdown(gr.Dropdown):
+    """Patch 3 for the model selector: the handlers refuse unknown names in one line."""
+    is_template = True
 
-
-def handlers_validate(*components):
-    """Patch 3: these components hand any value to the handlers, which validate it themselves."""
-    for component in components:
-        component.preprocess = types.MethodType(_pass_through, component)
-    return components
+    def preprocess(self, payload):
+        return payload
 
 
 class ImageFile(gr.File):

@@ -73,10 +73,11 @@ class Models:
 
     def get(self, name: str) -> Predictor:
         """The loaded model; CheckpointError (a one-line, path-free message) if it can't be."""
+        if not isinstance(name, str) or name not in self.configs and name not in self._failed:
+            raise CheckpointError(f"no model named {str(name)[:40]!r}; the models are "
+                                  f"{', '.join(self.names)}")
         if name in self._failed:                # a page built before it failed still offers it
             raise CheckpointError(self._failed[name])
-        if name not in self.configs:
-            raise CheckpointError(f"no model named {str(name)[:40]!r}")
         with self._lock:                        # two first requests must not load it twice
             if name not in self._loaded:
                 folder = self.folders[name]

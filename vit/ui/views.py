@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import explain as ex
 from ..inference import Analysis, Predictor
+from .gradio_patches import FreeSlider
 
 PICK_SIZE = 336                      # pixels of the clickable patch picture
 # Beyond this many layers x heads, one picture of every map is unreadable (ViT-B/16: 144 maps,
@@ -175,8 +176,8 @@ def build(depth: int, heads: int) -> Panel:
     gr.Markdown("## Explore one patch\nClick a patch on the left to see where *that patch* looks in "
                 "the chosen layer and head (its own row of the attention matrix).")
     with gr.Row():
-        layer = gr.Slider(1, max(depth, 2), value=depth, step=1, label="Layer", elem_id="layer")
-        head = gr.Slider(1, max(heads, 2), value=1, step=1, label="Head", elem_id="head")
+        layer = FreeSlider(1, max(depth, 2), value=depth, step=1, label="Layer", elem_id="layer")
+        head = FreeSlider(1, max(heads, 2), value=1, step=1, label="Head", elem_id="head")
     with gr.Row():
         pick = gr.Image(label="Click a patch", interactive=False, height=380, elem_id="pick")
         row = gr.Image(label="That patch's attention", interactive=False, height=380, elem_id="row")
