@@ -41,6 +41,7 @@ def browser():
 def page(browser, app_server):
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
     pg.goto(app_server[1])
+    wait_status(pg, "Example")          # the first view is in (a test may run alone)
     yield pg
     pg.close()
 
@@ -142,6 +143,15 @@ def test_drawing_a_digit_shows_its_prediction_and_attention(page, digit):
     assert digit in label
     for pic in ("#seen img", "#strip img", "#attention img", "#rollout img"):
         assert page.locator(pic).count() >= 1, pic
+    # Each picture is shown whole: nothing of it hidden below its box.
+    for pic in ("#seen", "#strip", "#pick", "#row"):
+        page.locator(pic).scroll_into_view_if_needed()
+        page.wait_for_selector(f"{pic} img", timeout=30_000)
+        hidden = page.evaluate("s => { const b = document.querySelector(s);"
+                               " const i = b.querySelector('img'); return"
+                               " i.getBoundingClientRect().bottom - b.getBoundingClientRect().bottom; }",
+                               pic)
+        assert hidden <= 1, (pic, hidden)
 
 
 def test_clearing_resets_the_page(page):
@@ -237,6 +247,12 @@ def test_touch_drawing_on_a_phone(browser, app_server):
     box = pg.locator("#drawpad canvas").bounding_box()
     assert box["width"] >= 0.8 * 390              # the canvas fills the width (less the margins)
     pg.screenshot(path=SHOTS / "5-phone-touch.png", full_page=False)
+    # Scrolled to the very bottom, the last panel is above the pinned answer, not under it.
+    for _ in range(3):                         # pictures below load as they come into view
+        pg.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+        pg.wait_for_timeout(500)
+    assert (pg.locator("#mechanism").bounding_box()["y"] + 40
+            <= pg.locator("#result-col").bounding_box()["y"])
     ctx.close()
 
 

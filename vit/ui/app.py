@@ -462,7 +462,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         why = why_panel.build(p)
         mech = mechanism_panel.build(p)
         mech_open = gr.State(False)
-        with gr.Accordion("About this model", open=False):
+        with gr.Accordion("About this model", open=False, elem_id="about-model"):
             card = gr.Markdown(p.card())
 
         # Sliders follow the chosen model's depth and heads (FreeSlider, vit/ui/views.py); the
