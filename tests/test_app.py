@@ -147,6 +147,9 @@ def test_the_api_page_leads_with_classify_taking_a_named_image(client):
     (param,) = api["named_endpoints"]["/classify"]["parameters"]
     assert param["parameter_name"] == "image" and param["label"] == "image"
     assert str(param["example_input"]["path"]).endswith(".png")
+    # Every output of the drawing endpoint has a name, not "value_33".
+    returns = api["named_endpoints"]["/analyse_drawing"]["returns"]
+    assert not [r["label"] for r in returns if str(r["label"]).startswith("value_")]
 
 
 def test_a_file_the_client_did_not_upload_is_refused_without_server_paths(app_server):

@@ -451,7 +451,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                     tst = testset_tab.build(models, data_dir, visible=not on_space
                                             or testset_tab.data_on_disk(models, data_dir))
             with gr.Column(scale=4, min_width=300, elem_id="result-col"):
-                status = gr.Markdown(f"### ✏️ Draw a {p.config.noun} in the box", elem_id="status")
+                status = gr.Markdown(f"### ✏️ Draw a {p.config.noun} in the box", elem_id="status",
+                                     label="headline")
                 with gr.Row(equal_height=False):
                     label = VerdictLabel(num_top_classes=10, label="Probability per class",
                                          elem_id="prediction", scale=3, min_width=200)

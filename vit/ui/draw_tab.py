@@ -31,5 +31,6 @@ def build(noun: str, fills: bool, examples: list[tuple[str, str]]) -> DrawTab:
     gallery = gr.Gallery(examples, label="Examples (drawn by this project's code): click one",
                          columns=10, rows=1, height=120, allow_preview=False,
                          object_fit="contain", elem_id="draw-examples", buttons=[])
-    answered = gr.HTML("", visible="hidden", elem_id="answered", js_on_load=None)
+    answered = gr.HTML("", visible="hidden", elem_id="answered", js_on_load=None,
+                       label="drawing number")
     return DrawTab(pad, text, gallery, answered)
