@@ -256,13 +256,23 @@ def number(v: float) -> str:
     return f"{v:.2f}" if v >= 0.01 else f"{v:.3f}" if v >= 0.001 else "<0.001"
 
 
+BAR_HEIGHT = 44      # pixels of a colour bar under a picture
+
+
+def grid_picture_height(L: int, H: int, image_size: int, tile: int = 112) -> int:
+    """The height of an attention_grid_picture of L x H maps of an image_size-pixel input, bar
+    included: where a picture stacked under it starts."""
+    tile = image_size * _factor(image_size, tile)
+    return _attention_grid_template(L, H, tile)[0].shape[0] + BAR_HEIGHT
+
+
 def _bar_span(width: int) -> tuple[int, int]:
     return 48, width - 68
 
 
 @lru_cache(maxsize=16)
 def _colorbar_template(width: int, title: str):
-    im = Image.new("RGB", (width, 44), "white")
+    im = Image.new("RGB", (width, BAR_HEIGHT), "white")
     draw = ImageDraw.Draw(im)
     x0, x1 = _bar_span(width)
     im.paste(Image.fromarray(np.repeat(colorize(np.linspace(0, 1, x1 - x0), 1.0)[None], 12, 0)),

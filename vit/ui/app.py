@@ -186,7 +186,7 @@ class Page:
 
     def analyse_upload(self, path, name, shared, layer, head, patch):
         if path is None:
-            return PageUpdate("### Upload a picture, or pick an example below").outputs()
+            return PageUpdate("### Upload a picture (examples are on the Draw tab)").outputs()
         return self._analyse("upload", path, name, shared, layer, head, patch).outputs()
 
     def first_view(self, name):
@@ -288,7 +288,6 @@ class Page:
             return None, None, "" if shown is None else got, "", None
         rel, *rest = why_panel.render(*got, target, heads)
         return rel, *rest, rel
-
 
     def mechanism(self, opened, shown, name, layer, head, patch, cls):
         """The step-by-step walk through one attention head, while its panel is open."""

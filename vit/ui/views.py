@@ -17,7 +17,6 @@ PICK_SIZE = 336                      # pixels of the clickable patch picture
 # 3000 px): the picture then shows each layer's mean over its heads, and the chosen layer's heads.
 BIG_GRID = 48
 SMALL_SIDE = 112                     # the big layout's maps are at most this many pixels
-BAR = 44                             # explain._colorbar's height
 
 
 @dataclass
@@ -110,9 +109,7 @@ def grid_hit(p: Predictor, x: float, y: float) -> tuple[int | None, int | None] 
     hit = ex.head_at(x, y, 1, cfg.depth, side)
     if hit is not None:
         return hit[1], None
-    tile = side * ex._factor(side, 112)
-    top = ex._attention_grid_template(1, cfg.depth, tile)[0].shape[0] + BAR
-    hit = ex.head_at(x, y - top, 1, cfg.heads, side)
+    hit = ex.head_at(x, y - ex.grid_picture_height(1, cfg.depth, side), 1, cfg.heads, side)
     return None if hit is None else (None, hit[1])
 
 
