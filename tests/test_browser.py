@@ -318,6 +318,10 @@ def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(bro
     assert "Fill" in pg.locator("#draw-hint").inner_text()
     pg.wait_for_function("() => document.querySelector('#draw-examples').innerText.includes('Ankle boot')",
                          timeout=30_000)
+    # The drawing on screen, read again by the clothing model, arrives after the switch: wait
+    # for it, or it could land after the Clear below and replace its "Draw a piece of clothing".
+    pg.wait_for_function("() => document.querySelector('#prediction').innerText.includes('Ankle boot')",
+                         timeout=60_000)
     clear(pg)
     wait_status(pg, "Draw a piece of clothing")
     x0, y0, side = drawing_area(pg)
