@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 
 from . import calibration as cal
-from . import distributed
+from . import distributed, trivial_augment
 from .augment import draw_erasing, erase
 from .checkpoint import atomic_write, save_checkpoint, save_tensors
 from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
@@ -61,13 +61,13 @@ RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size",
                             "download", "out", "resume", "overwrite"})
 # Training settings added after runs were already being saved, with the value that does what a
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
-LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "norm_eps": 1e-5}
+LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "norm_eps": 1e-5, "policy": "none"}
 SET_ASIDE = ".replaced-by-overwrite"   # where --overwrite keeps the old run until a new epoch
 METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "val_loss", "val_acc",
                  "test_loss", "test_acc", "epoch_seconds", "images_per_second"]
 # Random streams, mixed into every seed so that no two draws share a generator.
 STREAM_ORDER, STREAM_AUGMENT, STREAM_DROPOUT, STREAM_VAL, STREAM_VIEW, STREAM_NEG = 1, 2, 3, 4, 5, 6
-STREAM_TEACHER, STREAM_ERASE = 7, 8
+STREAM_TEACHER, STREAM_ERASE, STREAM_POLICY = 7, 8, 9
 # Held-out synthetic non-digits (never trained on) that measure "not a digit" on validation.
 HELD_OUT_NEGATIVES = 1000
 
@@ -119,6 +119,11 @@ class TrainConfig:
     teacher_epochs: int = field(default=5, metadata={"help": "epochs of that CNN teacher"})
     teacher_width: int = field(default=32, metadata={
         "help": "channels of the teacher's first conv block (the second has twice as many)"})
+    policy: str = field(default="none", metadata={
+        "help": "an augmentation policy after the affine one: trivialaugment = TrivialAugment "
+                "(Wide), one random operation per image, of 14 (shear, shift, rotation, brightness, "
+                "colour, contrast, sharpness, posterize, solarize, autocontrast, equalize), at a "
+                "random strength (none = off)", "choices": ["none", "trivialaugment"]})
     erase: float = field(default=0.0, metadata={
         "help": "probability of random erasing: a rectangle of 2-25 %% of the image replaced by "
                 "noise, after the affine augmentation (0 = off)"})
@@ -591,6 +596,9 @@ def make_batch(s: Session, order: torch.Tensor, step: int) -> Batch:
     if s.augment is not None:   # drawn for the global batch: every rank draws the same numbers
         theta = s.augment.draw(len(batch) + n_neg, _generator(s.tc.seed, STREAM_AUGMENT, step))
         x = s.augment.apply(x, torch.cat([theta[:len(batch)][mine], theta[len(batch):][neg_mine]]))
+    if s.tc.policy == "trivialaugment":     # the digits only, like erasing
+        drawn = trivial_augment.draw(len(batch), _generator(s.tc.seed, STREAM_POLICY, step))
+        x[:len(idx)] = trivial_augment.apply(x[:len(idx)], drawn.rows(mine))
     if s.tc.erase:              # the digits only: a non-digit with a hole is still one
         gen = _generator(s.tc.seed, STREAM_ERASE, step)
         S = s.spec.image_size
