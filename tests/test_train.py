@@ -578,3 +578,20 @@ def test_a_teacher_file_is_only_reused_by_resume(tiny_data, tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip().splitlines()[-1].startswith("error: can't resume:")
     assert "Traceback" not in r.stderr
+
+
+def test_cifar_shifts_are_whole_pixels_so_photos_stay_sharp():
+    """CIFAR-10's "pad 4, random crop": shifts of -4..4 whole pixels, each about equally likely,
+    and every shifted pixel is one of the photo's own (or the black border), never a blend."""
+    from vit.datasets import SPECS
+    aug = SPECS["cifar10"].augment
+    x = torch.rand(900, 3, 32, 32)
+    theta = aug.draw(900, torch.Generator().manual_seed(0))
+    shifts = theta[:, :, 2] * 16                                # grid units -> pixels
+    assert torch.allclose(shifts, shifts.round(), atol=1e-5)
+    counts = torch.bincount((shifts.round() + 4).long().flatten(), minlength=9)
+    assert len(counts) == 9 and counts.min() > 150             # 1800 draws over 9 values
+    out = aug.apply(x, theta)
+    for img, src in zip(out[:20], x[:20]):
+        own = torch.cat([src.flatten(), torch.zeros(1)])
+        assert torch.isclose(img.flatten()[:, None], own[None]).any(1).all()

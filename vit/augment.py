@@ -22,6 +22,10 @@ class Augment:
     shift: float = 2.0 / 28   # fraction of the image size
     shear: float = 0.15       # radians-ish, as a matrix entry
     flip: bool = False        # mirror left-right with probability 1/2
+    # >0: the image side in pixels, and shifts are then whole pixels (-n..n, each equally likely,
+    # n = shift * size: "pad and random crop"), so a shifted photo stays as sharp as the test
+    # photos instead of being resampled between pixels (a blur the test set never has).
+    size: int = 0
 
     def __call__(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """x: (B, C, S, S) float with background 0 -> same shape, transformed."""
@@ -37,6 +41,10 @@ class Augment:
         s = lo + (u[:, 1] + 1) / 2 * (hi - lo)
         sh = u[:, 2] * self.shear
         tx, ty = u[:, 3] * self.shift * 2, u[:, 4] * self.shift * 2       # grid coords span 2
+        if self.size:
+            n = round(self.shift * self.size)
+            whole = ((u[:, 3:5] + 1) / 2 * (2 * n + 1)).floor().clamp(max=2 * n) - n    # -n..n
+            tx, ty = whole[:, 0] * 2 / self.size, whole[:, 1] * 2 / self.size
         cos, sin = torch.cos(ang) / s, torch.sin(ang) / s
         # [rotation/scale · shear | shift]
         theta = torch.stack([torch.stack([cos, -sin + cos * sh, tx], 1),

@@ -53,16 +53,22 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
                 system_dir="/usr/share/datasets/fashion-mnist"),
     # 32x32 colour photos. Here the data is a public JPEG (quality 75) copy in image folders
     # (`CIFAR-10-images/{train,test}/<class>/*.jpg`), not byte-identical to the original:
-    # accuracies measured on it say so. Augmentation: shifts of up to 4 px (the usual "pad 4,
-    # random crop") and mirror flips.
+    # accuracies measured on it say so. Augmentation: whole-pixel shifts of up to 4 px (the usual
+    # "pad 4, random crop") and mirror flips.
     DatasetSpec("cifar10", "CIFAR-10", "Photos of animals and vehicles",
                 ("airplane", "automobile", "bird", "cat", "deer",
                  "dog", "frog", "horse", "ship", "truck"),
                 (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616), image_size=32, channels=3,
-                augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0, flip=True),
+                augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0, flip=True,
+                                size=32),
                 style="photos", noun="photo", torchvision="CIFAR10", folder="CIFAR-10-images",
-                train_defaults=(("patch_size", 4), ("negatives", 0),
-                                ("serve_view", 0.0))),
+                # Measured on an H100 (README): TrivialAugment +3 points over shifts and flips
+                # alone at 72 epochs and no overfitting; distilling a CNN teacher another +1.
+                train_defaults=(("patch_size", 4), ("negatives", 0), ("serve_view", 0.0),
+                                ("epochs", 180), ("batch_size", 512), ("lr", 2e-3),
+                                ("warmup_epochs", 5.0), ("dim", 128), ("mlp_dim", 256),
+                                ("policy", "trivialaugment"), ("teacher_width", 64),
+                                ("teacher_epochs", 40))),
 ]}
 
 # Preprocessing styles a config may name; a checkpoint of an unknown data set uses "digits" when
