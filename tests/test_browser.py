@@ -351,3 +351,43 @@ def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(bro
                          " return i && i.src !== s; }", arg=glance, timeout=30_000)
     pg.screenshot(path=SHOTS / "10-clothing-filled.png")
     pg.close()
+
+
+COLOURFUL = """(sel) => { const im = document.querySelector(sel);
+  const c = document.createElement('canvas'); c.width = im.naturalWidth; c.height = im.naturalHeight;
+  const x = c.getContext('2d'); x.drawImage(im, 0, 0);
+  const d = x.getImageData(0, 0, c.width, c.height).data;
+  let s = 0; for (let i = 0; i < d.length; i += 4) s += Math.abs(d[i] - d[i + 2]);
+  return s / (d.length / 4); }"""
+
+
+def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser, app_server):
+    """CIFAR-10: the page asks for a picture, its examples are the project's own scenes, a scene
+    goes on the canvas and to the model in colour (not as grey ink) and is read as itself, and
+    every head's map is drawn over the colour photo (the README's picture of it)."""
+    from vit.examples import SCENES
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg.goto(app_server[1])
+    wait_status(pg, "Example")
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Photos of animals and vehicles (CIFAR-10)").click()
+    pg.wait_for_function("() => document.querySelector('#draw-hint').innerText.includes('Pick a picture')",
+                         timeout=30_000)
+    pg.wait_for_function("() => document.querySelector('#draw-examples').innerText.includes('horse')",
+                         timeout=30_000)
+    pg.locator("#draw-examples img").nth(list(SCENES).index("ship")).click()
+    wait_status(pg, "Example: a drawn ship — read as ship", timeout=60_000)
+    assert "Upload tab" in status(pg)
+    canvas_colour = pg.evaluate(
+        "() => { const c = document.querySelector('#drawpad canvas');"
+        " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        " let s = 0; for (let i = 0; i < d.length; i += 4) s += Math.abs(d[i] - d[i + 2]);"
+        " return s / (d.length / 4); }")
+    assert canvas_colour > 40, canvas_colour          # blue sky and sea: blue far above red
+    for picture in ("#seen img", "#attention img"):
+        pg.locator(picture).scroll_into_view_if_needed()
+        pg.wait_for_function(f"() => {{ const i = document.querySelector('{picture}');"
+                             " return i && i.complete && i.naturalWidth > 0; }", timeout=30_000)
+        assert pg.evaluate(COLOURFUL, picture) > 15, picture
+    pg.locator("#attention").screenshot(path=SHOTS / "10-photo-attention.png")
+    pg.close()

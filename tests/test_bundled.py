@@ -11,9 +11,10 @@ from vit.evaluation import evaluate
 
 MNIST = ROOT / "checkpoints" / "mnist"
 FASHION = ROOT / "checkpoints" / "fashion-mnist"
+CIFAR = ROOT / "checkpoints" / "cifar10"
 
 
-@pytest.mark.parametrize("folder", [MNIST, FASHION], ids=["mnist", "fashion-mnist"])
+@pytest.mark.parametrize("folder", [MNIST, FASHION, CIFAR], ids=["mnist", "fashion-mnist", "cifar10"])
 def test_bundled_checkpoint_is_complete(folder):
     cfg = json.loads((folder / "config.json").read_text())
     prov = cfg["provenance"]
@@ -24,9 +25,25 @@ def test_bundled_checkpoint_is_complete(folder):
     model = load_checkpoint(folder, "cpu")
     assert model.num_parameters() == cfg["num_parameters"]
     assert cfg["dataset"] == folder.name and (folder / "metrics.csv").is_file()
+    assert "cuda" in prov["device"] or "cpu" in prov["device"]
 
 
-@pytest.mark.parametrize("folder", [MNIST, FASHION], ids=["mnist", "fashion-mnist"])
+def test_cifar10_checkpoint_meets_the_brief():
+    """Issue 13: >= 85 % on the test set (the last epoch's, not a chosen one), <= 1 M parameters,
+    a patch grid of at least 8x8, trained by the default cifar10 command."""
+    cfg = json.loads((CIFAR / "config.json").read_text())
+    assert cfg["test_accuracy"] >= 0.85 and cfg["provenance"]["epochs"] == cfg["training"]["epochs"]
+    assert cfg["num_parameters"] <= 1_000_000
+    assert cfg["model"]["image_size"] // cfg["model"]["patch_size"] >= 8
+    assert cfg["model"]["channels"] == 3 and len(cfg["normalization"]["mean"]) == 3
+    words = cfg["provenance"]["command"].split()
+    assert words[:5] == ["python", "-m", "vit.train", "--dataset", "cifar10"]
+    assert not {w for w in words if w.startswith("--")} - {
+        "--dataset", "--data-dir", "--no-download", "--threads", "--overwrite"}, \
+        "only flags that say where and how it ran: the recipe is the data set's defaults"
+
+
+@pytest.mark.parametrize("folder", [MNIST, FASHION, CIFAR], ids=["mnist", "fashion-mnist", "cifar10"])
 def test_bundled_accuracy_is_what_config_records(folder):
     ck = open_checkpoint(folder, "cpu")
     try:   # full test split from ../shared/data (or, for Fashion-MNIST, Debian's copy)
@@ -34,11 +51,14 @@ def test_bundled_accuracy_is_what_config_records(folder):
     except DataError:
         pytest.skip(f"{ck.config.dataset} is not on this machine")
     _, acc, _ = evaluate(ck.model, test.images, test.labels, ck.config.mean, ck.config.std, 1000)
-    assert acc == pytest.approx(ck.config.test_accuracy, abs=1e-4)
+    # Recorded under CUDA's bf16 autocast, scored here in float32: a photo or two may flip.
+    tolerance = 3e-4 if "cuda" in ck.config.provenance.get("device", "") else 1e-4
+    assert acc == pytest.approx(ck.config.test_accuracy, abs=tolerance)
 
 
-@pytest.mark.parametrize("folder, style", [(MNIST, "digits"), (FASHION, "objects")],
-                         ids=["mnist", "fashion-mnist"])
+@pytest.mark.parametrize("folder, style", [(MNIST, "digits"), (FASHION, "objects"),
+                                           (CIFAR, "photos")],
+                         ids=["mnist", "fashion-mnist", "cifar10"])
 def test_every_example_under_the_canvas_is_read_as_what_it_shows(folder, style, tmp_path):
     """The Draw tab's examples (vit/examples.py, drawn by the project's code) are answered as
     the class they show by the bundled model they are offered with."""

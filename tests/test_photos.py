@@ -259,3 +259,30 @@ def test_odd_large_pictures_get_an_image_or_one_line():
                 assert "\n" not in str(e)
                 continue
             assert img.shape == (28, 28) and np.isfinite(img).all() and 0 <= img.min() <= img.max() <= 1
+
+
+def test_a_photo_on_the_canvas_reaches_a_colour_model_in_colour():
+    """A colour model's example goes on the canvas as it is, and the canvas's PNG (a scene with
+    a black stroke drawn over it, transparent where erased) comes back in colour: transparency
+    is the white page, the stroke stays black, the sea stays blue."""
+    import base64
+
+    from vit.examples import render_scene
+    from vit.preprocessing import to_rgb_image
+    from vit.ui.canvas import colour_picture, load_value, read_drawing
+    scene = render_scene("ship", 400).convert("RGBA")
+    pixels = np.asarray(scene).copy()
+    pixels[:40, :40, 3] = 0                               # erased: the page shows through
+    pixels[200:210, :, :3] = 0                            # a black stroke across it
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, "PNG")
+    value = {"png": "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()}
+    picture = colour_picture(read_drawing(value))
+    assert picture.shape == (400, 400, 3) and picture.dtype == np.uint8
+    assert (picture[:40, :40] == 255).all() and (picture[200:210] == 0).all()
+    sea = picture[300:, :].reshape(-1, 3).mean(0)
+    assert sea[2] > sea[0] + 40                           # blue, not grey
+    model_input = to_rgb_image(read_drawing(value), 32)  # the library reads the dict in colour too
+    assert np.abs(model_input[24:, :, 2] - model_input[24:, :, 0]).mean() > 0.15
+    assert load_value(b"png", 1, colour=True)["colour"] is True
+    assert "colour" not in load_value(b"png", 1)

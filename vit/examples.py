@@ -1,12 +1,14 @@
 """Sample drawings the project makes itself: each digit is a few pen strokes defined here, each
-piece of clothing a filled outline, rendered with PIL. No image from MNIST, Fashion-MNIST or any
-other data set is shipped."""
+piece of clothing a filled outline, each photo-style scene a few shapes on a sky and ground,
+rendered with PIL. No image from MNIST, Fashion-MNIST, CIFAR-10 or any other data set is
+shipped."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from PIL import Image, ImageDraw
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter
 
 
 def _arc(cx, cy, rx, ry, a0, a1, n=24):
@@ -88,12 +90,99 @@ def render_object(name: str, size: int = 280) -> Image.Image:
     return im
 
 
+# Photo-style scenes for colour models (CIFAR-10): flat shapes on a sky gradient and ground, with
+# film grain and a slight blur so that they are not cleaner than a photo. Shapes in a 100x100
+# box: ("poly", colour, points) or ("ellipse", colour, (x0, y0, x1, y1)). Only seven classes: a
+# test checks each is read as itself by the bundled model (flat shapes carry no fur or face).
+SceneShape = tuple[str, tuple[int, int, int], object]
+_ROAD_SKY = ((150, 180, 210), (200, 210, 220))
+
+
+def _wheels(xs, top, r, hub=True) -> list[SceneShape]:
+    out = []
+    for x in xs:
+        out.append(("ellipse", (25, 25, 25), (x - r, top, x + r, top + 2 * r)))
+        if hub:
+            out.append(("ellipse", (150, 150, 150), (x - r / 2.5, top + r * 0.6, x + r / 2.5,
+                                                     top + r * 1.4)))
+    return out
+
+
+# name: (sky top colour, sky bottom colour, horizon as % of the height, ground colour, shapes)
+SCENES: dict[str, tuple] = {
+    "airplane": ((70, 130, 210), (170, 205, 240), 100, None, [
+        ("poly", (225, 225, 230), [(8, 50), (80, 46), (92, 48), (94, 52), (80, 55), (8, 54)]),
+        ("poly", (200, 200, 208), [(40, 50), (62, 50), (44, 80), (36, 80)]),
+        ("poly", (185, 185, 195), [(44, 48), (58, 48), (50, 28), (44, 28)]),
+        ("poly", (200, 200, 210), [(8, 50), (16, 50), (10, 34), (4, 34)])]),
+    "ship": ((110, 160, 215), (190, 215, 235), 55, (30, 70, 120), [
+        ("poly", (60, 60, 70), [(10, 50), (90, 50), (82, 62), (16, 62)]),
+        ("poly", (235, 235, 235), [(26, 40), (64, 40), (64, 50), (26, 50)]),
+        ("poly", (220, 220, 220), [(36, 30), (50, 30), (50, 40), (36, 40)]),
+        ("poly", (200, 60, 50), [(44, 22), (48, 22), (48, 30), (44, 30)])]),
+    "automobile": (*_ROAD_SKY, 58, (90, 90, 95), [
+        ("poly", (190, 30, 35), [(8, 72), (8, 56), (26, 54), (36, 40), (66, 40), (78, 54),
+                                 (94, 58), (94, 72)]),
+        ("poly", (60, 80, 100), [(38, 43), (50, 43), (50, 53), (30, 53)]),
+        ("poly", (60, 80, 100), [(53, 43), (64, 43), (73, 53), (53, 53)]),
+        *_wheels((25, 76), 62, 10)]),
+    "truck": (*_ROAD_SKY, 62, (95, 95, 100), [
+        ("poly", (235, 235, 235), [(4, 22), (66, 22), (66, 72), (4, 72)]),
+        ("poly", (30, 70, 160), [(68, 38), (86, 38), (96, 54), (96, 72), (68, 72)]),
+        ("poly", (150, 190, 220), [(72, 42), (84, 42), (90, 54), (72, 54)]),
+        *_wheels((16, 54, 84), 66, 9, hub=False)]),
+    "bird": ((120, 160, 200), (180, 200, 220), 100, None, [
+        ("poly", (90, 60, 40), [(0, 70), (100, 62), (100, 68), (0, 76)]),
+        ("ellipse", (150, 90, 50), (35, 38, 70, 66)),
+        ("ellipse", (150, 90, 50), (60, 30, 78, 48)),
+        ("poly", (230, 170, 40), [(77, 38), (88, 41), (77, 44)]),
+        ("ellipse", (10, 10, 10), (68, 35, 72, 39)),
+        ("poly", (120, 70, 40), [(38, 52), (14, 62), (18, 66), (40, 60)])]),
+    "horse": ((140, 180, 220), (200, 215, 230), 50, (90, 140, 60), [
+        ("ellipse", (110, 65, 35), (22, 38, 72, 62)),
+        ("poly", (110, 65, 35), [(64, 44), (74, 22), (84, 20), (90, 30), (80, 32), (74, 50)]),
+        *[("poly", (110, 65, 35), [(x, 56), (x + 5, 56), (x + 5, 88), (x, 88)])
+          for x in (26, 36, 60, 68)],
+        ("poly", (60, 35, 20), [(22, 42), (12, 62), (16, 64), (24, 48)])]),
+    "frog": ((95, 75, 50), (95, 75, 50), 100, None, [
+        *[("ellipse", (70, 130, 40), box) for box in ((20, 35, 80, 80), (30, 28, 45, 43),
+                                                       (55, 28, 70, 43))],
+        ("ellipse", (60, 115, 35), (10, 60, 40, 85)),
+        ("ellipse", (60, 115, 35), (60, 60, 90, 85)),
+        ("ellipse", (20, 20, 10), (33, 31, 42, 40)),
+        ("ellipse", (20, 20, 10), (58, 31, 67, 40))]),
+}
+
+
+def render_scene(name: str, size: int = 256) -> Image.Image:
+    """An RGB picture: sky gradient down to the horizon, flat ground below it, the shapes, then
+    grain (seeded by the scene's place in SCENES: the same picture every time) and a blur."""
+    top, bottom, horizon, ground, shapes = SCENES[name]
+    t = np.clip(np.arange(size) / (size * horizon / 100), 0, 1)[:, None]      # (size, 1)
+    sky = np.array(top) * (1 - t) + np.array(bottom) * t                      # (size, 3)
+    pixels = np.repeat(sky[:, None, :], size, axis=1)                          # (size, size, 3)
+    if ground is not None:
+        pixels[round(size * horizon / 100):] = ground
+    im = Image.fromarray(pixels.astype(np.uint8))
+    draw, s = ImageDraw.Draw(im), size / 100
+    for kind, colour, where in shapes:
+        if kind == "poly":
+            draw.polygon([(x * s, y * s) for x, y in where], fill=colour)
+        else:
+            draw.ellipse([v * s for v in where], fill=colour)
+    grain = np.random.default_rng(list(SCENES).index(name)).normal(0, 6, (size, size, 3))
+    noisy = np.clip(np.asarray(im, np.float32) + grain, 0, 255).astype(np.uint8)
+    return Image.fromarray(noisy).filter(ImageFilter.GaussianBlur(1.2 * size / 256))
+
+
 def write_examples(folder, style: str = "digits") -> list[str]:
-    """Render one PNG per example of a preprocessing style ("digits": 0-9, "objects": clothing)
-    into `folder` (created if needed); returns their paths. `example_name(path)` names one."""
+    """Render one PNG per example of a preprocessing style ("digits": 0-9, "objects": clothing,
+    "photos": scenes) into `folder` (created if needed); returns their paths.
+    `example_name(path)` names one."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    names, render = (STROKES, render_digit) if style == "digits" else (OUTLINES, render_object)
+    names, render = {"digits": (STROKES, render_digit), "objects": (OUTLINES, render_object),
+                     "photos": (SCENES, render_scene)}[style]
     paths = []
     for n in names:
         path = folder / f"drawn_{n.replace('/', '-').replace(' ', '-')}.png"

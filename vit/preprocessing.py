@@ -725,7 +725,9 @@ def to_rgb_image(image, size: int) -> np.ndarray:
     """Any image -> float32 (size, size, 3) in [0, 1] for colour models: the picture's centre
     square, resized (anti-aliased). Transparency is flattened onto white. Raises PreprocessError."""
     from PIL import Image
-    if isinstance(image, (str, os.PathLike)):
+    if isinstance(image, dict) and isinstance(image.get("composite"), (bytes, str, os.PathLike)):
+        image = image["composite"]          # a canvas or Sketchpad: its picture, colours kept
+    if isinstance(image, (str, os.PathLike, bytes, bytearray)):
         with open_image(image) as im:
             return to_rgb_image(im.copy(), size)
     if (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 3

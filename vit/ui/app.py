@@ -27,7 +27,7 @@ from ..examples import example_name, write_examples
 from ..inference import Analysis, Predictor
 from ..preprocessing import BlankInputError, PreprocessError, compact, decode
 from . import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
-from .canvas import load_value, read_drawing, seq
+from .canvas import colour_picture, load_value, read_drawing, seq
 from .gradio_patches import (
     FreeDropdown,
     ImageFile,
@@ -45,7 +45,7 @@ CSS = (Path(__file__).parent / "page.css").read_text()
 CONCURRENCY = 2
 # After a test image is chosen, bring its result into view (it appears above the tab).
 SCROLL_TO_RESULT = "() => document.querySelector('#status')?.scrollIntoView({block: 'start'})"
-FIRST_EXAMPLE = {"digits": "7", "objects": "Ankle boot"}     # on the canvas at page load
+FIRST_EXAMPLE = {"digits": "7", "objects": "Ankle boot", "photos": "ship"}     # on the canvas at page load
 
 
 def env_int(name: str, default: int, lo: int, hi: int) -> int:
@@ -95,10 +95,16 @@ class Page:
         p = self.predictor(name)
         try:
             if kind == "drawing":        # its PNG, read once for the input and the copy
-                source = decode(source)
+                source = colour_picture(source) if p.model.cfg.channels == 3 else decode(source)
             image, ink = p.read(source)
-            # A drawing's session copy is its ink map (the same compact copy) when it has one.
-            kept = (compact(source) if ink is None else ink) if kind == "drawing" else source
+            # A drawing's session copy is its ink map (the same compact copy) when it has one; a
+            # colour model's (a photo, maybe drawn over) is its 400-px RGB picture.
+            if kind != "drawing":
+                kept = source
+            elif ink is not None:
+                kept = ink
+            else:
+                kept = source if p.model.cfg.channels == 3 else compact(source)
         except PreprocessError as e:
             if kind == "drawing" and isinstance(e, BlankInputError):   # an erased canvas: rest
                 return PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box")
@@ -164,9 +170,11 @@ class Page:
         u = self._analyse("drawing", source, name, shared, layer, head, patch, pictures)
         example = value.get("example") if isinstance(value, dict) else None
         if u.label and example in map(example_name, self.examples[p.config.style]):
+            again = (f"Draw over it, upload your own {p.config.noun} on the Upload tab"
+                     if p.config.style == "photos" else
+                     f"Draw over it, clear it and draw your own {p.config.noun}")
             u.status = (f"### Example: a drawn {example} — read as **{top_label(u.label)}**\n"
-                        f"Draw over it, clear it and draw your own {p.config.noun}, or pick "
-                        f"another example below the canvas.")
+                        f"{again}, or pick another example below the canvas.")
         return *u.outputs(), seq(value)
 
     def load_example(self, name, evt: gr.SelectData):
@@ -178,10 +186,11 @@ class Page:
             path = paths[int(evt.index)]
         except (TypeError, ValueError, IndexError):
             return gr.update()
-        return self.canvas_value(path)
+        return self.canvas_value(path, p)
 
-    def canvas_value(self, path: str) -> dict:
-        return {**load_value(Path(path).read_bytes(), next(self._loads)),
+    def canvas_value(self, path: str, p: Predictor) -> dict:
+        return {**load_value(Path(path).read_bytes(), next(self._loads),
+                             colour=p.config.style == "photos"),
                 "name": example_name(path)}
 
     def analyse_upload(self, path, name, shared, layer, head, patch):
@@ -195,7 +204,7 @@ class Page:
         p = self.predictor(name)
         paths = self.examples[p.config.style]
         first = FIRST_EXAMPLE.get(p.config.style)
-        return self.canvas_value(next((x for x in paths if example_name(x) == first), paths[0]))
+        return self.canvas_value(next((x for x in paths if example_name(x) == first), paths[0]), p)
 
     def reanalyse(self, shown, name, shared, layer, head, patch):
         """After a model switch: the same input, through the new model."""
@@ -261,9 +270,8 @@ class Page:
             gr.Warning(e.message)
             return (gr.update(value=previous, choices=self.models.choices()), previous,
                     *[gr.update()] * 10)
-        fills = p.config.style == "objects"
         return (gr.update(), name, p.card(), *views.slider_updates(p), None,
-                *why_panel.model_updates(p), draw_tab.hint(p.config.noun, fills),
+                *why_panel.model_updates(p), draw_tab.hint(p.config.noun, p.config.style),
                 gr.update(value=self.gallery(p), selected_index=None),
                 *mechanism_panel.slider_updates(p))
 
@@ -419,7 +427,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                               device)
     data_dir = Path(data_dir) if data_dir else ts.data_dir_for_app()
     base = Path(examples_dir or Path(tempfile.gettempdir()) / "vit-explorer-examples")
-    examples = {style: write_examples(base / style, style) for style in ("digits", "objects")}
+    examples = {style: write_examples(base / style, style) for style in ("digits", "objects", "photos")}
     page = Page(models, data_dir, examples)
     p = models.get(models.default)
     on_space = "SPACE_ID" in os.environ
@@ -441,7 +449,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             with gr.Column(scale=5, min_width=300, elem_id="input-col"):
                 with gr.Tabs():
                     with gr.Tab("Draw", id="draw"):
-                        draw = draw_tab.build(p.config.noun, p.config.style == "objects",
+                        draw = draw_tab.build(p.config.noun, p.config.style,
                                               page.gallery(p))
                         pad = draw.pad
                     with gr.Tab("Upload", id="upload"):

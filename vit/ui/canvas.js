@@ -141,7 +141,8 @@ pad.addEventListener("keydown", e => {
   }
 });
 
-// A picture from the server (an example): black on white becomes ink on the canvas.
+// A picture from the server (an example): black on white becomes ink on the canvas; a colour
+// model's example ({colour: true}) is put on as it is, to draw over.
 watch("value", () => {
   const v = props.value;
   if (!v || typeof v !== "object" || !("load" in v)) return;
@@ -157,6 +158,11 @@ watch("value", () => {
     o.fillStyle = "#fff";
     o.fillRect(0, 0, SIDE, SIDE);
     o.drawImage(im, 0, 0, SIDE, SIDE);
+    if (v.colour) {                    // a photo for a colour model: as it is, opaque
+      ctx.drawImage(off, 0, 0);
+      send(true);
+      return;
+    }
     const src = o.getImageData(0, 0, SIDE, SIDE), d = src.data;
     for (let i = 0; i < d.length; i += 4) {
       d[i + 3] = 255 - Math.round(0.299 * d[i] + 0.587 * d[i + 1] + 0.114 * d[i + 2]);

@@ -12,8 +12,10 @@ import binascii
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
+from PIL import Image
 
-from ..preprocessing import PreprocessError
+from ..preprocessing import PreprocessError, open_image
 
 HERE = Path(__file__).parent
 PREFIX = "data:image/png;base64,"
@@ -84,6 +86,17 @@ def read_drawing(value) -> dict | None:
     return {"background": None, "layers": [data], "composite": data}
 
 
+def colour_picture(drawing: dict) -> np.ndarray:
+    """`read_drawing`'s result -> its picture in colour, (H, W, 3) uint8, transparency flattened
+    onto white (the page under the canvas): what a colour model reads — a photo put on the
+    canvas and anything drawn over it. Raises PreprocessError."""
+    with open_image(drawing["composite"]) as im:
+        rgba = im.convert("RGBA")
+        flat = Image.new("RGB", rgba.size, "white")
+        flat.paste(rgba, mask=rgba.getchannel("A"))
+        return np.asarray(flat)
+
+
 def seq(value) -> str:
     """The drawing's sequence number, echoed to the page (#answered) with its answer: tests and
     bench/draw_latency.py time from the pen lifting to the answer for the finished drawing."""
@@ -109,7 +122,8 @@ def drawing_value(ink, seq: int = 1) -> dict:
     return {"png": PREFIX + base64.b64encode(data).decode(), "final": True, "seq": seq}
 
 
-def load_value(png_bytes: bytes | None, seq: int) -> dict:
-    """A value that puts a picture (black on white) on the canvas, or clears it (None)."""
+def load_value(png_bytes: bytes | None, seq: int, colour: bool = False) -> dict:
+    """A value that puts a picture on the canvas, or clears it (None): black on white becomes
+    ink (a drawing), or with `colour` the picture goes on as it is (a photo for a colour model)."""
     url = None if png_bytes is None else PREFIX + base64.b64encode(png_bytes).decode()
-    return {"load": url, "seq": seq}
+    return {"load": url, "seq": seq, **({"colour": True} if colour else {})}

@@ -17,16 +17,20 @@ class DrawTab:
     answered: gr.HTML         # the number of the last drawing answered (in the page, unseen)
 
 
-def hint(noun: str, fills: bool) -> str:
-    """What to draw, per model: clothing pictures are filled shapes, digits are strokes."""
+def hint(noun: str, style: str) -> str:
+    """What to draw, per model: clothing pictures are filled shapes, digits are strokes, and a
+    photo model wants a photo: an example to draw over, or an upload."""
+    if style == "photos":
+        return (f"**Pick a picture below** or upload a {noun} on the Upload tab; draw over it with "
+                f"the brush and the answer follows as you draw.")
     text = f"**Draw a {noun}** with a mouse, pen or finger — the answer follows as you draw."
-    if fills:
+    if style == "objects":
         text += " Draw its outline, then tap inside with **Fill**: the model learnt filled shapes."
     return text
 
 
-def build(noun: str, fills: bool, examples: list[tuple[str, str]]) -> DrawTab:
-    text = gr.Markdown(hint(noun, fills), elem_id="draw-hint")
+def build(noun: str, style: str, examples: list[tuple[str, str]]) -> DrawTab:
+    text = gr.Markdown(hint(noun, style), elem_id="draw-hint")
     pad = DrawingCanvas(elem_id="drawpad")
     gallery = gr.Gallery(examples, label="Examples (drawn by this project's code): click one",
                          columns=10, rows=1, height=120, allow_preview=False,

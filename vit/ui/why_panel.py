@@ -62,7 +62,8 @@ def build(p: Predictor) -> WhyPanel:
         "ask what the answer **for one class** rests on. *Relevance* (Chefer et al. 2021) weighs "
         "each layer's attention by how much it raises that class's score and follows it back to "
         "the patches. *Occlusion* blanks each patch in turn and measures how much that class's "
-        "probability drops. Pick another class to ask \"why 7 and not 1?\".")
+        "probability drops. Pick another class to ask \"why this and not that?\" (why 7 and not 1; "
+        "why ship and not airplane).")
     with gr.Row():
         target = gr.Dropdown(target_choices(p), value=ANSWER, label="Explain the class",
                              elem_id="target", scale=1)
