@@ -259,9 +259,9 @@ def test_save_writes_per_channel_lists(tmp_path, norm):
     assert all(isinstance(written[k], list) and len(written[k]) == 3 for k in ("mean", "std"))
     ck = open_checkpoint(tmp_path, "cpu")
     assert len(ck.config.mean) == 3 and ck.config.std[0] == 0.25
-    # A data set this code does not know: 3 channels read as photos of objects.
+    # A data set this code does not know: 3 channels read as photos (the CIFAR-10 examples).
     assert (ck.config.spec, ck.config.style, ck.config.noun, ck.config.title) == (
-        None, "objects", "image", "pets")
+        None, "photos", "image", "pets")
 
 
 def test_save_refuses_a_config_it_could_not_read_back(tmp_path):

@@ -89,7 +89,7 @@ class CheckpointConfig:
     @property
     def style(self) -> str:
         spec = self.spec
-        return spec.style if spec else ("digits" if self.model.channels == 1 else "objects")
+        return spec.style if spec else ("digits" if self.model.channels == 1 else "photos")
 
     @property
     def noun(self) -> str:

@@ -125,7 +125,8 @@ def load_split(dataset: str, data_dir: str | os.PathLike, train: bool,
             or _flat_idx_folder(folder, train))
     if flat is None and spec.system_dir and not download:
         flat = _flat_idx_folder(Path(spec.system_dir), train)
-    root = folder_root(folder, spec.folder) if flat is None and spec.folder else None
+    root = (folder_root(folder, spec.folder) if flat is None and (spec.folder or spec.name == "folder")
+            else None)
     if flat is not None:
         images, labels = (_read_idx(p) for p in flat)
         split = Split(torch.from_numpy(images.copy()), torch.from_numpy(labels.astype(np.int64)),
@@ -140,12 +141,18 @@ def load_split(dataset: str, data_dir: str | os.PathLike, train: bool,
 
 
 def _folder_split(spec: DatasetSpec, root: Path, train: bool) -> Split:
-    """An image-folder copy (`root/train/<class>/…`), decoded once and cached (vit/imagefolder.py)."""
+    return folder_split(root, train, spec.image_size, spec.channels, spec.class_names)
+
+
+def folder_split(root, train: bool, size: int, channels: int, class_names) -> Split:
+    """An image folder's split (`root/train/<class>/…`, or test/ or val/) at `size` pixels, for
+    these classes, decoded once and cached (vit/imagefolder.py). Raises DataError."""
+    root = Path(root)
     where = split_dir(root, train)
     if where is None:
         raise DataError(f"{root} has no {'train' if train else 'test (or val)'} folder")
     try:
-        images, labels, _ = read_image_folder(where, spec.image_size, spec.channels, spec.class_names)
+        images, labels, _ = read_image_folder(where, size, channels, class_names)
     except FolderError as e:
         raise DataError(str(e)) from None
     return Split(images, labels, str(where))

@@ -72,10 +72,58 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
 ]}
 
 # Preprocessing styles a config may name; a checkpoint of an unknown data set uses "digits" when
-# it is one grey channel and "objects" otherwise.
+# it is one grey channel and "photos" for colour.
 STYLES = ("digits", "objects", "photos")
+
+# `--dataset folder --data-dir D`: any image folder in torchvision's ImageFolder layout
+# (D/train/<class>/*, D/test/ or D/val/), described when a run starts: see `use_folder`.
+FOLDER = "folder"
+_FOLDERS: dict[tuple[str, int], DatasetSpec] = {}     # (folder, image size) -> its spec
+_current: DatasetSpec | None = None                    # what get_spec("folder") answers
+
+
+def folder_spec(root, image_size: int = 32) -> DatasetSpec:
+    """The spec of an image folder: its classes are train/'s sub-folders (sorted), its per-channel
+    mean and std those of its training pictures at `image_size` (decoded once and cached, see
+    vit/imagefolder.py), laid out as photos (shorter side resized, centre cropped). Raises
+    FolderError when it is not such a folder."""
+    from pathlib import Path
+
+    from .imagefolder import FolderError, read_image_folder, split_dir
+    root = Path(root)
+    train = split_dir(root, True)
+    if train is None:
+        raise FolderError(f"{root} has no train/ folder (expected train/<class>/<images>, and "
+                          f"test/ or val/ alike, inside it)")
+    images, _, classes = read_image_folder(train, image_size, 3)
+    x = images.reshape(-1, 3).float() / 255                          # every pixel, per channel
+    return DatasetSpec(
+        FOLDER, root.resolve().name or "folder", f"Your images ({root.resolve().name})",
+        tuple(classes), tuple(round(v, 4) for v in x.mean(0).tolist()),
+        tuple(round(max(v, 1e-3), 4) for v in x.std(0).tolist()), image_size=image_size,
+        channels=3, augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0,
+                                    flip=True, size=image_size),
+        style="photos", noun="picture",
+        # No CNN teacher (a fine-tuned ViT already knows images), TrivialAugment as for CIFAR-10,
+        # and a validation split of a tenth of the pictures (at most 5,000).
+        train_defaults=(("negatives", 0), ("serve_view", 0.0), ("distill", 0.0),
+                        ("policy", "trivialaugment"),
+                        ("val_size", min(5000, len(images) // 10))))
+
+
+def use_folder(root, image_size: int = 32) -> DatasetSpec:
+    """Describe an image folder and make it what get_spec("folder") answers in this process."""
+    global _current
+    key = (str(root), image_size)
+    if key not in _FOLDERS:
+        _FOLDERS[key] = folder_spec(root, image_size)
+    _current = _FOLDERS[key]
+    return _current
 
 
 def get_spec(name: str | None) -> DatasetSpec | None:
-    """The spec for a data-set name, or None for a data set this code does not know."""
+    """The spec for a data-set name, or None for a data set this code does not know (or for
+    "folder" before `use_folder` described one)."""
+    if name == FOLDER:
+        return _current
     return SPECS.get(name or "")

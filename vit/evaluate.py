@@ -9,7 +9,8 @@ import torch
 
 from .calibration import calibrated, ece
 from .checkpoint import CheckpointError, open_checkpoint
-from .data import DataError, load_split
+from .data import DataError, folder_split, load_split
+from .datasets import FOLDER
 from .evaluation import confusion_matrix, pick_device, predict_logits, score
 from .ood import not_label
 
@@ -45,7 +46,11 @@ def main(argv=None) -> int:
     try:
         ck = open_checkpoint(args.checkpoint, device)
         cfg = ck.config
-        test = load_split(cfg.dataset or "mnist", args.data_dir, False, args.download)
+        if cfg.dataset == FOLDER:       # an image folder's model: its own test/ (or val/)
+            test = folder_split(args.data_dir, False, cfg.model.image_size, cfg.model.channels,
+                                cfg.class_names)
+        else:
+            test = load_split(cfg.dataset or "mnist", args.data_dir, False, args.download)
     except (CheckpointError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -14,10 +14,14 @@ from dataclasses import fields
 
 from .checkpoint import CheckpointError
 from .data import DataError
-from .datasets import SPECS, get_spec
+from .datasets import FOLDER, SPECS, get_spec
 from .evaluation import pick_device
+from .finetune import ARCHITECTURE, InitError, init_config
 from .model import PRESETS, ViTConfig
-from .training import TrainConfig, TrainingError, config_problems, flag_text, train
+from .training import TrainConfig, TrainingError, config_problems, describe_folder, flag_text, train
+
+FOLDER_IMAGE_SIZE = 32      # --dataset folder's pictures, unless --image-size or --init says
+FINETUNE_LR = 1e-4          # --init's default: a tenth of training from scratch
 
 MODEL_HELP = {"image_size": "input image side in pixels (must be the data set's)",
               "channels": "image channels (must be the data set's)",
@@ -63,15 +67,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _given(argv, flag: str) -> bool:
+    args = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    return any(a == flag or a.startswith(flag + "=") for a in args)
+
+
 def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.ArgumentParser:
-    """The data set's own defaults (vit/datasets.py) for the flags not given."""
+    """The data set's own defaults (vit/datasets.py) for the flags not given; with --init, the
+    checkpoint's architecture and image size, and a fine-tuning learning rate."""
     known, _ = parser.parse_known_args(argv)
+    init = None
+    if known.init:
+        try:
+            init = init_config(known.init)
+        except InitError as e:
+            parser.error(str(e))
+    if known.dataset == FOLDER:
+        size = (known.image_size if _given(argv, "--image-size")
+                else init.image_size if init else FOLDER_IMAGE_SIZE)
+        try:
+            describe_folder(known.data_dir, size)
+        except DataError as e:
+            parser.error(str(e))
     spec = get_spec(known.dataset)
     if spec is not None:
         # The images' shape and the classes come from the data set: 32x32 colour for cifar10.
         parser.set_defaults(image_size=spec.image_size, channels=spec.channels,
                             num_classes=spec.num_classes, **dict(spec.train_defaults))
+    if init is not None:
+        parser.set_defaults(**{k: getattr(init, k) for k in ARCHITECTURE}, lr=FINETUNE_LR,
+                            warmup_epochs=1.0)
+        if spec is None or spec.name != FOLDER:
+            parser.set_defaults(image_size=spec.image_size if spec else init.image_size)
     if known.preset:
+        if init is not None:
+            parser.error("--preset and --init both set the architecture: pass only one")
         parser.set_defaults(**PRESETS[known.preset])
     return parser
 

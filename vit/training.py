@@ -39,7 +39,7 @@ from . import distributed, trivial_augment
 from .augment import draw_erasing, erase
 from .checkpoint import atomic_write, save_checkpoint, save_tensors
 from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
-from .datasets import SPECS, DatasetSpec, get_spec
+from .datasets import FOLDER, SPECS, DatasetSpec, get_spec, use_folder
 from .evaluation import evaluate, pick_device, predict_logits, score
 from .model import ViT, ViTConfig
 from .teacher import Teacher, distillation_loss
@@ -61,7 +61,8 @@ RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size",
                             "download", "out", "resume", "overwrite"})
 # Training settings added after runs were already being saved, with the value that does what a
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
-LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "norm_eps": 1e-5, "policy": "none"}
+LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "norm_eps": 1e-5, "policy": "none",
+                    "init": ""}
 SET_ASIDE = ".replaced-by-overwrite"   # where --overwrite keeps the old run until a new epoch
 METRIC_FIELDS = ["epoch", "step", "lr", "train_loss", "train_acc", "val_loss", "val_acc",
                  "test_loss", "test_acc", "epoch_seconds", "images_per_second"]
@@ -79,8 +80,9 @@ class TrainingError(RuntimeError):
 @dataclass
 class TrainConfig:
     """Training knobs. Defaults = the command that produced the bundled checkpoints."""
-    dataset: str = field(default="mnist", metadata={"help": "the data set to train on",
-                                                    "choices": list(SPECS)})
+    dataset: str = field(default="mnist", metadata={
+        "help": "the data set to train on; folder: any image folder (--data-dir D holding "
+                "D/train/<class>/<images> and D/test/ or D/val/)", "choices": [*SPECS, FOLDER]})
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={
         "help": "folder with the data set (torchvision layout, or a folder of raw IDX files)"})
     download: bool = field(default=True, metadata={
@@ -124,6 +126,10 @@ class TrainConfig:
                 "(Wide), one random operation per image, of 14 (shear, shift, rotation, brightness, "
                 "colour, contrast, sharpness, posterize, solarize, autocontrast, equalize), at a "
                 "random strength (none = off)", "choices": ["none", "trivialaugment"]})
+    init: str = field(default="", metadata={
+        "help": "start from this checkpoint folder's weights (fine-tuning): its architecture, a new "
+                "head for this data set's classes, position embeddings resized when --image-size "
+                "changes the grid"})
     erase: float = field(default=0.0, metadata={
         "help": "probability of random erasing: a rectangle of 2-25 %% of the image replaced by "
                 "noise, after the affine augmentation (0 = off)"})
@@ -144,7 +150,9 @@ def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
     """Every problem with the settings, one line each (empty: all fine)."""
     spec = get_spec(tc.dataset)
     if spec is None:
-        return [f"unknown --dataset {tc.dataset!r}: choose one of {', '.join(SPECS)}"]
+        if tc.dataset == FOLDER:
+            return ["--dataset folder: describe the folder first (vit.datasets.use_folder)"]
+        return [f"unknown --dataset {tc.dataset!r}: choose one of {', '.join([*SPECS, FOLDER])}"]
     max_threads = 4 * (os.cpu_count() or 1)       # far past any speed-up; 100000 crashes OpenMP
     S, C = spec.image_size, spec.channels
     checks = [
@@ -481,7 +489,14 @@ def new_session(tc: TrainConfig, mc: ViTConfig, train_split: Split,
                 d: distributed.Dist = distributed.Dist(),
                 device: torch.device = torch.device("cpu"), data: TrainData | None = None) -> Session:
     torch.manual_seed(tc.seed)                         # the initial weights
-    model = ViT(mc).to(device)
+    model = ViT(mc)
+    if tc.init:                                        # all but the head from a checkpoint
+        from .finetune import InitError, load_pretrained
+        try:
+            load_pretrained(model, tc.init)
+        except InitError as e:
+            raise TrainingError(str(e)) from None
+    model = model.to(device)
     net = model
     if d.enabled:   # averages gradients across processes during backward()
         net = torch.nn.parallel.DistributedDataParallel(
@@ -885,6 +900,8 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
     CheckpointError or OSError, each with a one-line message. Under torchrun every process calls
     this; they train one model together (vit/distributed.py). `should_stop()` true (e.g. after
     Ctrl-C) ends the run after the current step with a resumable state."""
+    if tc.dataset == FOLDER:
+        describe_folder(tc.data_dir, mc.image_size)
     problems = config_problems(tc, mc)
     if problems:
         raise TrainingError(problems[0])
@@ -901,6 +918,16 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
         result = _train(tc, mc, argv, d, device, saved, should_stop)
         distributed.teardown(d)
         return result
+
+
+def describe_folder(data_dir, image_size: int) -> DatasetSpec:
+    """`--dataset folder`: read the folder's classes and normalisation (vit.datasets.use_folder)."""
+    from .data import DataError
+    from .imagefolder import FolderError
+    try:
+        return use_folder(data_dir, image_size)
+    except (FolderError, OSError) as e:
+        raise DataError(str(e)) from None
 
 
 @contextlib.contextmanager
