@@ -173,3 +173,21 @@ def test_switching_heads_off_leaves_other_requests_alone(tiny):
         stop.set()
         t.join()
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def test_a_big_models_occlusion_blanks_at_most_16_squares(tmp_path):
+    """Past 5 M parameters (ViT-B/16 is 86 M) occlusion runs at most 16 blanked images, so its
+    panel answers in seconds on a CPU; each patch still gets its square's drop."""
+    from vit.checkpoint import save_checkpoint
+    from vit.inference import Predictor
+    from vit.model import ViT, ViTConfig
+    cfg = ViTConfig(image_size=112, patch_size=8, channels=3, stem_channels=0, dim=256, depth=8,
+                    heads=4, mlp_dim=1024, num_classes=3)                  # 14x14 grid, 6.4 M
+    save_checkpoint(tmp_path, ViT(cfg), {"class_names": ["a", "b", "c"],
+                                         "normalization": {"mean": [0.5] * 3, "std": [0.25] * 3}})
+    p = Predictor(str(tmp_path), "cpu")
+    assert p.model.num_parameters() > 5_000_000 and p.occlusion_block == 4
+    image = np.random.default_rng(0).random((112, 112, 3)).astype(np.float32)
+    occ = p.occlusion(image, 0)
+    assert occ.shape == (14, 14) and len(np.unique(occ)) <= 16
+    assert (occ[:4, :4] == occ[0, 0]).all() and (occ[12:, 12:] == occ[13, 13]).all()
