@@ -83,6 +83,7 @@ def test_fine_tuning_a_converted_model_on_a_folder_learns_and_the_app_opens_it(t
     assert r.returncode == 0 and "test accuracy 100.00% (12/12 correct)" in r.stdout, r.stderr
     from vit.ui import create_app
     page = create_app(tmp_path / "models", device="cpu").page
+    assert ("pets", "pets") in page.models.choices()          # named by its checkpoint folder
     pixels = np.full((300, 400, 3), 20, np.uint8)
     pixels[:150, :, 1] = 210                                   # a "dog": green top half
     Image.fromarray(pixels).save(tmp_path / "photo.png")

@@ -62,8 +62,10 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
                 augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0, flip=True,
                                 size=32),
                 style="photos", noun="photo", torchvision="CIFAR10", folder="CIFAR-10-images",
-                # Measured on an H100 (README): TrivialAugment +3 points over shifts and flips
-                # alone at 72 epochs and no overfitting; distilling a CNN teacher another +1.
+                # Measured on an H100 (README, "What each idea bought"): without TrivialAugment
+                # the model overfits from epoch 65 (validation peaks at 75.7 %); with it, +2.1
+                # points at epoch 72 and still rising; distilling the CNN teacher, +4.8 at epoch
+                # 51; 180 epochs with whole-pixel shifts: 87.0 % on the test set.
                 train_defaults=(("patch_size", 4), ("negatives", 0), ("serve_view", 0.0),
                                 ("epochs", 180), ("batch_size", 512), ("lr", 2e-3),
                                 ("warmup_epochs", 5.0), ("dim", 128), ("mlp_dim", 256),

@@ -68,7 +68,9 @@ class Models:
     def choices(self) -> list[tuple[str, str]]:
         """(label, name) for the selector: what the pictures show and the data set ("Handwritten
         digits (MNIST)"), and the folder when two models share that."""
-        titles = [self.configs[n].friendly_title for n in self.names]
+        # A model of a data set this code does not describe (converted, or trained on an image
+        # folder) is named by its checkpoint folder: "vit-b16-imagenet", "my-photos".
+        titles = [self.configs[n].friendly_title if self.configs[n].spec else n for n in self.names]
         return [(t if titles.count(t) == 1 else f"{t} ({n})", n) for t, n in zip(titles, self.names)]
 
     def get(self, name: str) -> Predictor:
