@@ -374,3 +374,25 @@ def test_a_model_name_of_any_json_type_gets_one_line_naming_the_models(grids_pag
         with pytest.raises(gr.Error, match="no model named .*; the models are .*mnist") as e:
             grids_page.analyse_drawing(drawing_value(tmp_path), name, True, 2, 1, None)
         assert "\n" not in e.value.message
+
+
+def test_a_model_switchs_rereading_never_replaces_a_newer_drawing(grids_page, monkeypatch):
+    """The model switch re-reads the input on screen; if the visitor cleared the canvas (or drew
+    again) while it ran, the newer drawing's own answer stands ("Draw a digit" stays)."""
+    visitor = SimpleNamespace(session_hash="switcher")
+    seven = canvas_value(_example_ink("7"), seq=3)
+    *_, shown, _ = grids_page.analyse_drawing(seven, "mnist", True, 2, 1, None, request=visitor)
+    assert isinstance(shown, Shown)
+    fresh = grids_page.reanalyse(shown, "grid4", True, 2, 1, None, request=visitor)
+    assert "reads this as" in fresh[0] or "Not" in fresh[0]              # undisturbed: re-read
+    slow = grids_page._reanalysis
+
+    def cleared_meanwhile(*args, **kwargs):
+        out = slow(*args, **kwargs)
+        cleared = {"png": None, "final": True, "seq": 4}
+        assert "Draw a digit" in grids_page.analyse_drawing(cleared, "mnist", True, 2, 1, None,
+                                                            request=visitor)[0]
+        return out
+    monkeypatch.setattr(grids_page, "_reanalysis", cleared_meanwhile)
+    late = grids_page.reanalyse(shown, "grid4", True, 2, 1, None, request=visitor)
+    assert all(isinstance(o, dict) and o.get("__type__") == "update" and len(o) == 1 for o in late)

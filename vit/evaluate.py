@@ -16,12 +16,17 @@ from .ood import not_label
 
 
 def format_confusion(cm: torch.Tensor, names: list[str]) -> str:
-    short = [n[:7] for n in names]
-    w = max(7, max(len(s) for s in short))
-    lines = ["true \\ predicted".ljust(w + 2) + " ".join(s.rjust(w) for s in short) + "   recall"]
+    """The confusion matrix as aligned text: a row per true class (its name whole, up to 20
+    characters), a column per predicted class (names cut at 10), recall at the end."""
+    corner = "true \\ predicted"
+    rows = [n[:20] for n in names]
+    cols = [n[:10] for n in names]
+    first = max(len(corner), *(len(r) for r in rows)) + 2
+    w = max(6, *(len(c) for c in cols), *(len(str(v)) for v in cm.flatten().tolist()))
+    lines = [corner.ljust(first) + " ".join(c.rjust(w) for c in cols) + "   recall"]
     for i, row in enumerate(cm.tolist()):
         recall = row[i] / max(1, sum(row))
-        lines.append(short[i].ljust(w + 2) + " ".join(str(v).rjust(w) for v in row)
+        lines.append(rows[i].ljust(first) + " ".join(str(v).rjust(w) for v in row)
                      + f"   {100 * recall:6.2f}%")
     return "\n".join(lines)
 

@@ -206,8 +206,11 @@ class Page:
         first = FIRST_EXAMPLE.get(p.config.style)
         return self.canvas_value(next((x for x in paths if example_name(x) == first), paths[0]), p)
 
-    def reanalyse(self, shown, name, shared, layer, head, patch):
-        """After a model switch: the same input, through the new model."""
+    def reanalyse(self, shown, name, shared, layer, head, patch, request: gr.Request = None):
+        """After a model switch: the same input, through the new model — unless the visitor sent
+        a newer drawing (or cleared the canvas) meanwhile: its own answer then stands."""
+        key = getattr(request, "session_hash", None)
+        before = self._latest.get(key, 0)
         if not isinstance(shown, Shown):
             p = self.predictor(name)
             return PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box").outputs()
@@ -215,6 +218,8 @@ class Page:
             p, a = self._reanalysis(shown, name, judged=True)
         except PreprocessError as e:               # an upload's file gone from the cache
             return PageUpdate(f"### ⚠️ {e}").outputs()
+        if key is not None and self._latest.get(key, 0) > before:
+            return tuple(gr.update() for _ in PageUpdate("").outputs())
         kept = Shown(shown.kind, shown.source, a.image, name)
         return self._update(p, a, kept, shared, layer, head, patch).outputs()
 
