@@ -396,3 +396,15 @@ def test_a_model_switchs_rereading_never_replaces_a_newer_drawing(grids_page, mo
     monkeypatch.setattr(grids_page, "_reanalysis", cleared_meanwhile)
     late = grids_page.reanalyse(shown, "grid4", True, 2, 1, None, request=visitor)
     assert all(isinstance(o, dict) and o.get("__type__") == "update" and len(o) == 1 for o in late)
+
+
+def test_a_model_switch_never_rereads_a_drawing_older_than_one_already_sent(grids_page):
+    """With two requests at a time, drawing 8's answer may still be on its way when the switch
+    starts from drawing 7's state: the switch then leaves the page to drawing 8."""
+    visitor = SimpleNamespace(session_hash="racer")
+    seven = canvas_value(_example_ink("7"), seq=7)
+    *_, shown, _ = grids_page.analyse_drawing(seven, "mnist", True, 2, 1, None, request=visitor)
+    assert shown.number == 7
+    grids_page._newer("racer", {"seq": 8})                  # drawing 8 arrived, not yet answered
+    late = grids_page.reanalyse(shown, "grid4", True, 2, 1, None, request=visitor)
+    assert all(isinstance(o, dict) and o.get("__type__") == "update" and len(o) == 1 for o in late)

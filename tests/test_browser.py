@@ -305,19 +305,26 @@ def test_how_attention_works_panel_opens_with_the_walk_through_and_figure_7(page
     page.screenshot(path=SHOTS / "9-how-attention-works.png")
 
 
-def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(browser, app_server):
-    """Switching to Fashion-MNIST changes what the page asks for and its examples; an outline
-    filled with the Fill tool becomes a solid shape, and it is answered."""
+def page_with_model(browser, app_server, option: str, hint: str, example: str):
+    """A new page switched to another model, once its Draw tab asks for `hint` and its examples
+    include `example`."""
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
     pg.goto(app_server[1])
     wait_status(pg, "Example")
     pg.locator("#model input").click()
-    pg.get_by_role("option", name="Clothing and shoes (Fashion-MNIST)").click()
-    pg.wait_for_function("() => document.querySelector('#draw-hint').innerText.includes('piece of clothing')",
-                         timeout=30_000)
+    pg.get_by_role("option", name=option).click()
+    for where, text in (("#draw-hint", hint), ("#draw-examples", example)):
+        pg.wait_for_function(f"() => document.querySelector('{where}').innerText.includes('{text}')",
+                             timeout=30_000)
+    return pg
+
+
+def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(browser, app_server):
+    """Switching to Fashion-MNIST changes what the page asks for and its examples; an outline
+    filled with the Fill tool becomes a solid shape, and it is answered."""
+    pg = page_with_model(browser, app_server, "Clothing and shoes (Fashion-MNIST)",
+                         "piece of clothing", "Ankle boot")
     assert "Fill" in pg.locator("#draw-hint").inner_text()
-    pg.wait_for_function("() => document.querySelector('#draw-examples').innerText.includes('Ankle boot')",
-                         timeout=30_000)
     # The drawing on screen, read again by the clothing model, arrives after the switch: wait
     # for it, or it could land after the Clear below and replace its "Draw a piece of clothing".
     pg.wait_for_function("() => document.querySelector('#prediction').innerText.includes('Ankle boot')",
@@ -366,15 +373,8 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
     goes on the canvas and to the model in colour (not as grey ink) and is read as itself, and
     every head's map is drawn over the colour photo (the README's picture of it)."""
     from vit.examples import SCENES
-    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-    pg.goto(app_server[1])
-    wait_status(pg, "Example")
-    pg.locator("#model input").click()
-    pg.get_by_role("option", name="Photos of animals and vehicles (CIFAR-10)").click()
-    pg.wait_for_function("() => document.querySelector('#draw-hint').innerText.includes('Pick a picture')",
-                         timeout=30_000)
-    pg.wait_for_function("() => document.querySelector('#draw-examples').innerText.includes('horse')",
-                         timeout=30_000)
+    pg = page_with_model(browser, app_server, "Photos of animals and vehicles (CIFAR-10)",
+                         "Pick a picture", "horse")
     pg.locator("#draw-examples img").nth(list(SCENES).index("ship")).click()
     wait_status(pg, "Example: a drawn ship — read as ship", timeout=60_000)
     assert "Upload tab" in status(pg)

@@ -93,12 +93,15 @@ def test_fine_tuning_a_converted_model_on_a_folder_learns_and_the_app_opens_it(t
 
 @pytest.mark.parametrize("args, message", [
     (["--init", "no/such/folder"], "checkpoint folder not found"),
-    (["--init", "{ck}", "--preset", "s"], "pass only one"),
+    (["--dataset", "cifar10", "--init", "{ck}", "--preset", "s"], "pass only one"),
     (["--dataset", "folder", "--data-dir", "{data}/nothing"], "no train/ folder"),
+    (["--dataset", "folder", "--data-dir", "{data}/one", "--init", "{ck}"], "one class folder"),
+    (["--dataset", "mnist", "--init", "{ck}"], "takes 3-channel images; mnist has 1"),
 ])
 def test_bad_init_and_folder_flags_get_one_line(tmp_path, args, message):
     tiny_converted(tmp_path / "ck")
     (tmp_path / "nothing").mkdir()
+    write_folder(tmp_path / "one", classes=("cat",), per_class=3)
     argv = [a.format(ck=tmp_path / "ck", data=tmp_path) for a in args]
     r = run_module("vit.train", *argv, "--out", tmp_path / "out", timeout=120)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
@@ -109,3 +112,20 @@ def test_a_converted_checkpoint_loads_unchanged_after_all_this(tmp_path):
     model = tiny_converted(tmp_path / "ck")
     again = load_checkpoint(tmp_path / "ck")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+
+def test_a_folder_models_checkpoint_is_not_judged_by_another_folder(tmp_path):
+    """A process that described one folder (a training run, a notebook) still opens, and can
+    fine-tune from, a model trained on another folder with other classes and size."""
+    from vit.datasets import use_folder
+    model = ViT(ViTConfig(image_size=32, channels=3, dim=16, depth=1, heads=2, mlp_dim=16,
+                          num_classes=3))
+    save_checkpoint(tmp_path / "pets", model, {
+        "dataset": "folder", "class_names": ["cat", "dog", "fox"],
+        "normalization": {"mean": [0.4] * 3, "std": [0.2] * 3}})
+    write_folder(tmp_path / "cars", classes=("bus", "van"), per_class=3, size=(64, 64))
+    use_folder(tmp_path / "cars", 64)
+    assert open_checkpoint(tmp_path / "pets").class_names == ["cat", "dog", "fox"]
+    bigger = ViT(ViTConfig(image_size=64, channels=3, dim=16, depth=1, heads=2, mlp_dim=16,
+                           num_classes=2))
+    assert load_pretrained(bigger, tmp_path / "pets") == ["head.bias", "head.weight"]

@@ -286,3 +286,21 @@ def test_a_photo_on_the_canvas_reaches_a_colour_model_in_colour():
     assert np.abs(model_input[24:, :, 2] - model_input[24:, :, 0]).mean() > 0.15
     assert load_value(b"png", 1, colour=True)["colour"] is True
     assert "colour" not in load_value(b"png", 1)
+
+
+def test_a_huge_colour_drawing_is_refused_and_a_big_one_kept_small():
+    """A flat 6000x6000 PNG is ~100 KB, inside the drawing's size limit: refused from its header
+    in one line; a 1200 px one is kept at the canvas's 400 px."""
+    import base64
+
+    from vit.preprocessing import PreprocessError
+    from vit.ui.canvas import colour_picture, read_drawing
+
+    def value(side):
+        buf = io.BytesIO()
+        Image.new("RGB", (side, side), (20, 90, 200)).save(buf, "PNG")
+        return {"png": "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()}
+    with pytest.raises(PreprocessError, match="6000x6000 pixels; the canvas is 400"):
+        colour_picture(read_drawing(value(6000)))
+    kept = colour_picture(read_drawing(value(1200)))
+    assert kept.shape == (400, 400, 3) and tuple(kept[200, 200]) == (20, 90, 200)

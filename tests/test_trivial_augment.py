@@ -1,10 +1,15 @@
 """TrivialAugment on batches (vit/trivial_augment.py): each image its own operation and strength,
 each operation the same as torchvision's own at that strength, drawn reproducibly."""
+import math
+
 import pytest
 import torch
+from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as TF
 
 from vit import trivial_augment as ta
+
+NEAREST = InterpolationMode.NEAREST
 
 
 @pytest.fixture
@@ -31,6 +36,24 @@ def test_each_operation_is_torchvisions_at_that_strength(photos, name, strength,
     theirs = reference(levels).float()
     assert (ours - theirs).abs().max() <= 1            # rounding of the 8-bit levels only
     assert (ours != levels.float()).float().mean() > 0.2    # and it did change the photo
+
+
+@pytest.mark.parametrize("name, strength, reference", [
+    # (torchvision's sign convention is the mirror of ours for shifts: signs are drawn 50/50)
+    ("shear_x", 0.5, lambda x: TF.affine(x, 0.0, [0, 0], 1.0, [math.degrees(math.atan(0.495)), 0.0],
+                                         NEAREST, center=[0, 0])),
+    ("shear_y", 0.5, lambda x: TF.affine(x, 0.0, [0, 0], 1.0, [0.0, math.degrees(math.atan(0.495))],
+                                         NEAREST, center=[0, 0])),
+    ("translate_x", -0.3, lambda x: TF.affine(x, 0.0, [9, 0], 1.0, [0.0, 0.0], NEAREST)),
+    ("translate_y", -0.3, lambda x: TF.affine(x, 0.0, [0, 9], 1.0, [0.0, 0.0], NEAREST)),
+    ("rotate", 0.2, lambda x: TF.rotate(x, 27.0, NEAREST)),
+])
+def test_each_geometric_operation_is_torchvisions_pixel_for_pixel(photos, name, strength, reference):
+    """TrivialAugmentWide's own calls (torchvision/transforms/v2/_auto_augment.py): shears about
+    the top-left corner, shifts of int(32 m) pixels, rotations about the centre, nearest pixel."""
+    levels, x = photos
+    ours = (ta._OPS[name](x, torch.full((len(x),), strength)) * 255).round()
+    assert torch.equal(ours, reference(levels).float())
 
 
 def test_full_strength_shift_moves_a_32px_photo_out_of_frame_and_rotation_is_about_the_centre(photos):

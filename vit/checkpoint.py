@@ -23,7 +23,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .calibration import TEMPERATURE_RANGE
-from .datasets import DatasetSpec, get_spec
+from .datasets import DatasetSpec, builtin_spec
 from .model import ViT, ViTConfig
 
 WEIGHTS = "model.safetensors"
@@ -84,7 +84,7 @@ class CheckpointConfig:
 
     @property
     def spec(self) -> DatasetSpec | None:
-        return get_spec(self.dataset)
+        return builtin_spec(self.dataset)
 
     @property
     def style(self) -> str:
@@ -351,7 +351,7 @@ def parse_config(obj, where: str) -> CheckpointConfig:
     dataset = obj.get("dataset")
     if dataset is not None and not isinstance(dataset, str):
         raise CheckpointError(f"{where}: dataset must be a string, got {_show(dataset)}")
-    _check_against_spec(model, get_spec(dataset), where)
+    _check_against_spec(model, builtin_spec(dataset), where)
     acc = obj.get("test_accuracy")
     if acc is not None and not (_is_number(acc) and 0 <= acc <= 1):
         raise CheckpointError(f"{where}: test_accuracy must be a number in [0, 1], "

@@ -97,20 +97,44 @@ def folder_spec(root, image_size: int = 32) -> DatasetSpec:
     if train is None:
         raise FolderError(f"{root} has no train/ folder (expected train/<class>/<images>, and "
                           f"test/ or val/ alike, inside it)")
-    images, _, classes = read_image_folder(train, image_size, 3)
-    x = images.reshape(-1, 3).float() / 255                          # every pixel, per channel
+    images, labels, classes = read_image_folder(train, image_size, 3)
+    counts = labels.bincount(minlength=len(classes))
+    if len(classes) < 2:
+        raise FolderError(f"{train.name}/ has one class folder ({classes[0]}): a classifier needs "
+                          f"at least two")
+    if (counts == 0).any():
+        raise FolderError(f"{train.name}/{classes[int((counts == 0).nonzero()[0])]}/ holds no images")
+    mean, std = _channel_stats(images)
+    # A tenth held out to choose best/ and fit the temperature: only where that is at least 100
+    # pictures (a temperature fitted on a handful swings to 0.05 or 20); else none (--val-size).
+    val = min(5000, len(images) // 10) if len(images) >= 1000 else 0
     return DatasetSpec(
         FOLDER, root.resolve().name or "folder", f"Your images ({root.resolve().name})",
-        tuple(classes), tuple(round(v, 4) for v in x.mean(0).tolist()),
-        tuple(round(max(v, 1e-3), 4) for v in x.std(0).tolist()), image_size=image_size,
+        tuple(classes), mean, std, image_size=image_size,
         channels=3, augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0,
                                     flip=True, size=image_size),
         style="photos", noun="picture",
-        # No CNN teacher (a fine-tuned ViT already knows images), TrivialAugment as for CIFAR-10,
-        # and a validation split of a tenth of the pictures (at most 5,000).
+        # No CNN teacher (a fine-tuned ViT already knows images), TrivialAugment as for CIFAR-10.
         train_defaults=(("negatives", 0), ("serve_view", 0.0), ("distill", 0.0),
                         ("policy", "trivialaugment"),
-                        ("val_size", min(5000, len(images) // 10))))
+                        ("val_size", val)))
+
+
+def _channel_stats(images) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and std in [0, 1] of (N, S, S, 3) uint8 pictures, summed in chunks: a big
+    folder is never copied whole as floats."""
+    import torch
+    total = torch.zeros(3, dtype=torch.float64)
+    squares = torch.zeros(3, dtype=torch.float64)
+    for chunk in images.split(1024):
+        x = chunk.reshape(-1, 3).double() / 255
+        total += x.sum(0)
+        squares += (x * x).sum(0)
+    n = images[..., 0].numel()
+    mean = total / n
+    std = (squares / n - mean * mean).clamp_min(1e-6).sqrt()
+    return (tuple(round(v, 4) for v in mean.tolist()),
+            tuple(round(max(v, 1e-3), 4) for v in std.tolist()))
 
 
 def use_folder(root, image_size: int = 32) -> DatasetSpec:
@@ -121,6 +145,13 @@ def use_folder(root, image_size: int = 32) -> DatasetSpec:
         _FOLDERS[key] = folder_spec(root, image_size)
     _current = _FOLDERS[key]
     return _current
+
+
+def builtin_spec(name: str | None) -> DatasetSpec | None:
+    """A data set described in this file, else None — never a run's image folder: a folder
+    model's checkpoint carries its own classes, size and normalisation, and what a process last
+    described with `use_folder` says nothing about it."""
+    return SPECS.get(name or "")
 
 
 def get_spec(name: str | None) -> DatasetSpec | None:

@@ -26,7 +26,7 @@ from PIL import Image, ImageDraw
 from .calibration import calibrated
 from .checkpoint import WEIGHTS, CheckpointError, load_tensors, save_tensors
 from .data import DEFAULT_DATA_DIR, DataError, load_split
-from .datasets import get_spec
+from .datasets import builtin_spec
 from .evaluation import confusion_matrix, predict_logits
 from .explain import colorize, load_font
 
@@ -101,7 +101,7 @@ def load_results(checkpoint, data_dir, progress=None) -> Answers:
     Raises DataError when the test split is not in `data_dir`."""
     folder, model, config = Path(checkpoint.folder), checkpoint.model, checkpoint.config
     dataset = config.dataset or "mnist"
-    if get_spec(dataset) is None:
+    if builtin_spec(dataset) is None:
         raise DataError(f"this model was trained on {dataset!r}, which has no test set here")
     split = load_split(dataset, data_dir, train=False, download=False)
     images, labels = split.images.numpy(), split.labels.numpy()

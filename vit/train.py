@@ -11,6 +11,7 @@ import argparse
 import signal
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 from .checkpoint import CheckpointError
 from .data import DataError
@@ -95,6 +96,9 @@ def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.Ar
         parser.set_defaults(image_size=spec.image_size, channels=spec.channels,
                             num_classes=spec.num_classes, **dict(spec.train_defaults))
     if init is not None:
+        if spec is not None and init.channels != spec.channels:
+            parser.error(f"--init {known.init} takes {init.channels}-channel images; "
+                         f"{spec.name} has {spec.channels}")
         parser.set_defaults(**{k: getattr(init, k) for k in ARCHITECTURE}, lr=FINETUNE_LR,
                             warmup_epochs=1.0)
         if spec is None or spec.name != FOLDER:
@@ -119,8 +123,9 @@ def parse_args(argv=None) -> tuple[TrainConfig, ViTConfig]:
     problems = config_problems(tc, mc)
     if problems:
         parser.error(problems[0])
-    if not tc.out:
-        tc.out = f"checkpoints/{tc.dataset}"
+    if not tc.out:       # an image folder's model is named after the folder
+        name = Path(tc.data_dir).resolve().name if tc.dataset == FOLDER else tc.dataset
+        tc.out = f"checkpoints/{name}"
     return tc, mc
 
 

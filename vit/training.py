@@ -767,8 +767,8 @@ def validate(s: Session) -> Validation | None:
     in_app = cal.calibrated(served if len(served) else logits, t)
     reject = cal.fit_reject_threshold(in_app)
     record = {"temperature": round(t, 4), "reject_below": round(reject, 4),
-              "fitted_on": f"validation split: {len(val):,} training images held out of training, "
-                           f"each as stored and as the app lays it out",
+              "fitted_on": f"validation split: {len(val):,} training images held out of training"
+                           + (", each as stored and as the app lays it out" if len(served) else ""),
               "validation_ece_before": round(cal.ece(torch.softmax(both, 1), both_labels), 5),
               "validation_ece_after": round(cal.ece(probs, both_labels), 5),
               "validation_refused": round((in_app.max(1).values < reject).float().mean().item(), 5)}

@@ -59,20 +59,21 @@ def apply(x: torch.Tensor, d: Draw) -> torch.Tensor:
 
 
 def _geometric(name: str, x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """Shear (0.99 at full strength), translate (32 px at full strength, TrivialAugmentWide's
-    range: the whole side of a CIFAR image) or rotate (135 degrees), about the centre, black
-    outside, nearest pixel (torchvision's default for this policy)."""
+    """As torchvision's TrivialAugmentWide does them: shear (0.99 at full strength) about the
+    top-left corner, translate by whole pixels (int(32 m): the whole side of a CIFAR image at full
+    strength), rotate (135 degrees) about the centre; black outside, nearest pixel."""
     b = len(x)
     theta = torch.zeros(b, 2, 3, device=x.device, dtype=x.dtype)
     theta[:, 0, 0] = theta[:, 1, 1] = 1
-    if name == "shear_x":
-        theta[:, 0, 1] = 0.99 * m
+    shift = torch.trunc(32 * m)                           # pixels, towards zero as int() does
+    if name == "shear_x":                                 # x_in = x + s (y + 1): row 0 stays
+        theta[:, 0, 1] = theta[:, 0, 2] = 0.99 * m
     elif name == "shear_y":
-        theta[:, 1, 0] = 0.99 * m
+        theta[:, 1, 0] = theta[:, 1, 2] = 0.99 * m
     elif name == "translate_x":
-        theta[:, 0, 2] = 2 * 32 / x.shape[-1] * m          # grid coordinates span 2
+        theta[:, 0, 2] = 2 * shift / x.shape[-1]          # grid coordinates span 2
     elif name == "translate_y":
-        theta[:, 1, 2] = 2 * 32 / x.shape[-2] * m
+        theta[:, 1, 2] = 2 * shift / x.shape[-2]
     else:
         a = m * math.radians(135)
         theta[:, 0, 0], theta[:, 0, 1] = a.cos(), -a.sin()
@@ -116,7 +117,7 @@ def _posterize(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 
 def _solarize(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """Invert the levels at or above a threshold going from 255 (nothing) to 0 (everything)."""
-    t = (255 * (1 - m)).round()[:, None, None, None]
+    t = (255 * (1 - m))[:, None, None, None]              # unrounded, as torchvision
     v = _levels(x)
     return torch.where(v >= t, 255 - v, v) / 255
 

@@ -89,7 +89,7 @@ class Page:
                           views.render(p, a, shared, layer, head, patch), shown)
 
     def _analyse(self, kind: str, source, name, shared, layer, head, patch,
-                 pictures: bool = True) -> PageUpdate:
+                 pictures: bool = True, number: int = 0) -> PageUpdate:
         """`pictures`: False while the pen is still down — the label and status follow the pen;
         the pictures below wait until it lifts."""
         p = self.predictor(name)
@@ -111,7 +111,7 @@ class Page:
             gr.Warning(str(e))
             return PageUpdate(f"### ⚠️ {e}")
         a = p.analyse_input(image, ink)
-        shown = Shown(kind, kept, image, name)
+        shown = Shown(kind, kept, image, name, number)
         if not pictures:
             return PageUpdate(headline(p, a), p.label(a.probs, a.verdict), KEEP, shown)
         return self._update(p, a, shown, shared, layer, head, patch)
@@ -167,7 +167,8 @@ class Page:
             return *PageUpdate(f"### ⚠️ {e}").outputs(), seq(value)
         if source is None:                          # an empty or erased canvas: rest
             return *PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box").outputs(), seq(value)
-        u = self._analyse("drawing", source, name, shared, layer, head, patch, pictures)
+        u = self._analyse("drawing", source, name, shared, layer, head, patch, pictures,
+                          int(seq(value) or 0))
         example = value.get("example") if isinstance(value, dict) else None
         if u.label and example in map(example_name, self.examples[p.config.style]):
             again = (f"Draw over it, upload your own {p.config.noun} on the Upload tab"
@@ -210,7 +211,10 @@ class Page:
         """After a model switch: the same input, through the new model — unless the visitor sent
         a newer drawing (or cleared the canvas) meanwhile: its own answer then stands."""
         key = getattr(request, "session_hash", None)
-        before = self._latest.get(key, 0)
+        # Newer than a drawing re-read: any drawing sent after it (even one whose answer had not
+        # yet replaced `shown` when this started); than anything else: one sent during this.
+        drawn = isinstance(shown, Shown) and shown.number
+        before = shown.number if drawn else self._latest.get(key, 0)
         if not isinstance(shown, Shown):
             p = self.predictor(name)
             return PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box").outputs()
@@ -220,7 +224,7 @@ class Page:
             return PageUpdate(f"### ⚠️ {e}").outputs()
         if key is not None and self._latest.get(key, 0) > before:
             return tuple(gr.update() for _ in PageUpdate("").outputs())
-        kept = Shown(shown.kind, shown.source, a.image, name)
+        kept = Shown(shown.kind, shown.source, a.image, name, shown.number)
         return self._update(p, a, kept, shared, layer, head, patch).outputs()
 
     def rescale(self, shown, name, shared, layer=None):

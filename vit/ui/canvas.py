@@ -20,6 +20,8 @@ from ..preprocessing import PreprocessError, open_image
 HERE = Path(__file__).parent
 PREFIX = "data:image/png;base64,"
 MAX_CHARS = 4_000_000        # a 400x400 drawing is a few KB; anything near this is not one
+CANVAS_SIDE = 400            # canvas.js's SIDE
+MAX_SIDE = 2048              # a drawing sent by an API client may be larger, not a poster
 BRUSH, ERASER = 13, 24       # radii in canvas pixels (of 400): strokes ~6.5 % of the side, as MNIST's
 
 TEMPLATE = f"""
@@ -87,14 +89,19 @@ def read_drawing(value) -> dict | None:
 
 
 def colour_picture(drawing: dict) -> np.ndarray:
-    """`read_drawing`'s result -> its picture in colour, (H, W, 3) uint8, transparency flattened
-    onto white (the page under the canvas): what a colour model reads — a photo put on the
-    canvas and anything drawn over it. Raises PreprocessError."""
+    """`read_drawing`'s result -> its picture in colour, (H, W, 3) uint8 at most 400 px a side,
+    transparency flattened onto white (the page under the canvas): what a colour model reads — a
+    photo put on the canvas and anything drawn over it. Over 2048 px a side is refused before
+    decoding (a small PNG can declare 40 megapixels). Raises PreprocessError."""
     with open_image(drawing["composite"]) as im:
+        if max(im.size) > MAX_SIDE:                  # read from the header: nothing decoded yet
+            raise PreprocessError(f"The drawing is {im.width}x{im.height} pixels; the canvas is "
+                                  f"{CANVAS_SIDE}. Upload large pictures on the Upload tab.")
         rgba = im.convert("RGBA")
-        flat = Image.new("RGB", rgba.size, "white")
-        flat.paste(rgba, mask=rgba.getchannel("A"))
-        return np.asarray(flat)
+    rgba.thumbnail((CANVAS_SIDE, CANVAS_SIDE))       # kept per visitor: the canvas's size at most
+    flat = Image.new("RGB", rgba.size, "white")
+    flat.paste(rgba, mask=rgba.getchannel("A"))
+    return np.asarray(flat)
 
 
 def seq(value) -> str:

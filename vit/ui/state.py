@@ -14,11 +14,13 @@ KEEP = "keep"          # PageUpdate.pictures: leave the pictures on the page as 
 class Shown:
     """The input on screen. Gradio keeps a session's state for an hour after the visitor leaves,
     so it stays small: the model input (a few KB) and a compact source to lay out again for
-    another model (a drawing's ink at most 160 px a side, an upload's path, a test image as is)."""
+    another model (a drawing's ink at most 160 px a side, or its colour picture at most 400, an
+    upload's path, a test image as is)."""
     kind: str                        # "drawing", "upload" or "test"
     source: object                   # np.ndarray (drawing ink / test image) or str (upload path)
     image: np.ndarray                # what the model saw, float32 in [0, 1]
     model: str                       # the model it was laid out for
+    number: int = 0                  # a drawing's number from the canvas (0: not a drawing)
 
 
 @dataclass
