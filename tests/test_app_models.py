@@ -408,3 +408,23 @@ def test_a_model_switch_never_rereads_a_drawing_older_than_one_already_sent(grid
     grids_page._newer("racer", {"seq": 8})                  # drawing 8 arrived, not yet answered
     late = grids_page.reanalyse(shown, "grid4", True, 2, 1, None, request=visitor)
     assert all(isinstance(o, dict) and o.get("__type__") == "update" and len(o) == 1 for o in late)
+
+
+def test_switching_between_drawing_and_photo_models_puts_the_new_models_example_on_the_canvas():
+    """A digit means nothing to the CIFAR-10 model, nor a photo to the digit model: across that
+    line the switch puts the new model's first example on the canvas and the re-reading of the
+    old drawing waits for it; between two drawing models the drawing stays and is re-read."""
+    page = create_app(ROOT / "checkpoints", device="cpu").page
+    visitor = SimpleNamespace(session_hash="switch")
+    seven = canvas_value(_example_ink("7"), seq=2)
+    *_, shown, _ = page.analyse_drawing(seven, "mnist", True, 2, 1, None, request=visitor)
+    to_photos = page.choose_model("cifar10", "mnist")
+    assert to_photos[-1]["colour"] is True and to_photos[-1]["name"] == "ship"
+    assert all(o == gr.update() for o in page.reanalyse(shown, "cifar10", True, 2, 1, None,
+                                                        request=visitor))
+    back = page.choose_model("mnist", "cifar10")
+    assert back[-1]["name"] == "7" and "colour" not in back[-1]
+    to_clothes = page.choose_model("fashion-mnist", "mnist")
+    assert to_clothes[-1] == gr.update()
+    again = page.reanalyse(shown, "fashion-mnist", True, 2, 1, None, request=visitor)
+    assert "reads this as" in again[0] or "Not" in again[0]

@@ -375,8 +375,12 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
     from vit.examples import SCENES
     pg = page_with_model(browser, app_server, "Photos of animals and vehicles (CIFAR-10)",
                          "Pick a picture", "horse")
+    # The digit on the canvas means nothing to a photo model: its first example replaces it.
+    wait_status(pg, "Example: a picture of a ship — read as ship", timeout=60_000)
+    pg.locator("#draw-examples img").nth(list(SCENES).index("horse")).click()
+    wait_status(pg, "Example: a picture of a horse — read as horse", timeout=60_000)
     pg.locator("#draw-examples img").nth(list(SCENES).index("ship")).click()
-    wait_status(pg, "Example: a drawn ship — read as ship", timeout=60_000)
+    wait_status(pg, "Example: a picture of a ship — read as ship", timeout=60_000)
     assert "Upload tab" in status(pg)
     canvas_colour = pg.evaluate(
         "() => { const c = document.querySelector('#drawpad canvas');"
@@ -390,4 +394,9 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
                              " return i && i.complete && i.naturalWidth > 0; }", timeout=30_000)
         assert pg.evaluate(COLOURFUL, picture) > 15, picture
     pg.locator("#attention").screenshot(path=SHOTS / "10-photo-attention.png")
+    clear(pg)
+    wait_status(pg, "Pick a picture below the canvas")
+    pg.locator("#model input").click()                  # back to digits: a digit, not the photo
+    pg.get_by_role("option", name="Handwritten digits (MNIST)").click()
+    wait_status(pg, "Example: a drawn 7 — read as 7", timeout=60_000)
     pg.close()

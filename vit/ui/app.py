@@ -107,7 +107,7 @@ class Page:
                 kept = source if p.model.cfg.channels == 3 else compact(source)
         except PreprocessError as e:
             if kind == "drawing" and isinstance(e, BlankInputError):   # an erased canvas: rest
-                return PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box")
+                return PageUpdate(rest_message(p))
             gr.Warning(str(e))
             return PageUpdate(f"### ⚠️ {e}")
         a = p.analyse_input(image, ink)
@@ -166,7 +166,7 @@ class Page:
             gr.Warning(str(e))
             return *PageUpdate(f"### ⚠️ {e}").outputs(), seq(value)
         if source is None:                          # an empty or erased canvas: rest
-            return *PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box").outputs(), seq(value)
+            return *PageUpdate(rest_message(p)).outputs(), seq(value)
         u = self._analyse("drawing", source, name, shared, layer, head, patch, pictures,
                           int(seq(value) or 0))
         example = value.get("example") if isinstance(value, dict) else None
@@ -174,7 +174,8 @@ class Page:
             again = (f"Draw over it, upload your own {p.config.noun} on the Upload tab"
                      if p.config.style == "photos" else
                      f"Draw over it, clear it and draw your own {p.config.noun}")
-            u.status = (f"### Example: a drawn {example} — read as **{top_label(u.label)}**\n"
+            made = "a picture of a" if p.config.style == "photos" else "a drawn"
+            u.status = (f"### Example: {made} {example} — read as **{top_label(u.label)}**\n"
                         f"{again}, or pick another example below the canvas.")
         return *u.outputs(), seq(value)
 
@@ -217,7 +218,9 @@ class Page:
         before = shown.number if drawn else self._latest.get(key, 0)
         if not isinstance(shown, Shown):
             p = self.predictor(name)
-            return PageUpdate(f"### ✏️ Draw a {p.config.noun} in the box").outputs()
+            return PageUpdate(rest_message(p)).outputs()
+        if shown.kind == "drawing" and self._crosses(shown.model, name):
+            return tuple(gr.update() for _ in PageUpdate("").outputs())   # an example is coming
         try:
             p, a = self._reanalysis(shown, name, judged=True)
         except PreprocessError as e:               # an upload's file gone from the cache
@@ -278,11 +281,22 @@ class Page:
         except gr.Error as e:
             gr.Warning(e.message)
             return (gr.update(value=previous, choices=self.models.choices()), previous,
-                    *[gr.update()] * 10)
+                    *[gr.update()] * 11)
+        # A drawing means nothing to a photo model, nor a photo to a drawing model: across that
+        # line the new model's own first example goes on the canvas (reanalyse then waits).
+        canvas = self.first_view(name) if self._crosses(previous, name) else gr.update()
         return (gr.update(), name, p.card(), *views.slider_updates(p), None,
                 *why_panel.model_updates(p), draw_tab.hint(p.config.noun, p.config.style),
                 gr.update(value=self.gallery(p), selected_index=None),
-                *mechanism_panel.slider_updates(p))
+                *mechanism_panel.slider_updates(p), canvas)
+
+    def _crosses(self, before, after) -> bool:
+        """Whether models `before` and `after` are on different sides of photo / drawing."""
+        try:
+            photo = [self.predictor(n).config.style == "photos" for n in (before, after)]
+        except (gr.Error, TypeError):
+            return False
+        return photo[0] != photo[1]
 
     def gallery(self, p: Predictor) -> list[tuple[str, str]]:
         """The examples under the canvas for a model: (picture, caption)."""
@@ -401,6 +415,14 @@ def top_label(label: dict) -> str:
     return max(label, key=label.get)
 
 
+def rest_message(p: Predictor) -> str:
+    """The headline over an empty canvas: what to draw — or, for a photo model (a black pen
+    draws no photo), where the pictures are."""
+    if p.config.style == "photos":
+        return f"### 🖼️ Pick a picture below the canvas, or upload a {p.config.noun}"
+    return f"### ✏️ Draw a {p.config.noun} in the box"
+
+
 def headline(p: Predictor, a: Analysis) -> str:
     """The status line above the probabilities: what the model reads, or why it is not one of
     its classes (one sentence)."""
@@ -467,7 +489,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                     tst = testset_tab.build(models, data_dir, visible=not on_space
                                             or testset_tab.data_on_disk(models, data_dir))
             with gr.Column(scale=4, min_width=300, elem_id="result-col"):
-                status = gr.Markdown(f"### ✏️ Draw a {p.config.noun} in the box", elem_id="status",
+                status = gr.Markdown(rest_message(p), elem_id="status",
                                      label="headline")
                 with gr.Row(equal_height=False):
                     label = VerdictLabel(num_top_classes=10, label="Probability per class",
@@ -534,7 +556,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             page.mechanism, *mech_args, **quiet)
         model.change(page.choose_model, [model, current],
                      [model, current, card, panel.layer, panel.head, patch, why.target, why.heads,
-                      draw.hint, draw.examples, mech.layer, mech.head],
+                      draw.hint, draw.examples, mech.layer, mech.head, pad],
                      api_visibility="private").then(
             page.reanalyse, [shown, *ins], outs, **quiet).then(
             page.why, *why_args, **later).then(

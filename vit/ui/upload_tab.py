@@ -6,5 +6,5 @@ from .gradio_patches import SafeImage
 
 def build():
     return SafeImage(type="filepath", image_mode=None, sources=["upload", "clipboard"],
-                     label="Upload or paste a picture (a photo of a digit on paper works too)",
+                     label="Upload or paste a picture (for digits, a photo of one on paper works too)",
                      elem_id="upload", height=420)
