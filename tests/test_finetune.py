@@ -129,3 +129,15 @@ def test_a_folder_models_checkpoint_is_not_judged_by_another_folder(tmp_path):
     bigger = ViT(ViTConfig(image_size=64, channels=3, dim=16, depth=1, heads=2, mlp_dim=16,
                            num_classes=2))
     assert load_pretrained(bigger, tmp_path / "pets") == ["head.bias", "head.weight"]
+
+
+def test_a_resumed_run_does_not_read_its_init_checkpoint_again(tmp_path):
+    """--init's weights start a run; a resume takes its own saved state, so the checkpoint it
+    started from may have moved or gone since."""
+    from vit import training
+    tc = training.TrainConfig(init=str(tmp_path / "gone"))
+    mc = ViTConfig(image_size=32, channels=3, dim=16, depth=1, heads=2, mlp_dim=16)
+    split = training.Split(torch.zeros(4, 32, 32, 3, dtype=torch.uint8), torch.arange(4) % 2)
+    with pytest.raises(training.TrainingError, match="checkpoint folder not found"):
+        training.new_session(tc, mc, split)
+    assert training.new_session(tc, mc, split, fresh=False).model.cfg.dim == 16

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .datasets import SPECS, DatasetSpec, get_spec
+from .datasets import FOLDER, SPECS, DatasetSpec, get_spec
 from .imagefolder import FolderError, folder_root, read_image_folder, split_dir
 
 # Where the trainer downloads data sets and the app's test-set explorer looks for them.
@@ -125,7 +125,7 @@ def load_split(dataset: str, data_dir: str | os.PathLike, train: bool,
             or _flat_idx_folder(folder, train))
     if flat is None and spec.system_dir and not download:
         flat = _flat_idx_folder(Path(spec.system_dir), train)
-    root = (folder_root(folder, spec.folder) if flat is None and (spec.folder or spec.name == "folder")
+    root = (folder_root(folder, spec.folder) if flat is None and (spec.folder or spec.name == FOLDER)
             else None)
     if flat is not None:
         images, labels = (_read_idx(p) for p in flat)

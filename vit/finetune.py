@@ -49,8 +49,8 @@ def resize_pos_embed(pos: torch.Tensor, grid: int) -> torch.Tensor:
 
 def load_pretrained(model: ViT, folder) -> list[str]:
     """Copy a checkpoint's weights into `model` (built with the same architecture), except the
-    head; position embeddings resized to the model's grid. Returns what was not copied, for the
-    log. Raises InitError."""
+    head; position embeddings resized to the model's grid. Returns the names not copied (the
+    head's). Raises InitError."""
     from .checkpoint import CheckpointError, load_checkpoint
     try:
         source = load_checkpoint(Path(folder), "cpu")

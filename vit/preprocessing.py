@@ -720,6 +720,15 @@ def preprocess(image, mean=0.1307, std=0.3081, style: str = "digits", size: int 
     return normalize_image(to_model_image(image, style, size), mean, std)
 
 
+def on_white(image):
+    """A PIL image of any mode -> RGB, its transparency flattened onto white (the page)."""
+    from PIL import Image
+    rgba = image.convert("RGBA")
+    flat = Image.new("RGB", rgba.size, "white")
+    flat.paste(rgba, mask=rgba.getchannel("A"))
+    return flat
+
+
 @_never_crashes
 def to_rgb_image(image, size: int) -> np.ndarray:
     """Any image -> float32 (size, size, 3) in [0, 1] for colour models: the picture's centre
@@ -738,9 +747,7 @@ def to_rgb_image(image, size: int) -> np.ndarray:
         if w * h > MAX_PIXELS:
             raise _too_big(w, h)
         if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
-            flat = Image.new("RGB", image.size, "white")
-            flat.paste(image.convert("RGBA"), mask=image.convert("RGBA").getchannel("A"))
-            image = flat
+            image = on_white(image)
         bands = [_shrink(b) for b in image.convert("RGB").split()]     # 8-bit, shrunk first
         a = np.stack([np.asarray(b, np.float32) for b in bands], axis=-1) / 255.0
     else:

@@ -101,8 +101,6 @@ def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.Ar
                          f"{spec.name} has {spec.channels}")
         parser.set_defaults(**{k: getattr(init, k) for k in ARCHITECTURE}, lr=FINETUNE_LR,
                             warmup_epochs=1.0)
-        if spec is None or spec.name != FOLDER:
-            parser.set_defaults(image_size=spec.image_size if spec else init.image_size)
     if known.preset:
         if init is not None:
             parser.error("--preset and --init both set the architecture: pass only one")

@@ -38,7 +38,7 @@ from . import calibration as cal
 from . import distributed, trivial_augment
 from .augment import draw_erasing, erase
 from .checkpoint import atomic_write, save_checkpoint, save_tensors
-from .data import DEFAULT_DATA_DIR, Split, load_split, normalize, to_unit_float
+from .data import DEFAULT_DATA_DIR, DataError, Split, load_split, normalize, to_unit_float
 from .datasets import FOLDER, SPECS, DatasetSpec, get_spec, use_folder
 from .evaluation import evaluate, pick_device, predict_logits, score
 from .model import ViT, ViTConfig
@@ -487,10 +487,12 @@ class Session:
 
 def new_session(tc: TrainConfig, mc: ViTConfig, train_split: Split,
                 d: distributed.Dist = distributed.Dist(),
-                device: torch.device = torch.device("cpu"), data: TrainData | None = None) -> Session:
+                device: torch.device = torch.device("cpu"), data: TrainData | None = None,
+                fresh: bool = True) -> Session:
+    """`fresh`: a new run (--init's weights are read); a resumed one gets its state instead."""
     torch.manual_seed(tc.seed)                         # the initial weights
     model = ViT(mc)
-    if tc.init:                                        # all but the head from a checkpoint
+    if tc.init and fresh:                              # all but the head from a checkpoint
         from .finetune import InitError, load_pretrained
         try:
             load_pretrained(model, tc.init)
@@ -922,7 +924,6 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
 
 def describe_folder(data_dir, image_size: int) -> DatasetSpec:
     """`--dataset folder`: read the folder's classes and normalisation (vit.datasets.use_folder)."""
-    from .data import DataError
     from .imagefolder import FolderError
     try:
         return use_folder(data_dir, image_size)
@@ -967,7 +968,7 @@ def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: to
         train_split = replace(train_split, images=train_split.images.to(device),
                               labels=train_split.labels.to(device))
         data = replace(data, served=_to(data.served, device), negatives=_to(data.negatives, device))
-    s = new_session(tc, mc, train_split, d, device, data)
+    s = new_session(tc, mc, train_split, d, device, data, fresh=saved is None)
     run = start_or_resume(s, saved, argv, out, say)      # (--overwrite sets old files aside here)
     if tc.distill:
         s.teacher = get_teacher(s, out, say, resuming=saved is not None)

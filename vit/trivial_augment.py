@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -136,7 +137,7 @@ def _equalize(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 
 
 _OPS = {
-    **{name: (lambda n: lambda x, m: _geometric(n, x, m))(name) for name in GEOMETRIC},
+    **{name: partial(_geometric, name) for name in GEOMETRIC},
     "brightness": lambda x, m: _blend(x, torch.zeros_like(x), 1 + 0.99 * m),
     "color": lambda x, m: _blend(x, _grey(x).expand_as(x), 1 + 0.99 * m),
     "contrast": lambda x, m: _blend(x, _grey(x).mean((1, 2, 3), keepdim=True).expand_as(x),

@@ -22,6 +22,7 @@ from .. import explain as ex
 from .. import testset as ts
 from ..checkpoint import CheckpointError
 from ..data import DataError
+from ..datasets import STYLES
 from ..evaluation import pick_device
 from ..examples import example_name, write_examples
 from ..inference import Analysis, Predictor
@@ -45,7 +46,7 @@ CSS = (Path(__file__).parent / "page.css").read_text()
 CONCURRENCY = 2
 # After a test image is chosen, bring its result into view (it appears above the tab).
 SCROLL_TO_RESULT = "() => document.querySelector('#status')?.scrollIntoView({block: 'start'})"
-FIRST_EXAMPLE = {"digits": "7", "objects": "Ankle boot", "photos": "ship"}     # on the canvas at page load
+FIRST_EXAMPLE = {"digits": "7", "objects": "Ankle boot", "photos": "ship"}   # on the canvas at load
 
 
 def env_int(name: str, default: int, lo: int, hi: int) -> int:
@@ -171,10 +172,10 @@ class Page:
                           int(seq(value) or 0))
         example = value.get("example") if isinstance(value, dict) else None
         if u.label and example in map(example_name, self.examples[p.config.style]):
-            again = (f"Draw over it, upload your own {p.config.noun} on the Upload tab"
-                     if p.config.style == "photos" else
-                     f"Draw over it, clear it and draw your own {p.config.noun}")
-            made = "a picture of a" if p.config.style == "photos" else "a drawn"
+            made, again = (("a picture of a", f"Draw over it, upload your own {p.config.noun} on "
+                                               f"the Upload tab")
+                           if p.config.style == "photos" else
+                           ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
             u.status = (f"### Example: {made} {example} — read as **{top_label(u.label)}**\n"
                         f"{again}, or pick another example below the canvas.")
         return *u.outputs(), seq(value)
@@ -211,22 +212,20 @@ class Page:
     def reanalyse(self, shown, name, shared, layer, head, patch, request: gr.Request = None):
         """After a model switch: the same input, through the new model — unless the visitor sent
         a newer drawing (or cleared the canvas) meanwhile: its own answer then stands."""
+        if not isinstance(shown, Shown):
+            return PageUpdate(rest_message(self.predictor(name))).outputs()
+        if shown.kind == "drawing" and self._crosses(shown.model, name):
+            return unchanged()                     # the new model's example is on its way
         key = getattr(request, "session_hash", None)
         # Newer than a drawing re-read: any drawing sent after it (even one whose answer had not
         # yet replaced `shown` when this started); than anything else: one sent during this.
-        drawn = isinstance(shown, Shown) and shown.number
-        before = shown.number if drawn else self._latest.get(key, 0)
-        if not isinstance(shown, Shown):
-            p = self.predictor(name)
-            return PageUpdate(rest_message(p)).outputs()
-        if shown.kind == "drawing" and self._crosses(shown.model, name):
-            return tuple(gr.update() for _ in PageUpdate("").outputs())   # an example is coming
+        before = shown.number or self._latest.get(key, 0)
         try:
             p, a = self._reanalysis(shown, name, judged=True)
         except PreprocessError as e:               # an upload's file gone from the cache
             return PageUpdate(f"### ⚠️ {e}").outputs()
         if key is not None and self._latest.get(key, 0) > before:
-            return tuple(gr.update() for _ in PageUpdate("").outputs())
+            return unchanged()
         kept = Shown(shown.kind, shown.source, a.image, name, shown.number)
         return self._update(p, a, kept, shared, layer, head, patch).outputs()
 
@@ -415,6 +414,11 @@ def top_label(label: dict) -> str:
     return max(label, key=label.get)
 
 
+def unchanged() -> tuple:
+    """An analysing handler's outputs that leave the page as it is."""
+    return tuple(gr.update() for _ in PageUpdate("").outputs())
+
+
 def rest_message(p: Predictor) -> str:
     """The headline over an empty canvas: what to draw — or, for a photo model (a black pen
     draws no photo), where the pictures are."""
@@ -458,7 +462,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                               device)
     data_dir = Path(data_dir) if data_dir else ts.data_dir_for_app()
     base = Path(examples_dir or Path(tempfile.gettempdir()) / "vit-explorer-examples")
-    examples = {style: write_examples(base / style, style) for style in ("digits", "objects", "photos")}
+    examples = {style: write_examples(base / style, style) for style in STYLES}
     page = Page(models, data_dir, examples)
     p = models.get(models.default)
     on_space = "SPACE_ID" in os.environ

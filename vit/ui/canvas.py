@@ -13,9 +13,8 @@ from pathlib import Path
 
 import gradio as gr
 import numpy as np
-from PIL import Image
 
-from ..preprocessing import PreprocessError, open_image
+from ..preprocessing import PreprocessError, on_white, open_image
 
 HERE = Path(__file__).parent
 PREFIX = "data:image/png;base64,"
@@ -97,10 +96,8 @@ def colour_picture(drawing: dict) -> np.ndarray:
         if max(im.size) > MAX_SIDE:                  # read from the header: nothing decoded yet
             raise PreprocessError(f"The drawing is {im.width}x{im.height} pixels; the canvas is "
                                   f"{CANVAS_SIDE}. Upload large pictures on the Upload tab.")
-        rgba = im.convert("RGBA")
-    rgba.thumbnail((CANVAS_SIDE, CANVAS_SIDE))       # kept per visitor: the canvas's size at most
-    flat = Image.new("RGB", rgba.size, "white")
-    flat.paste(rgba, mask=rgba.getchannel("A"))
+        flat = on_white(im)
+    flat.thumbnail((CANVAS_SIDE, CANVAS_SIDE))       # kept per visitor: the canvas's size at most
     return np.asarray(flat)
 
 
