@@ -49,6 +49,26 @@ def test_any_size_position_and_stroke_is_laid_out_like_mnist(size, at, width):
     assert 0.12 < (img > 0.5).mean() < 0.45
 
 
+@pytest.mark.parametrize("digit", "0123456789")
+def test_laying_out_a_laid_out_digit_changes_nothing(digit):
+    """A drawing laid out once is a 28-px digit in MNIST's layout. Laying it out again, as the
+    app does to an uploaded 28-px digit, must leave it alone: its box already fits, so nothing is
+    resampled, the faint rim around the box is kept, and the levels are not sharpened again."""
+    once = to_model_image(255 - np.asarray(render_digit(digit, 300, 26), np.uint8))
+    twice = to_model_image(np.round(once * 255).astype(np.uint8))
+    assert np.abs(twice - once).max() < 0.01
+
+
+@pytest.mark.skipif(not HAS_MNIST, reason="full MNIST is not in ../shared/data")
+def test_mnist_test_digits_are_their_own_layout():
+    """What the app makes of an MNIST digit is that digit: the bundled model then reads the test
+    digits the same whether fed raw or through the app (tests/test_skew.py)."""
+    from vit.data import load_split
+    images = load_split("mnist", SHARED_DATA, train=False).images[:1000].numpy()
+    diff = np.array([np.abs(to_model_image(im) - im / 255.0).max() for im in images])
+    assert np.median(diff) <= 2 / 255 and np.percentile(diff, 99) < 0.05
+
+
 def test_white_on_black_and_black_on_white_agree():
     a = np.asarray(drawn("5"), np.uint8)
     assert np.allclose(to_model_image(a), to_model_image(255 - a), atol=1e-5)

@@ -1,6 +1,7 @@
 """No train/serve skew: the bundled MNIST model scores the same on the test digits whether they
-are fed as stored or first laid out by the app's own preprocessing (`vit.preprocess`), because the
-trainer shows it half its training images laid out that way (--serve-view)."""
+are fed as stored or first laid out by the app's own preprocessing (`vit.preprocess`): the layout
+leaves a digit already in MNIST's layout as it is, and the trainer shows the model half its
+training images laid out (--serve-view), as drawings are."""
 import numpy as np
 import pytest
 import torch
@@ -30,15 +31,9 @@ def accuracies():
     return raw_acc, served_acc
 
 
-def test_laid_out_test_digits_lose_no_more_than_measured(accuracies):
-    """The bundled model (20 epochs) loses 0.13 point: 99.53 % raw, 99.40 % laid out (15 digits
-    lost, 2 gained; on the validation split 0.24 point). This guards that figure."""
-    raw_acc, served_acc = accuracies
-    assert raw_acc - served_acc <= 0.0015
-
-
-@pytest.mark.xfail(strict=True, reason="issue 11's goal (within 0.1 point) is not met by the "
-                                       "bundled 20-epoch model: 0.13 point (README)")
 def test_test_digits_through_the_apps_preprocessing_score_as_raw(accuracies):
+    """Issue 11's goal: within 0.1 point. Measured: 99.53 % both ways, not one digit read
+    differently (before the layout kept the box's rim and stopped sharpening digits already at
+    the model's scale: 99.40 % laid out, 15 digits lost and 2 gained)."""
     raw_acc, served_acc = accuracies
     assert abs(served_acc - raw_acc) <= 0.001
