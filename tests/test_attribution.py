@@ -94,6 +94,21 @@ def test_occlusion_by_squares_of_patches(tiny):
                 np.testing.assert_allclose(got[r:r + 2, c:c + 2], want, atol=1e-6)
 
 
+def test_log_odds_ranks_patches_as_the_probability_does_and_stays_finite(tiny):
+    """Occlusion in log-odds orders the patches exactly as in probability (the same monotone
+    measure), and keeps telling them apart where the probability has rounded to 1."""
+    model, x = tiny
+    bg = torch.tensor([-0.5])
+    p, lo = at.occlusion(model, x, 3, bg), at.occlusion(model, x, 3, bg, measure="log-odds")
+    assert list(np.argsort(-p.ravel(), kind="stable")) == list(np.argsort(-lo.ravel(), kind="stable"))
+    logits = torch.tensor([[40.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    assert torch.softmax(logits, -1)[0, 0] == 1.0                      # p rounds to 1 here ...
+    got = at.log_odds(logits, 0)
+    assert torch.isfinite(got).all() and got[0] == pytest.approx(40 - np.log(1 + np.e), abs=1e-5)
+    q = torch.softmax(logits[1], -1)[0]
+    assert got[1] == pytest.approx(torch.log(q / (1 - q)).item(), abs=1e-5)   # ... log(p/(1-p))
+
+
 def test_switching_heads_off_is_zeroing_their_share_of_the_projection(tiny):
     model, x = tiny
     off = [(0, 1), (1, 0)]
@@ -148,6 +163,26 @@ def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():
     aucs = p.faithfulness(p.analyse_input(image))
     assert set(aucs) == {"rollout", "relevance", "occlusion", "random order"}
     assert max(aucs["rollout"], aucs["relevance"], aucs["occlusion"]) < aucs["random order"]
+
+
+def test_a_sure_answers_occlusion_map_is_not_blank():
+    """A drawn 0 read at 99.98 %: no single patch, blanked, moves P(0) by 0.05, so a map of the
+    probability's drop would look empty (the page once showed "max 0.00" that way). The panel then
+    maps the drop in log-odds, says so in its title, and the patches that carry the ring stand out."""
+    from vit.examples import render_digit
+    from vit.inference import Predictor
+    from vit.ui.why_panel import FLAT, occlusion_view
+    p = Predictor(ROOT / "checkpoints" / "mnist", "cpu")
+    a = p.analyse(255 - np.asarray(render_digit("0", 300, 26), np.uint8))
+    assert a.probs.argmax() == 0 and a.probs[0] > 0.999
+    assert p.occlusion(a.image, 0).max() < FLAT
+    shown, title, top = occlusion_view(p, a.image, 0, answer=True)
+    assert "log-odds" in title and shown.max() > 1.0 and top == shown.max()
+    assert (shown > 0.25 * shown.max()).sum() >= 3                    # a shape, not one speck
+    # An answer that does move keeps the probability's map and scale.
+    a1 = p.analyse(255 - np.asarray(render_digit("1", 300, 26), np.uint8))
+    shown, title, top = occlusion_view(p, a1.image, 1, answer=True)
+    assert title.startswith("drop in P(1)") and shown.max() >= FLAT
 
 
 def test_switching_heads_off_leaves_other_requests_alone(tiny):

@@ -8,7 +8,8 @@ class depends on:
   where dA is the gradient of the class's logit with respect to that layer's attention A. Row 0
   of R over the patches is the map. Unlike rollout it changes with the class asked about.
 - `occlusion`: each patch blanked in turn (to the background), all in one batch; the map is the
-  drop in the class's calibrated probability.
+  drop in the class's calibrated probability (or, for answers too sure for that to move, in its
+  log-odds).
 - `ablate`: the model's answer with some heads switched off (their output zeroed before the
   block's projection).
 - `deletion_auc`: patches blanked cumulatively, most important first by a map; the mean of the
@@ -55,29 +56,45 @@ def blank_patches(x: torch.Tensor, masks: torch.Tensor, grid: int, background: t
 
 
 @torch.no_grad()
-def _probs(model: ViT, images: torch.Tensor, temperature: float, batch: int = 256,
-           head_mask: torch.Tensor | None = None) -> torch.Tensor:
+def _logits(model: ViT, images: torch.Tensor, temperature: float, batch: int = 256,
+            head_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Calibrated logits (logits / temperature), float32 on the CPU."""
     device = next(model.parameters()).device
     mask = None if head_mask is None else head_mask.to(device)
-    out = [torch.softmax(model(images[i:i + batch].to(device), head_mask=mask).float()
-                         / temperature, -1).cpu()
+    out = [model(images[i:i + batch].to(device), head_mask=mask).float().cpu() / temperature
            for i in range(0, len(images), batch)]
     return torch.cat(out)
 
 
+def _probs(model: ViT, images: torch.Tensor, temperature: float, batch: int = 256,
+           head_mask: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.softmax(_logits(model, images, temperature, batch, head_mask), -1)
+
+
+def log_odds(logits: torch.Tensor, target: int) -> torch.Tensor:
+    """(B, K) calibrated logits -> (B,) log(p / (1 - p)) of class `target`, computed from the
+    logits so that it stays finite (and keeps changing) where p rounds to 1."""
+    others = torch.cat([logits[:, :target], logits[:, target + 1:]], 1)
+    return logits[:, target] - torch.logsumexp(others, 1)
+
+
 def occlusion(model: ViT, x: torch.Tensor, target: int, background: torch.Tensor,
-              temperature: float = 1.0, block: int = 1) -> np.ndarray:
+              temperature: float = 1.0, block: int = 1, measure: str = "probability") -> np.ndarray:
     """(G, G): the drop in class `target`'s calibrated probability when each patch alone is
     blanked (negative where blanking makes the class more likely). `block` > 1 blanks squares of
     block x block patches instead (a quarter of the images for block 2) and gives each patch its
-    square's drop: for fine grids, where one tiny patch rarely matters alone."""
+    square's drop: for fine grids, where one tiny patch rarely matters alone.
+    `measure="log-odds"`: the drop in the class's log-odds instead. It ranks patches as the
+    probability does, but still tells them apart when the answer is so sure (p ~ 1) that no
+    single patch moves its probability."""
     G = model.cfg.grid
     cells = torch.arange(G * G)
     square = (cells // G // block) * G + (cells % G // block)    # (G*G,) each patch's square
     squares = square.unique()
     masks = square[None, :] == squares[:, None]                  # (squares, G*G)
-    probs = _probs(model, torch.cat([x, blank_patches(x, masks, G, background)]), temperature)
-    drop = probs[0, target] - probs[1:, target]                  # (squares,)
+    logits = _logits(model, torch.cat([x, blank_patches(x, masks, G, background)]), temperature)
+    score = log_odds(logits, target) if measure == "log-odds" else logits.softmax(-1)[:, target]
+    drop = score[0] - score[1:]                                  # (squares,)
     return drop[torch.searchsorted(squares, square)].reshape(G, G).numpy()
 
 

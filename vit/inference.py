@@ -128,9 +128,9 @@ class Predictor:
             return math.ceil(self.grid / 4)
         return 2 if self.grid > 8 else 1
 
-    def occlusion(self, image: np.ndarray, target: int) -> np.ndarray:
+    def occlusion(self, image: np.ndarray, target: int, measure: str = "probability") -> np.ndarray:
         return attribution.occlusion(self.model, self.tensor(image), target, self.background,
-                                     self.config.temperature, self.occlusion_block)
+                                     self.config.temperature, self.occlusion_block, measure)
 
     def deletion_auc(self, image: np.ndarray, target: int, importance: np.ndarray,
                      steps: int | None = None) -> float:
@@ -149,7 +149,8 @@ class Predictor:
         the map found what the answer rests on)."""
         t = int(a.probs.argmax())
         maps = {"rollout": a.explanation.rollout_map, "relevance": self.relevance(a.image, t),
-                "occlusion": self.occlusion(a.image, t)}
+                "occlusion": self.occlusion(a.image, t, "log-odds")}   # ranks as P does, but
+        # still ranks the patches of an answer so sure that blanking one leaves P at 1.00
         aucs = {k: self.deletion_auc(a.image, t, m, steps) for k, m in maps.items()}
         rng = np.random.default_rng(0)
         aucs["random order"] = float(np.mean([

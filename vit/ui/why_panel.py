@@ -13,6 +13,8 @@ from ..inference import Analysis, Predictor
 
 ANSWER = -1                       # the target dropdown's "the model's answer"
 OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
+FLAT = 0.05                       # a probability map peaking below this is near blank on its scale...
+LOG_ODDS_TOP = 1.0                # ...so log-odds are shown, on a scale reaching at least this
 RANDOM_ORDERS = 3                 # random deletion orders averaged as the chance baseline
 STEPS = 16                        # points of a deletion curve (17 images each, whatever the grid)
 
@@ -127,20 +129,34 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
     image, best = a.image, int(a.probs.argmax())
     t = _target(p, a.probs, target)
     name, answer = p.class_names[t], t == best
-    rel, occ = p.relevance(image, t), p.occlusion(image, t)
+    rel = p.relevance(image, t)
     rel_pic = ex.single_map_picture(image, rel, f"relevance for {name}")
-    shown = np.clip(occ if answer else -occ, 0, None)
-    peak = float(shown.max())
-    b = p.occlusion_block
-    title = (f"{'drop' if answer else 'rise'} in P({name}), max {peak:.2f}"
-             + (f"; {b}x{b}-patch squares" if b > 1 else ""))
-    occ_pic = ex.single_map_picture(image, shown, title, top=max(peak, OCCLUSION_TOP))
+    occ, title, top = occlusion_view(p, image, t, answer)
+    occ_pic = ex.single_map_picture(image, occ, title, top=top)
     text = (f"Explaining **{name}**"
             + ("" if answer else f" (the model's answer is {p.class_names[best]}: occlusion shows "
                                  f"which patches, blanked, would make it more of a {name})")
             + ". Press the button to test which map — rollout, relevance or occlusion — finds what "
               "the answer rests on.")
     return rel_pic, occ_pic, text, switch_heads(p, a, heads)
+
+
+def occlusion_view(p: Predictor, image: np.ndarray, t: int, answer: bool) -> tuple[np.ndarray, str, float]:
+    """(map, title, colour-scale top) of how much blanking each patch lowers P(answer), or
+    raises P(another class). An answer the model is sure of (P ~ 1.00) hardly moves when one
+    patch goes, and that map would look blank: the change in log-odds then shows which patches
+    its certainty rests on, and the title says that the probability itself barely moves."""
+    name, sign, b = p.class_names[t], 1 if answer else -1, p.occlusion_block
+    word = "drop" if answer else "rise"
+    shown = np.clip(sign * p.occlusion(image, t), 0, None)
+    peak, top = float(shown.max()), OCCLUSION_TOP
+    title = f"{word} in P({name}), max {peak:.2f}"
+    if peak < FLAT:
+        shown = np.clip(sign * p.occlusion(image, t, "log-odds"), 0, None)
+        peak, top = float(shown.max()), LOG_ODDS_TOP
+        title = f"P({name}) moves < {FLAT:.2f}; {word} in its log-odds, max {peak:.1f}"
+    title += f"; {b}x{b}-patch squares" if b > 1 else ""
+    return shown, title, max(peak, top)
 
 
 def model_updates(p: Predictor) -> tuple[dict, dict]:
