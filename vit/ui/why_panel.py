@@ -64,7 +64,8 @@ def build(p: Predictor) -> WhyPanel:
         "ask what the answer **for one class** rests on. *Relevance* (Chefer et al. 2021) weighs "
         "each layer's attention by how much it raises that class's score and follows it back to "
         "the patches. *Occlusion* blanks each patch in turn and measures how much that class's "
-        "probability drops. Pick another class to ask \"why this and not that?\" (why 7 and not 1; "
+        "probability drops (its log-odds, when the model is so sure that the probability "
+        "hardly moves). Pick another class to ask \"why this and not that?\" (why 7 and not 1; "
         "why ship and not airplane).")
     with gr.Row():
         target = gr.Dropdown(target_choices(p), value=ANSWER, label="Explain the class",
@@ -76,8 +77,9 @@ def build(p: Predictor) -> WhyPanel:
         relevance = gr.Image(label="Relevance for that class (relative: 0 to this map's max)",
                              interactive=False, elem_id="relevance", buttons=["download"],
                              height=400)
-        occlusion = gr.Image(label="Occlusion: how that class's probability changes when a "
-                                   "patch is blanked", interactive=False, elem_id="occlusion",
+        occlusion = gr.Image(label="Occlusion: how that class's probability (or log-odds: "
+                                   "see the title) changes when a patch is blanked",
+                             interactive=False, elem_id="occlusion",
                              buttons=["download"], height=400)
     gr.Markdown("### Switch heads off\nTick heads to remove their output from the model and see "
                 "whether the answer changes.")
