@@ -168,7 +168,7 @@ def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():
 def test_a_sure_answers_occlusion_map_is_not_blank():
     """A drawn 0 read at 99.98 %: no single patch, blanked, moves P(0) by 0.05, so a map of the
     probability's drop would look empty (the page once showed "max 0.00" that way). The panel then
-    maps the drop in log-odds, says so in its title, and the patches that carry the ring stand out."""
+    maps the drop in log-odds, says so, and the patches that carry the ring stand out."""
     from vit.examples import render_digit
     from vit.inference import Predictor
     from vit.ui.why_panel import FLAT, occlusion_view
@@ -176,13 +176,14 @@ def test_a_sure_answers_occlusion_map_is_not_blank():
     a = p.analyse(255 - np.asarray(render_digit("0", 300, 26), np.uint8))
     assert a.probs.argmax() == 0 and a.probs[0] > 0.999
     assert p.occlusion(a.image, 0).max() < FLAT
-    shown, title, top = occlusion_view(p, a.image, 0, answer=True)
-    assert "log-odds" in title and shown.max() > 1.0 and top == shown.max()
+    shown, title, top, note = occlusion_view(p, a.image, 0, answer=True)
+    assert title.startswith("drop in log-odds of 0") and shown.max() > 1.0 and top == shown.max()
+    assert "less than 0.05" in note
     assert (shown > 0.25 * shown.max()).sum() >= 3                    # a shape, not one speck
-    # An answer that does move keeps the probability's map and scale.
+    # An answer that does move keeps the probability's map and scale, and no note.
     a1 = p.analyse(255 - np.asarray(render_digit("1", 300, 26), np.uint8))
-    shown, title, top = occlusion_view(p, a1.image, 1, answer=True)
-    assert title.startswith("drop in P(1)") and shown.max() >= FLAT
+    shown, title, top, note = occlusion_view(p, a1.image, 1, answer=True)
+    assert title.startswith("drop in P(1)") and shown.max() >= FLAT and note == ""
 
 
 def test_switching_heads_off_leaves_other_requests_alone(tiny):

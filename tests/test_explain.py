@@ -207,3 +207,18 @@ def test_a_click_on_a_map_names_its_layer_and_head(attn, img):
             assert ex.head_at(x + 5, y + 112 + 5, 3, 2, 28) == (layer, head)      # its caption
     assert ex.head_at(10, 60, 3, 2, 28) is None                                    # "layer 1"
     assert ex.head_at(30, pic.shape[0] - 5, 3, 2, 28) is None                      # the bar
+
+
+def test_a_long_map_title_fits_in_the_picture(img):
+    """A title too long for the space above the bar (Fashion-MNIST's "drop in log-odds of
+    T-shirt/top, max 4.0; 2x2 squares") moves to the left edge and, if need be, shrinks: it is
+    never cut by the picture's right edge, as it was. A short one keeps its place over the bar."""
+    grid = np.random.default_rng(0).random((7, 7))
+    for title in ("drop in log-odds of T-shirt/top, max 4.0; 2x2 squares",
+                  "a title far too long to fit at any of the sizes tried, so it loses its end " * 2):
+        pic = ex.single_map_picture(img, grid, title)
+        rows = pic[-ex.BAR_HEIGHT:-ex.BAR_HEIGHT + 16]               # the title's line
+        ink = np.flatnonzero((rows.min(axis=2) < 128).any(axis=0))
+        assert ink.size and ink[-1] < pic.shape[1] - 3
+    short = ex.single_map_picture(img, grid, "relevance for 7")[-ex.BAR_HEIGHT:-ex.BAR_HEIGHT + 16]
+    assert np.flatnonzero((short.min(axis=2) < 128).any(axis=0))[0] >= ex._bar_span(336)[0]

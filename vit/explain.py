@@ -278,8 +278,22 @@ def _colorbar_template(width: int, title: str):
     im.paste(Image.fromarray(np.repeat(colorize(np.linspace(0, 1, x1 - x0), 1.0)[None], 12, 0)),
              (x0, 18))
     draw.text((8, 17), "0", fill="black", font=load_font(12))
-    draw.text((x0, 2), title, fill="black", font=load_font(12))
+    xy, text, font = _fit_title(draw, title, x0, width)
+    draw.text(xy, text, fill="black", font=font)
     return im, x1 + 6
+
+
+def _fit_title(draw: ImageDraw.ImageDraw, title: str, x0: int, width: int):
+    """((x, y), title, font=...) for a bar's title: above the bar at 12 px; a longer one starts at
+    the picture's left edge, then in smaller type, and only as a last resort loses its end."""
+    for size in (12, 11, 10):
+        font = load_font(size)
+        for x in (x0, 8):
+            if draw.textlength(title, font=font) <= width - x - 4:
+                return (x, 2), title, font
+    while len(title) > 1 and draw.textlength(title + "…", font=font) > width - 12:
+        title = title[:-1]
+    return (8, 2), title.rstrip() + "…", font
 
 
 def _colorbar(width: int, top: float | str, title: str, uniform: float | None = None) -> np.ndarray:

@@ -133,32 +133,34 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
     name, answer = p.class_names[t], t == best
     rel = p.relevance(image, t)
     rel_pic = ex.single_map_picture(image, rel, f"relevance for {name}")
-    occ, title, top = occlusion_view(p, image, t, answer)
+    occ, title, top, note = occlusion_view(p, image, t, answer)
     occ_pic = ex.single_map_picture(image, occ, title, top=top)
     text = (f"Explaining **{name}**"
             + ("" if answer else f" (the model's answer is {p.class_names[best]}: occlusion shows "
                                  f"which patches, blanked, would make it more of a {name})")
-            + ". Press the button to test which map — rollout, relevance or occlusion — finds what "
-              "the answer rests on.")
+            + "." + note + " Press the button to test which map — rollout, relevance or "
+              "occlusion — finds what the answer rests on.")
     return rel_pic, occ_pic, text, switch_heads(p, a, heads)
 
 
-def occlusion_view(p: Predictor, image: np.ndarray, t: int, answer: bool) -> tuple[np.ndarray, str, float]:
-    """(map, title, colour-scale top) of how much blanking each patch lowers P(answer), or
-    raises P(another class). An answer the model is sure of (P ~ 1.00) hardly moves when one
-    patch goes, and that map would look blank: the change in log-odds then shows which patches
-    its certainty rests on, and the title says that the probability itself barely moves."""
+def occlusion_view(p: Predictor, image: np.ndarray, t: int,
+                   answer: bool) -> tuple[np.ndarray, str, float, str]:
+    """(map, title, colour-scale top, a sentence for the page or "") of how much blanking each
+    patch lowers P(answer), or raises P(another class). An answer the model is sure of (P ~ 1.00)
+    hardly moves when one patch goes, and that map would look blank: the change in log-odds then
+    shows which patches its certainty rests on, and the sentence says why."""
     name, sign, b = p.class_names[t], 1 if answer else -1, p.occlusion_block
-    word = "drop" if answer else "rise"
+    word, squares = ("drop" if answer else "rise"), (f"; {b}x{b} squares" if b > 1 else "")
     shown = np.clip(sign * p.occlusion(image, t), 0, None)
-    peak, top = float(shown.max()), OCCLUSION_TOP
-    title = f"{word} in P({name}), max {peak:.2f}"
-    if peak < FLAT:
-        shown = np.clip(sign * p.occlusion(image, t, "log-odds"), 0, None)
-        peak, top = float(shown.max()), LOG_ODDS_TOP
-        title = f"P({name}) moves < {FLAT:.2f}; {word} in its log-odds, max {peak:.1f}"
-    title += f"; {b}x{b}-patch squares" if b > 1 else ""
-    return shown, title, max(peak, top)
+    peak = float(shown.max())
+    if peak >= FLAT:
+        return shown, f"{word} in P({name}), max {peak:.2f}{squares}", max(peak, OCCLUSION_TOP), ""
+    shown = np.clip(sign * p.occlusion(image, t, "log-odds"), 0, None)
+    lo = float(shown.max())
+    note = (f" Blanking any one patch moves P({name}) by less than {FLAT:.2f} (max {peak:.3f}), so "
+            f"occlusion shows the {word} in its log-odds instead: which patches that certainty "
+            f"rests on.")
+    return shown, f"{word} in log-odds of {name}, max {lo:.1f}{squares}", max(lo, LOG_ODDS_TOP), note
 
 
 def model_updates(p: Predictor) -> tuple[dict, dict]:
