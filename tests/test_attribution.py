@@ -184,6 +184,10 @@ def test_a_sure_answers_occlusion_map_is_not_blank():
     a1 = p.analyse(255 - np.asarray(render_digit("1", 300, 26), np.uint8))
     shown, title, top, note = occlusion_view(p, a1.image, 1, answer=True)
     assert title.startswith("drop in P(1)") and shown.max() >= FLAT and note == ""
+    # Another class keeps its probability map, even a blank one: log-odds rising from P ~ 0
+    # would paint vivid changes that the answer never shows.
+    shown, title, top, note = occlusion_view(p, a.image, 7, answer=False)
+    assert title.startswith("rise in P(7)") and note == "" and top == 0.2
 
 
 def test_switching_heads_off_leaves_other_requests_alone(tiny):

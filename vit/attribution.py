@@ -78,24 +78,34 @@ def log_odds(logits: torch.Tensor, target: int) -> torch.Tensor:
     return logits[:, target] - torch.logsumexp(others, 1)
 
 
-def occlusion(model: ViT, x: torch.Tensor, target: int, background: torch.Tensor,
-              temperature: float = 1.0, block: int = 1, measure: str = "probability") -> np.ndarray:
-    """(G, G): the drop in class `target`'s calibrated probability when each patch alone is
-    blanked (negative where blanking makes the class more likely). `block` > 1 blanks squares of
-    block x block patches instead (a quarter of the images for block 2) and gives each patch its
-    square's drop: for fine grids, where one tiny patch rarely matters alone.
-    `measure="log-odds"`: the drop in the class's log-odds instead. It ranks patches as the
-    probability does, but still tells them apart when the answer is so sure (p ~ 1) that no
-    single patch moves its probability."""
+def occlusion_maps(model: ViT, x: torch.Tensor, target: int, background: torch.Tensor,
+                   temperature: float = 1.0, block: int = 1) -> dict[str, np.ndarray]:
+    """{"probability": (G, G), "log-odds": (G, G)}: the drop in class `target`'s calibrated
+    probability, and in its log-odds, when each patch alone is blanked (negative where blanking
+    makes the class more likely); one batch of blanked images for both. `block` > 1 blanks
+    squares of block x block patches instead (a quarter of the images for block 2) and gives each
+    patch its square's drop: for fine grids, where one tiny patch rarely matters alone.
+    Log-odds rank patches as the probability does, but still tell them apart when the answer is
+    so sure (p ~ 1) that no single patch moves its probability."""
     G = model.cfg.grid
     cells = torch.arange(G * G)
     square = (cells // G // block) * G + (cells % G // block)    # (G*G,) each patch's square
     squares = square.unique()
     masks = square[None, :] == squares[:, None]                  # (squares, G*G)
     logits = _logits(model, torch.cat([x, blank_patches(x, masks, G, background)]), temperature)
-    score = log_odds(logits, target) if measure == "log-odds" else logits.softmax(-1)[:, target]
-    drop = score[0] - score[1:]                                  # (squares,)
-    return drop[torch.searchsorted(squares, square)].reshape(G, G).numpy()
+    where = torch.searchsorted(squares, square)
+    out = {}
+    for name, score in (("probability", logits.softmax(-1)[:, target]),
+                        ("log-odds", log_odds(logits, target))):
+        drop = score[0] - score[1:]                              # (squares,)
+        out[name] = drop[where].reshape(G, G).numpy()
+    return out
+
+
+def occlusion(model: ViT, x: torch.Tensor, target: int, background: torch.Tensor,
+              temperature: float = 1.0, block: int = 1, measure: str = "probability") -> np.ndarray:
+    """(G, G): one of `occlusion_maps` ("probability" or "log-odds")."""
+    return occlusion_maps(model, x, target, background, temperature, block)[measure]
 
 
 def deletion_steps(n: int, steps: int | None) -> np.ndarray:

@@ -128,9 +128,12 @@ class Predictor:
             return math.ceil(self.grid / 4)
         return 2 if self.grid > 8 else 1
 
+    def occlusion_maps(self, image: np.ndarray, target: int) -> dict[str, np.ndarray]:
+        return attribution.occlusion_maps(self.model, self.tensor(image), target, self.background,
+                                          self.config.temperature, self.occlusion_block)
+
     def occlusion(self, image: np.ndarray, target: int, measure: str = "probability") -> np.ndarray:
-        return attribution.occlusion(self.model, self.tensor(image), target, self.background,
-                                     self.config.temperature, self.occlusion_block, measure)
+        return self.occlusion_maps(image, target)[measure]
 
     def deletion_auc(self, image: np.ndarray, target: int, importance: np.ndarray,
                      steps: int | None = None) -> float:

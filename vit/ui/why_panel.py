@@ -146,21 +146,26 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
 def occlusion_view(p: Predictor, image: np.ndarray, t: int,
                    answer: bool) -> tuple[np.ndarray, str, float, str]:
     """(map, title, colour-scale top, a sentence for the page or "") of how much blanking each
-    patch lowers P(answer), or raises P(another class). An answer the model is sure of (P ~ 1.00)
-    hardly moves when one patch goes, and that map would look blank: the change in log-odds then
-    shows which patches its certainty rests on, and the sentence says why."""
-    name, sign, b = p.class_names[t], 1 if answer else -1, p.occlusion_block
-    word, squares = ("drop" if answer else "rise"), (f"; {b}x{b} squares" if b > 1 else "")
-    shown = np.clip(sign * p.occlusion(image, t), 0, None)
+    patch lowers P(answer), or raises P(another class). An answer the model is so sure of that
+    no patch, blanked, moves its probability by FLAT would get a blank map: the drop in its
+    log-odds then shows which patches it rests on, and the sentence says so. Another class keeps
+    its probability map even when blank: a vivid map of log-odds rising from P ~ 0 would
+    exaggerate changes nobody could see in the answer."""
+    name, b = p.class_names[t], p.occlusion_block
+    squares = f"; {b}x{b} squares" if b > 1 else ""
+    maps = p.occlusion_maps(image, t)
+    moved = float(np.abs(maps["probability"]).max())
+    if not answer or moved >= FLAT:
+        shown = np.clip(maps["probability"] if answer else -maps["probability"], 0, None)
+        peak = float(shown.max())
+        return (shown, f"{'drop' if answer else 'rise'} in P({name}), max {peak:.2f}{squares}",
+                max(peak, OCCLUSION_TOP), "")
+    shown = np.clip(maps["log-odds"], 0, None)
     peak = float(shown.max())
-    if peak >= FLAT:
-        return shown, f"{word} in P({name}), max {peak:.2f}{squares}", max(peak, OCCLUSION_TOP), ""
-    shown = np.clip(sign * p.occlusion(image, t, "log-odds"), 0, None)
-    lo = float(shown.max())
-    note = (f" Blanking any one patch moves P({name}) by less than {FLAT:.2f} (max {peak:.3f}), so "
-            f"occlusion shows the {word} in its log-odds instead: which patches that certainty "
-            f"rests on.")
-    return shown, f"{word} in log-odds of {name}, max {lo:.1f}{squares}", max(lo, LOG_ODDS_TOP), note
+    note = (f" Blanking any one patch moves P({name}) by less than {FLAT:.2f} (at most "
+            f"{moved:.3f}), so occlusion shows the drop in its log-odds instead (a drop of 1 "
+            f"divides the odds by e ≈ 2.7).")
+    return shown, f"drop in log-odds of {name}, max {peak:.1f}{squares}", max(peak, LOG_ODDS_TOP), note
 
 
 def model_updates(p: Predictor) -> tuple[dict, dict]:
