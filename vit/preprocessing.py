@@ -291,9 +291,10 @@ def _area_downscale(ink: np.ndarray, side: int = WORK_SIDE) -> np.ndarray:
 def _rescale(x: np.ndarray, scale: float, rim: int) -> np.ndarray:
     """x, a box of ink inside a rim of `rim` pixels, resized by exactly `scale` (bilinear,
     averaging when it shrinks), with the box's corner on a corner of an output pixel (as MNIST
-    lays its 20-px boxes) and its rim rounded up to whole output pixels. Rounding the output size
-    instead would stretch the ink by up to half a pixel and shift it off the pixel grid."""
-    k = math.ceil(rim * scale - 1e-6)                         # the rim, in output pixels
+    lays its 20-px boxes) and the rim one output pixel wide whatever the scale (an enlarged rim
+    would spread a soft ramp around small ink). Rounding the output size instead would stretch
+    the ink by up to half a pixel and shift it off the pixel grid."""
+    k = 1 if rim else 0                                      # the rim, in output pixels
     nh, nw = (max(1, math.ceil((n - 2 * rim) * scale - 1e-6)) + 2 * k for n in x.shape)
     pad = math.ceil((k + 1) / scale) + 1                     # room for the source region
     start = pad + rim - k / scale                            # of the region, in the padded x
@@ -607,15 +608,16 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
 STROKE_RANGE = (1.25, 4.2)   # MNIST test digits: 0.5th-99.5th percentile is 1.3-3.9
 STROKE_TARGET = 2.2           # MNIST median
 CONTRAST = (0.05, 0.8)
-SOFT_SCALE = 0.5              # downscales this strong or stronger soften an edge by a whole pixel
+SOFT_SCALE = 0.5              # resizing by this factor or further (2x either way) softens an edge
+                              # by a whole pixel
 
 
 def _sharpen(small: np.ndarray, scale: float) -> np.ndarray:
     """The anti-aliased downscale leaves strokes softer than MNIST's, whose cores saturate: the
     curve CONTRAST matches MNIST's share of pixels above 0.9 / 0.5 / 0.1 (measured on test
-    digits). It undoes softening, so it fades out as the downscale does: an input already at the
-    model's scale (an MNIST digit, a small upload) was not softened and keeps its levels."""
-    strength = float(np.clip((1 - scale) / (1 - SOFT_SCALE), 0, 1))
+    digits). It undoes the softening of a resize, so it fades out as the scale nears 1: an input
+    already at the model's scale (an MNIST digit) was not softened and keeps its levels."""
+    strength = float(np.clip(abs(math.log(scale)) / math.log(1 / SOFT_SCALE), 0, 1))
     lo, hi = strength * CONTRAST[0], 1 - strength * (1 - CONTRAST[1])
     return np.clip((small - lo) / (hi - lo), 0, 1)
 
@@ -696,8 +698,9 @@ def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
         cy = (small.sum(1) * np.arange(nh)).sum() / total       # centre of mass, in pixels
         cx = (small.sum(0) * np.arange(nw)).sum() / total
         top_, left = round(size / 2 - cy), round(size / 2 - cx)     # mass centre -> frame centre
-    else:
-        top_, left = (size - nh) // 2, (size - nw) // 2
+    else:       # the box (after the rim's pixel) centred: its size is h, w times the scale
+        edge = 1 if RIM else 0
+        top_, left = (round(size / 2 - edge - n * scale / 2) for n in (h, w))
     out[size + top_:size + top_ + nh, size + left:size + left + nw] = small
     return np.ascontiguousarray(out[size:2 * size, size:2 * size])
 
