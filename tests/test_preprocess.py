@@ -69,6 +69,20 @@ def test_mnist_test_digits_are_their_own_layout():
     assert np.median(diff) <= 2 / 255 and np.percentile(diff, 99) < 0.05
 
 
+@pytest.mark.parametrize("digit, canvas, pen", [("7", 4000, 2), ("1", 1000, 2), ("3", 1000, 2),
+                                                 ("5", 2000, 3)])
+def test_a_thin_pen_on_a_big_picture_is_read(digit, canvas, pen):
+    """Strokes thinner than a pixel of the working size used to be averaged into a haze: a 2-px
+    pen on a 4000-px picture "looked blank", on a 1000-px one the 1 became a grey square. They
+    are thickened before the shrink, and the bundled model reads them."""
+    from vit.inference import Predictor
+    img = to_model_image(np.asarray(render_digit(digit, canvas, pen)))
+    assert img.max() > 0.9 and max(ink_box(img)) in (19, 20, 21)
+    assert 0.04 < (img > 0.5).mean() < 0.25                          # strokes, not a square
+    p = Predictor(ROOT / "checkpoints" / "mnist", "cpu")
+    assert p.class_names[int(p.analyse_input(img).probs.argmax())] == digit
+
+
 def test_white_on_black_and_black_on_white_agree():
     a = np.asarray(drawn("5"), np.uint8)
     assert np.allclose(to_model_image(a), to_model_image(255 - a), atol=1e-5)

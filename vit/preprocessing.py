@@ -317,6 +317,18 @@ def _crop_to_ink(ink: np.ndarray) -> tuple[np.ndarray, int, int]:
     return crop, int(rows[-1] - rows[0] + 1), int(cols[-1] - cols[0] + 1)
 
 
+def _survive_shrink(ink: np.ndarray, f: float) -> np.ndarray:
+    """Ink about to be shrunk by f < 1, with strokes thinner than 1/f pixels first thickened to
+    that: averaged down, they would fade into a haze under INK_THRESHOLD (a 2-px pen on a
+    4000-px picture read as blank, a 1000-px one as a grey square). Cropped to its new box."""
+    width = _stroke_width(ink > INK_THRESHOLD)
+    radius = math.ceil((1 / f - width) / 2)
+    if width <= 0 or radius < 1:
+        return ink
+    grown, _, _ = _crop_to_ink(dilate(np.pad(ink, radius), radius))
+    return grown[RIM:-RIM, RIM:-RIM] if RIM else grown
+
+
 def _stroke_width(mask: np.ndarray) -> float:
     """Mean stroke width of a binary mask, ~ 2 * area / perimeter (exact for long strokes)."""
     area = mask.sum()
@@ -666,7 +678,8 @@ def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
         # Work on the crop at 4x the final size: stroke analysis and morphology cost little
         # there and lose nothing that survives the final downscale. (The rim would end as a
         # quarter of a pixel: zeros stand in for it.)
-        ink = _area_downscale(ink[RIM:RIM + h, RIM:RIM + w], 4 * box)
+        ink = _area_downscale(_survive_shrink(ink[RIM:RIM + h, RIM:RIM + w], 4 * box / max(h, w)),
+                              4 * box)
         h, w = ink.shape
         ink = np.pad(ink, RIM)
     mask = ink > INK_THRESHOLD
