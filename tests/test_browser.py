@@ -382,6 +382,11 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
     pg.locator("#draw-examples img").nth(list(SCENES).index("ship")).click()
     wait_status(pg, "Example: a picture of a ship — read as ship", timeout=60_000)
     assert "Upload tab" in status(pg)
+    # Every example's caption is whole ("automobile", not "aut…").
+    captions = pg.locator("#draw-examples .caption-label")
+    assert captions.count() == len(SCENES)
+    assert pg.evaluate("() => [...document.querySelectorAll('#draw-examples .caption-label')]"
+                       ".filter(e => e.scrollWidth > e.clientWidth).map(e => e.innerText)") == []
     canvas_colour = pg.evaluate(
         "() => { const c = document.querySelector('#drawpad canvas');"
         " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
