@@ -7,7 +7,7 @@ attention), AdamW, batch 128 — vit/training.py's own `make_batch` and `train_s
 `vit.train` runs. The seeds' loop: torchvision MNIST
 through a DataLoader with per-item PIL -> ToTensor -> Normalize, a ViT built from
 nn.MultiheadAttention blocks, Adam, batch 64. A third "loop" does only the step's matrix multiplies
-(same shapes, nothing else): the ceiling no training loop can pass on this machine. A fourth times the
+(same shapes, nothing else): issue 11's ceiling. A fourth times the
 step's products as torch runs them (the stem's convolutions as convolutions, which are faster here
 than the third loop's im2col GEMMs, and attention's own products, which it leaves out): a tighter
 ceiling. All run in one process, taking turns window by window; the script prints medians,
