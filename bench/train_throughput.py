@@ -118,6 +118,28 @@ def seed_loop(data_dir: str, cfg: ViTConfig) -> Loop:
     return Loop(step, loader, 20)                   # batches are half the size: same images
 
 
+def linear_shapes(cfg: ViTConfig, batch: int) -> list[tuple[int, int, int]]:
+    """(M, K, O) of every Linear's product at the real shapes, the patch projection and the head
+    included: what both ceilings time as GEMMs."""
+    T, N = 1 + cfg.num_patches, cfg.num_patches
+    d, m, p = cfg.dim, cfg.mlp_dim, cfg.patch_size
+    shapes = [(batch * T, d, 3 * d), (batch * T, d, d), (batch * T, d, m), (batch * T, m, d)] * cfg.depth
+    return shapes + [(batch * N, (cfg.stem_channels or cfg.channels) * p * p, d),
+                     (batch, d, cfg.num_classes)]
+
+
+def gemms(shapes: list[tuple[int, int, int]]):
+    """A function running, for each (M, K, O), the forward product and its two gradients."""
+    mats = [(torch.randn(M, K), torch.randn(K, O), torch.randn(M, O)) for M, K, O in shapes]
+
+    def run():
+        for x, w, g in mats:
+            x @ w                 # forward
+            g @ w.T               # gradient w.r.t. the input
+            x.T @ g               # gradient w.r.t. the weight
+    return run
+
+
 def gemm_ceiling(cfg: ViTConfig, batch: int) -> Loop:
     """images/s of a step that does only the model's matrix multiplies — every Linear's forward
     product and its two backward products (input and weight gradients) at the real shapes, the
@@ -125,23 +147,13 @@ def gemm_ceiling(cfg: ViTConfig, batch: int) -> Loop:
     `ceiling fraction` is measured against. Not a strict one: the stem's im2col GEMMs are slower
     here than torch's convolution, and attention's own products are left out
     (`products_ceiling` corrects both)."""
-    T, N = 1 + cfg.num_patches, cfg.num_patches
-    d, m, p = cfg.dim, cfg.mlp_dim, cfg.patch_size
-    shapes = [(batch * T, d, 3 * d), (batch * T, d, d), (batch * T, d, m), (batch * T, m, d)] * cfg.depth
-    shapes += [(batch * N, (cfg.stem_channels or cfg.channels) * p * p, d), (batch, d, cfg.num_classes)]
+    shapes = linear_shapes(cfg, batch)
     for i in range(cfg.stem_layers if cfg.stem_channels else 0):
         shapes.append((batch * cfg.image_size ** 2, 9 * (cfg.channels if i == 0 else cfg.stem_channels),
                        cfg.stem_channels))
-    mats = [(torch.randn(M, K), torch.randn(K, O), torch.randn(M, O)) for M, K, O in shapes]
-
-    def step(*_):
-        for x, w, g in mats:
-            x @ w                 # forward
-            g @ w.T               # gradient w.r.t. the input
-            x.T @ g               # gradient w.r.t. the weight
-
+    run = gemms(shapes)
     fake = iter(lambda: (None, range(batch)), None)
-    return Loop(step, fake, 10)
+    return Loop(lambda *_: run(), fake, 10)
 
 
 def products_ceiling(cfg: ViTConfig, batch: int) -> Loop:
@@ -151,12 +163,8 @@ def products_ceiling(cfg: ViTConfig, batch: int) -> Loop:
     than im2col GEMMs, which are slower here, and attention's own products (QK^T, weights.V and
     their four gradients) included. Tighter than `gemm_ceiling`: nothing a step must compute is
     left out, and nothing is timed in a slower form than the trainer's."""
-    T, N = 1 + cfg.num_patches, cfg.num_patches
-    d, m, p, Dh = cfg.dim, cfg.mlp_dim, cfg.patch_size, cfg.dim // cfg.heads
-    shapes = [(batch * T, d, 3 * d), (batch * T, d, d), (batch * T, d, m), (batch * T, m, d)] * cfg.depth
-    shapes += [(batch * N, (cfg.stem_channels or cfg.channels) * p * p, d), (batch, d, cfg.num_classes)]
-    mats = [(torch.randn(M, K), torch.randn(K, O), torch.randn(M, O)) for M, K, O in shapes]
-    BH = batch * cfg.heads
+    linears = gemms(linear_shapes(cfg, batch))
+    T, Dh, BH = 1 + cfg.num_patches, cfg.dim // cfg.heads, batch * cfg.heads
     q, k, v, dO = (torch.randn(BH, T, Dh) for _ in range(4))
     P = torch.randn(BH, T, T)
     S, C = cfg.image_size, cfg.stem_channels
@@ -168,10 +176,7 @@ def products_ceiling(cfg: ViTConfig, batch: int) -> Loop:
     g = torch.randn(batch, C or 1, S, S).contiguous(memory_format=torch.channels_last)
 
     def step(*_):
-        for x, w, gr in mats:
-            x @ w
-            gr @ w.T
-            x.T @ gr
+        linears()
         for _ in range(cfg.depth):
             torch.bmm(q, k.transpose(1, 2))                  # scores
             torch.bmm(P, v)                                  # weights . V

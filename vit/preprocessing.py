@@ -27,7 +27,8 @@ MAX_PIXELS = 40_000_000      # ~6300x6300: beyond this we refuse before decoding
 MAX_FILE_BYTES = 50_000_000  # larger files are refused before they are opened
 WORK_SIDE = 1024             # larger inputs are area-downscaled to this first: no visible change at 28 px
 INK_THRESHOLD = 0.25         # fraction of the ink's contrast that counts as "ink" for the bounding box
-RIM = 1                      # pixels kept around that box: the strokes' fainter edges
+RIM = 1                      # pixels kept around that box: the strokes' fainter edges...
+RIM_OUT = 1 if RIM else 0    # ...which end as one pixel of the model's input, at any scale
 MIN_CONTRAST = 0.08          # below this (on a 0..1 scale) the image is taken as blank
 
 
@@ -288,16 +289,16 @@ def _area_downscale(ink: np.ndarray, side: int = WORK_SIDE) -> np.ndarray:
     return F.interpolate(t, size=size, mode="area")[0, 0].numpy()
 
 
-def _rescale(x: np.ndarray, scale: float, rim: int) -> np.ndarray:
-    """x, a box of ink inside a rim of `rim` pixels, resized by exactly `scale` (bilinear,
+def _rescale(x: np.ndarray, scale: float) -> np.ndarray:
+    """x, a box of ink inside a rim of RIM pixels, resized by exactly `scale` (bilinear,
     averaging when it shrinks), with the box's corner on a corner of an output pixel (as MNIST
     lays its 20-px boxes) and the rim one output pixel wide whatever the scale (an enlarged rim
     would spread a soft ramp around small ink). Rounding the output size instead would stretch
     the ink by up to half a pixel and shift it off the pixel grid."""
-    k = 1 if rim else 0                                      # the rim, in output pixels
-    nh, nw = (max(1, math.ceil((n - 2 * rim) * scale - 1e-6)) + 2 * k for n in x.shape)
+    k = RIM_OUT
+    nh, nw = (max(1, math.ceil((n - 2 * RIM) * scale - 1e-6)) + 2 * k for n in x.shape)
     pad = math.ceil((k + 1) / scale) + 1                     # room for the source region
-    start = pad + rim - k / scale                            # of the region, in the padded x
+    start = pad + RIM - k / scale                            # of the region, in the padded x
     return np.clip(_pil_resize(np.pad(x, pad), (nh, nw),
                                (start, start, start + nw / scale, start + nh / scale)), 0, 1)
 
@@ -699,7 +700,7 @@ def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
                 if grow or changed.sum() > 0.35 * ink.sum():
                     ink, h, w = _crop_to_ink(changed)
                     scale = box / max(h, w)
-    small = _rescale(ink, scale, RIM)
+    small = _rescale(ink, scale)
     nh, nw = small.shape
     if style == "digits":
         small = _sharpen(small, scale)
@@ -712,8 +713,7 @@ def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
         cx = (small.sum(0) * np.arange(nw)).sum() / total
         top_, left = round(size / 2 - cy), round(size / 2 - cx)     # mass centre -> frame centre
     else:       # the box (after the rim's pixel) centred: its size is h, w times the scale
-        edge = 1 if RIM else 0
-        top_, left = (round(size / 2 - edge - n * scale / 2) for n in (h, w))
+        top_, left = (round(size / 2 - RIM_OUT - n * scale / 2) for n in (h, w))
     out[size + top_:size + top_ + nh, size + left:size + left + nw] = small
     return np.ascontiguousarray(out[size:2 * size, size:2 * size])
 

@@ -13,8 +13,8 @@ from ..inference import Analysis, Predictor
 
 ANSWER = -1                       # the target dropdown's "the model's answer"
 OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
-FLAT = 0.05                       # a probability map peaking below this is near blank on its scale...
-LOG_ODDS_TOP = 1.0                # ...so log-odds are shown, on a scale reaching at least this
+FLAT = 0.05                       # no patch moving P(answer) by this much leaves a blank map...
+LOG_ODDS_TOP = 1.0                # ...so its log-odds are shown, on a scale reaching at least this
 RANDOM_ORDERS = 3                 # random deletion orders averaged as the chance baseline
 STEPS = 16                        # points of a deletion curve (17 images each, whatever the grid)
 
