@@ -428,3 +428,38 @@ def test_switching_between_drawing_and_photo_models_puts_the_new_models_example_
     assert to_clothes[-1] == gr.update()
     again = page.reanalyse(shown, "fashion-mnist", True, 2, 1, None, request=visitor)
     assert "reads this as" in again[0] or "Not" in again[0]
+
+
+def test_the_answer_follows_the_tab_in_view(tmp_path):
+    """An answer beside an input that is not on screen misleads: on the Upload tab with nothing
+    uploaded the headline asks for a picture and says the answer below is still the drawing's;
+    back on the Draw tab after an upload, the drawing on the canvas is answered again."""
+    from vit.ui.app import top_label
+    page = create_app(ROOT / "checkpoints", device="cpu").page
+    seven = canvas_value(_example_ink("7"), seq=3)
+    drawn = page.analyse_drawing(seven, "mnist", True, 2, 1, None)
+    assert "7" in drawn[0] and top_label(drawn[1]) == "7"
+    shown = drawn[-2]
+
+    empty = page.to_upload_tab(None, shown, "mnist", True, 2, 1, None)
+    assert "Upload or paste a picture" in empty[0] and "still for your drawing" in empty[0]
+    assert all(o == gr.update() for o in empty[1:])          # the drawing's answer stays
+    one = Image.new("L", (200, 200), 255)
+    one.paste(0, (90, 40, 110, 160))
+    one.save(tmp_path / "one.png")
+    uploaded = page.to_upload_tab(str(tmp_path / "one.png"), shown, "mnist", True, 2, 1, None)
+    assert top_label(uploaded[1]) == "1" and uploaded[-1].kind == "upload"
+    assert all(o == gr.update() for o in page.to_upload_tab(
+        str(tmp_path / "one.png"), uploaded[-1], "mnist", True, 2, 1, None))   # already shown
+
+    back = page.to_draw_tab(seven, uploaded[-1], "mnist", True, 2, 1, None)
+    assert top_label(back[1]) == "7" and back[-2].kind == "drawing" and back[-1] == "3"
+    assert all(o == gr.update() for o in page.to_draw_tab(seven, back[-2], "mnist", True, 2, 1,
+                                                          None))
+    cleared = page.to_draw_tab({"png": None, "final": True, "seq": 4}, uploaded[-1], "mnist",
+                               True, 2, 1, None)
+    assert "Draw a digit" in cleared[0] and cleared[1] is None           # an empty canvas: rest
+
+    test = page.to_test_tab(uploaded[-1])
+    assert "Click a test image" in test[0] and "still for your upload" in test[0]
+    assert "Until then" not in page.to_test_tab(None)[0]

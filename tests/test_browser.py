@@ -169,10 +169,12 @@ def test_upload_and_example(page, tmp_path):
     img.paste(render_digit("4", 300, 24), (150, 50))
     img.save(tmp_path / "four.png")
     page.get_by_role("tab", name="Upload").click()
+    wait_status(page, "Upload or paste a picture")      # not the drawing's answer beside it
     page.locator("#upload input[type=file]").set_input_files(str(tmp_path / "four.png"))
     wait_status(page, "reads this as 4")
     page.screenshot(path=SHOTS / "3-uploaded.png", full_page=True)
-    page.get_by_role("tab", name="Draw").click()
+    page.get_by_role("tab", name="Draw").click()        # the canvas's own answer again
+    page.wait_for_function("() => !document.querySelector('#status').innerText.includes('as 4')")
     page.locator("#draw-examples .thumbnail-item").nth(2).click()      # the example "2"
     wait_status(page, "Example: a drawn 2 — read as 2")
     page.screenshot(path=SHOTS / "4-example.png", full_page=True)

@@ -201,6 +201,30 @@ class Page:
             return PageUpdate("### Upload a picture (examples are on the Draw tab)").outputs()
         return self._analyse("upload", path, name, shared, layer, head, patch).outputs()
 
+    # --- tabs: the answer follows the input in view ----------------------------------------
+    def to_draw_tab(self, value, shown, name, shared, layer, head, patch,
+                    request: gr.Request = None):
+        """Back on the Draw tab after an upload or a test image: the canvas's drawing again (the
+        answer beside it must be the drawing's), or the canvas's prompt when it is empty."""
+        if not isinstance(shown, Shown) or shown.kind == "drawing":
+            return *unchanged(), gr.update()
+        return self.analyse_drawing(value, name, shared, layer, head, patch, request)
+
+    def to_upload_tab(self, path, shown, name, shared, layer, head, patch):
+        """On the Upload tab: its picture's answer; with none yet, a headline asking for one that
+        says what the answer below still belongs to."""
+        if path is None:
+            return status_only(f"### 📤 Upload or paste a picture{still_showing(shown)}")
+        if isinstance(shown, Shown) and shown.kind == "upload" and shown.source == path:
+            return unchanged()
+        return self.analyse_upload(path, name, shared, layer, head, patch)
+
+    def to_test_tab(self, shown):
+        """On the Test set tab: until a test image is clicked, the headline says so."""
+        if isinstance(shown, Shown) and shown.kind == "test":
+            return unchanged()
+        return status_only(f"### 🔎 Click a test image to explain it{still_showing(shown)}")
+
     def first_view(self, name):
         """At page load, a worked example on the canvas rather than empty boxes: the canvas
         sends it back as a drawing, and the answer and its explanation follow."""
@@ -419,6 +443,22 @@ def unchanged() -> tuple:
     return tuple(gr.update() for _ in PageUpdate("").outputs())
 
 
+def status_only(text: str) -> tuple:
+    """An analysing handler's outputs that change the headline alone."""
+    return text, *unchanged()[1:]
+
+
+# What the answer on screen is for, as a tab that is not its input's says it.
+SHOWING = {"drawing": "your drawing", "upload": "your upload", "test": "the test image you picked"}
+
+
+def still_showing(shown) -> str:
+    """A second headline line for a tab whose input is not (yet) the one on screen."""
+    if not isinstance(shown, Shown):
+        return ""
+    return f"\nUntil then, the answer and pictures below are still for {SHOWING[shown.kind]}."
+
+
 def rest_message(p: Predictor) -> str:
     """The headline over an empty canvas: what to draw — or, for a photo model (a black pen
     draws no photo), where the pictures are."""
@@ -483,11 +523,11 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         with gr.Row(equal_height=False, elem_id="top"):
             with gr.Column(scale=5, min_width=300, elem_id="input-col"):
                 with gr.Tabs():
-                    with gr.Tab("Draw", id="draw"):
+                    with gr.Tab("Draw", id="draw") as draw_el:
                         draw = draw_tab.build(p.config.noun, p.config.style,
                                               page.gallery(p))
                         pad = draw.pad
-                    with gr.Tab("Upload", id="upload"):
+                    with gr.Tab("Upload", id="upload") as upload_el:
                         upload = upload_tab.build()
                     # On a Space the tab appears only when the data was put there too.
                     tst = testset_tab.build(models, data_dir, visible=not on_space
@@ -536,6 +576,13 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         draw.examples.select(page.load_example, [model], pad, **quiet)
         upload.change(page.analyse_upload, [upload, *ins], outs, show_progress="hidden",
                       api_name="analyse_upload").then(page.why, *why_args, **later)
+        # A tab's answer follows its input: back on Draw, the canvas's drawing is answered again.
+        draw_el.select(page.to_draw_tab, [pad, shown, *ins], [*outs, draw.answered],
+                       **quiet).then(page.why, *why_args, **later).then(
+            page.mechanism, *mech_args, **quiet)
+        upload_el.select(page.to_upload_tab, [upload, shown, *ins], outs, **quiet).then(
+            page.why, *why_args, **later)
+        tst.tab.select(page.to_test_tab, shown, outs, **quiet)
         why.target.change(page.why, *why_args, trigger_mode="always_last", **later)
         why.heads.change(page.switch_heads, [shown, model, why.heads], why.ablation,
                          trigger_mode="always_last", **quiet)
