@@ -4,6 +4,7 @@ step go to artifacts/browser/ (the README's picture of the page is 0-first-view.
 import os
 import shutil
 
+import numpy as np
 import pytest
 from conftest import ARTIFACTS
 
@@ -401,6 +402,23 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
                              " return i && i.complete && i.naturalWidth > 0; }", timeout=30_000)
         assert pg.evaluate(COLOURFUL, picture) > 15, picture
     pg.locator("#attention").screenshot(path=SHOTS / "10-photo-attention.png")
+    # Brush across the photo, then the eraser over the stroke: the photo comes back (not white).
+    row = ("() => [...document.querySelector('#drawpad canvas').getContext('2d')"
+           ".getImageData(100, 200, 200, 1).data]")
+    photo = pg.evaluate(row)
+    pg.locator("#drawpad canvas").scroll_into_view_if_needed()
+    for tool in ("Brush", "Eraser"):
+        pg.locator(f'#drawpad button[aria-label="{tool}"]').click()
+        x0, y0, side = drawing_area(pg)
+        pg.mouse.move(x0 + 0.3 * side, y0 + 0.5 * side)
+        pg.mouse.down()
+        for i in range(1, 21):
+            pg.mouse.move(x0 + (0.3 + 0.4 * i / 20) * side, y0 + 0.5 * side)
+        pg.mouse.up()
+        now = np.array(pg.evaluate(row))
+        diff = np.abs(now - np.array(photo)).max()
+        assert diff > 100 if tool == "Brush" else diff <= 2, (tool, diff)
+    pg.locator('#drawpad button[aria-label="Brush"]').click()
     clear(pg)
     wait_status(pg, "Pick a picture below the canvas")
     pg.locator("#model input").click()                  # back to digits: a digit, not the photo

@@ -18,7 +18,10 @@ const ctx = canvas.getContext("2d", {willReadFrequently: true});
 canvas.width = canvas.height = SIDE;
 let tool = "brush", down = false, last = null, lastSent = 0, timer = null, inked = false;
 let example = null;            // the example's name while the canvas shows it untouched
-const undo = [];
+// A colour model's photo under the strokes (an off-screen canvas), so that the eraser brings it
+// back where it passes rather than leaving white holes; null on a drawing.
+let photo = null;
+const undo = [];               // {image, photo} snapshots
 const sizes = {brush: +pad.dataset.brush || 13, eraser: +pad.dataset.eraser || 24};
 
 function select(name) {
@@ -34,8 +37,14 @@ function point(e) {
 }
 
 function remember() {
-  undo.push(ctx.getImageData(0, 0, SIDE, SIDE));
+  undo.push({image: ctx.getImageData(0, 0, SIDE, SIDE), photo: photo});
   if (undo.length > UNDO_DEPTH) undo.shift();
+}
+
+function restore() {
+  const u = undo.pop();
+  ctx.putImageData(u.image, 0, 0);
+  photo = u.photo;
 }
 
 function hasInk() {
@@ -63,15 +72,33 @@ function soon() {                      // throttled update while the pen moves
   else if (!timer) timer = setTimeout(() => send(false), wait);
 }
 
+function segment(c, a, b) {
+  c.strokeStyle = c.fillStyle = "#000";
+  c.lineWidth = 2 * sizes[tool];
+  c.lineCap = c.lineJoin = "round";
+  c.beginPath();
+  c.moveTo(a[0], a[1]);
+  c.lineTo(b[0], b[1]);
+  c.stroke();
+}
+
+const scratch = document.createElement("canvas");
+scratch.width = scratch.height = SIDE;
+const sctx = scratch.getContext("2d");
+
 function stroke(a, b) {
+  if (tool === "eraser" && photo) {    // the photo again where the eraser passes
+    sctx.globalCompositeOperation = "source-over";
+    sctx.clearRect(0, 0, SIDE, SIDE);
+    segment(sctx, a, b);               // the eraser's footprint, soft edge included
+    sctx.globalCompositeOperation = "source-in";
+    sctx.drawImage(photo, 0, 0);       // the photo inside it
+    ctx.globalCompositeOperation = "source-over";
+    ctx.drawImage(scratch, 0, 0);
+    return;
+  }
   ctx.globalCompositeOperation = tool === "eraser" ? "destination-out" : "source-over";
-  ctx.strokeStyle = ctx.fillStyle = "#000";
-  ctx.lineWidth = 2 * sizes[tool];
-  ctx.lineCap = ctx.lineJoin = "round";
-  ctx.beginPath();
-  ctx.moveTo(a[0], a[1]);
-  ctx.lineTo(b[0], b[1]);
-  ctx.stroke();
+  segment(ctx, a, b);
 }
 
 // Fill: the unpainted region around the tap becomes ink (4-connected, so a closed outline
@@ -129,14 +156,14 @@ pad.addEventListener("click", e => {
   const b = e.target.closest("button");
   if (!b) return;
   if (b.dataset.tool) select(b.dataset.tool);
-  else if (b.dataset.act === "undo" && undo.length) { example = null; ctx.putImageData(undo.pop(), 0, 0); send(true); }
-  else if (b.dataset.act === "clear") { example = null; remember(); ctx.clearRect(0, 0, SIDE, SIDE); send(true); }
+  else if (b.dataset.act === "undo" && undo.length) { example = null; restore(); send(true); }
+  else if (b.dataset.act === "clear") { example = null; remember(); photo = null; ctx.clearRect(0, 0, SIDE, SIDE); send(true); }
 });
 pad.addEventListener("keydown", e => {
   if ((e.ctrlKey || e.metaKey) && e.key === "z" && undo.length) {
     e.preventDefault();
     example = null;
-    ctx.putImageData(undo.pop(), 0, 0);
+    restore();
     send(true);
   }
 });
@@ -148,6 +175,7 @@ watch("value", () => {
   if (!v || typeof v !== "object" || !("load" in v)) return;
   remember();
   ctx.clearRect(0, 0, SIDE, SIDE);
+  photo = null;
   example = v.load ? String(v.name || "") : null;
   if (!v.load) { send(true); return; }
   const im = new Image();
@@ -160,6 +188,7 @@ watch("value", () => {
     o.drawImage(im, 0, 0, SIDE, SIDE);
     if (v.colour) {                    // a photo for a colour model: as it is, opaque
       ctx.drawImage(off, 0, 0);
+      photo = off;
       send(true);
       return;
     }
