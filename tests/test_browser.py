@@ -256,6 +256,12 @@ def test_touch_drawing_on_a_phone(browser, app_server):
         pg.wait_for_timeout(500)
     assert (pg.locator("#mechanism").bounding_box()["y"] + 40
             <= pg.locator("#result-col").bounding_box()["y"])
+    # Away from the canvas only the headline stays pinned: the panels get the screen.
+    pg.locator("#attention").scroll_into_view_if_needed()
+    pg.wait_for_function("() => !document.querySelector('#prediction').checkVisibility()")
+    assert in_view(pg, "#status") and pg.locator("#result-col").bounding_box()["height"] < 100
+    pg.locator("#drawpad canvas").evaluate("c => c.scrollIntoView({block: 'end'})")
+    pg.wait_for_function("() => document.querySelector('#prediction').checkVisibility()")
     ctx.close()
 
 

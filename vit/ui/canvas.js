@@ -203,5 +203,16 @@ watch("value", () => {
   im.src = v.load;
 });
 
+// Phones pin the answer to the bottom of the screen (page.css). Away from the canvas (scrolled
+// down to the panels, or on another tab) only its headline stays pinned: the panels get the room.
+// The class goes on the page's top row (#top, around the canvas and the answer): Gradio scopes
+// page.css to elements inside its container, so a class on <body> would match nothing.
+if ("IntersectionObserver" in window) {
+  new IntersectionObserver(([e]) => {
+    const top = document.getElementById("top");
+    if (top) top.classList.toggle("canvas-away", !e.isIntersecting);
+  }).observe(canvas);
+}
+
 select("brush");
 element.dataset.ready = "1";
