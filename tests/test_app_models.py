@@ -460,6 +460,9 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
                                True, 2, 1, None)
     assert "Draw a digit" in cleared[0] and cleared[1] is None           # an empty canvas: rest
 
-    test = page.to_test_tab(uploaded[-1])
+    # The Test set tab: only once its answers are in (no test set here: the tab says so itself).
+    assert all(o == gr.update() for o in page.to_test_tab(uploaded[-1], "mnist"))
+    page.answers._results["mnist"] = object()
+    test = page.to_test_tab(uploaded[-1], "mnist")
     assert "Click a test image" in test[0] and "still for your upload" in test[0]
-    assert "Until then" not in page.to_test_tab(None)[0]
+    assert "Until then" not in page.to_test_tab(None, "mnist")[0]

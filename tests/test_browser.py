@@ -193,6 +193,7 @@ def test_test_set_explorer(page):
     from vit.testset import CELL, LEFT, TOP
     page.get_by_role("tab", name="Test set").click()
     wait_text(page, "#testset-status", "test set")
+    wait_status(page, "Click a test image to explain it")      # the answer beside is not one
     page.get_by_label("least confident").check()
     wait_text(page, "#testset-status", "least confident first")
     page.wait_for_selector("#testset-gallery img", timeout=30_000)

@@ -145,7 +145,19 @@ def test_an_empty_selection_says_what_to_do(tiny_data):
     from vit.ui.models import Models
     from vit.ui.testset_tab import Answers as TabAnswers
     models = Models(ROOT / "checkpoints", "cpu")
-    status, confusion, reliability, gallery, shown = TabAnswers(models, tiny_data).view(
+    status, confusion, reliability, gallery, shown, body = TabAnswers(models, tiny_data).view(
         "mnist", "mistakes", 3, 3)
     assert "Nothing to show" in status and '"any"' in status and gallery == [] == shown
     assert reliability.ndim == 3 and reliability.dtype == np.uint8 and confusion is not None
+    assert body["visible"] is True
+
+
+def test_without_the_test_set_the_tab_says_how_to_get_it_and_shows_no_empty_boxes(tmp_path):
+    from vit.ui.models import Models
+    from vit.ui.testset_tab import Answers as TabAnswers
+    models = Models(ROOT / "checkpoints", "cpu")
+    status, confusion, reliability, gallery, shown, body = TabAnswers(models, tmp_path).view(
+        "cifar10", "mistakes", -1, -1)
+    assert "not on this machine" in status and "VIT_DATA_DIR" in status
+    assert str(tmp_path) not in status                       # no server path
+    assert body["visible"] is False and confusion is None and gallery == [] == shown

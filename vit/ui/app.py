@@ -214,16 +214,17 @@ class Page:
         """On the Upload tab: its picture's answer; with none yet, a headline asking for one that
         says what the answer below still belongs to."""
         if path is None:
-            return status_only(f"### 📤 Upload or paste a picture{still_showing(shown)}")
+            return status_only(f"### Upload or paste a picture{still_showing(shown)}")
         if isinstance(shown, Shown) and shown.kind == "upload" and shown.source == path:
             return unchanged()
         return self.analyse_upload(path, name, shared, layer, head, patch)
 
-    def to_test_tab(self, shown):
-        """On the Test set tab: until a test image is clicked, the headline says so."""
-        if isinstance(shown, Shown) and shown.kind == "test":
+    def to_test_tab(self, shown, name):
+        """On the Test set tab, once it is open: until a test image is clicked, the headline says
+        so (without a test set on disk, the tab itself says how to get one)."""
+        if isinstance(shown, Shown) and shown.kind == "test" or not self.answers.ready(name):
             return unchanged()
-        return status_only(f"### 🔎 Click a test image to explain it{still_showing(shown)}")
+        return status_only(f"### Click a test image to explain it{still_showing(shown)}")
 
     def first_view(self, name):
         """At page load, a worked example on the canvas rather than empty boxes: the canvas
@@ -393,7 +394,7 @@ class Page:
         except (TypeError, ValueError, IndexError):
             cell = None
         if cell is None:
-            return (gr.update(),) * 8
+            return (gr.update(),) * 9
         true, pred = cell
         kind = "mistakes" if true != pred else "least confident"
         return (kind, true, pred, *self.testset_view(name, kind, true, pred, progress))
@@ -422,7 +423,7 @@ class Page:
         p = self.predictor(name)
         choices = gr.update(choices=testset_tab.class_choices(p.class_names), value=-1)
         if not opened:
-            return choices, choices, *[gr.update()] * 5
+            return choices, choices, *[gr.update()] * 6
         return choices, choices, *self.testset_view(name, kind, -1, -1, progress)
 
 
@@ -582,7 +583,6 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             page.mechanism, *mech_args, **quiet)
         upload_el.select(page.to_upload_tab, [upload, shown, *ins], outs, **quiet).then(
             page.why, *why_args, **later)
-        tst.tab.select(page.to_test_tab, shown, outs, **quiet)
         why.target.change(page.why, *why_args, trigger_mode="always_last", **later)
         why.heads.change(page.switch_heads, [shown, model, why.heads], why.ablation,
                          trigger_mode="always_last", **quiet)
@@ -616,7 +616,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             page.refresh_testset, [tst.opened, model, tst.kind, tst.true, tst.pred],
             [tst.true, tst.pred, *tst.views], api_visibility="private")
         tst.tab.select(page.open_testset, [model, tst.kind, tst.true, tst.pred],
-                       [tst.opened, *tst.views], api_visibility="private")
+                       [tst.opened, *tst.views], api_visibility="private").then(
+            page.to_test_tab, [shown, model], outs, **quiet)
         # always_last: quick clicks on the filters are never dropped; the last one wins.
         for f in (tst.kind, tst.true, tst.pred):
             f.input(page.testset_view, [model, tst.kind, tst.true, tst.pred], tst.views,

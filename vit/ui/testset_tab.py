@@ -28,10 +28,11 @@ class Tab:
     gallery: gr.Gallery
     shown: gr.State                  # test-set indices the gallery shows, in order
     opened: gr.State
+    body: gr.Column                  # all but the status: hidden while there is no test set
 
     @property
     def views(self) -> list:
-        return [self.status, self.confusion, self.reliability, self.gallery, self.shown]
+        return [self.status, self.confusion, self.reliability, self.gallery, self.shown, self.body]
 
 
 def class_choices(names) -> list:
@@ -52,21 +53,24 @@ def data_on_disk(models: Models, data_dir: Path) -> bool:
 def build(models: Models, data_dir: Path, visible: bool) -> Tab:
     with gr.Tab("Test set", id="testset", elem_id="testset-tab", visible=visible) as tab:
         status = gr.Markdown("Loading the test set…", elem_id="testset-status")
-        kind = gr.Radio(list(ts.KINDS), value="mistakes", label="Show", elem_id="testset-kind")
-        with gr.Row():
-            choices = class_choices(models.configs[models.default].class_names)
-            true = gr.Dropdown(choices, value=-1, label="True class", elem_id="testset-true")
-            pred = gr.Dropdown(choices, value=-1, label="Predicted class", elem_id="testset-pred")
-        confusion = gr.Image(label="Confusion matrix — click a cell to filter", interactive=False,
-                             buttons=[], elem_id="confusion", height=500)
-        gallery = gr.Gallery(label="Click an image to explain it (caption: true→predicted, "
-                                   "confidence)", columns=6, height=520, allow_preview=False,
-                             elem_id="testset-gallery")
-        reliability = gr.Image(label="Is the confidence right? Accuracy per confidence bin (on "
-                                     "the diagonal = calibrated)", interactive=False,
-                               buttons=["download"], elem_id="reliability", height=420)
+        # Without a test set on disk the status says how to get one, and no empty boxes show.
+        with gr.Column(elem_id="testset-body") as body:
+            kind = gr.Radio(list(ts.KINDS), value="mistakes", label="Show", elem_id="testset-kind")
+            with gr.Row():
+                choices = class_choices(models.configs[models.default].class_names)
+                true = gr.Dropdown(choices, value=-1, label="True class", elem_id="testset-true")
+                pred = gr.Dropdown(choices, value=-1, label="Predicted class",
+                                   elem_id="testset-pred")
+            confusion = gr.Image(label="Confusion matrix — click a cell to filter",
+                                 interactive=False, buttons=[], elem_id="confusion", height=500)
+            gallery = gr.Gallery(label="Click an image to explain it (caption: true→predicted, "
+                                       "confidence)", columns=6, height=520, allow_preview=False,
+                                 elem_id="testset-gallery")
+            reliability = gr.Image(label="Is the confidence right? Accuracy per confidence bin "
+                                         "(on the diagonal = calibrated)", interactive=False,
+                                   buttons=["download"], elem_id="reliability", height=420)
     return Tab(tab, status, kind, true, pred, confusion, reliability, gallery, gr.State([]),
-               gr.State(False))
+               gr.State(False), body)
 
 
 class Answers:
@@ -84,6 +88,10 @@ class Answers:
             self._results[name] = ts.load_results(p.checkpoint, self.data_dir, progress)
         return self._results[name]
 
+    def ready(self, name: str) -> bool:
+        """Whether model `name`'s test answers are in (its test set was found and scored)."""
+        return name in self._results
+
     def reliability(self, name: str, r: ts.Answers) -> np.ndarray:
         """The reliability diagram of a model's calibrated test answers (drawn once per model)."""
         if name not in self._reliability:
@@ -93,8 +101,8 @@ class Answers:
         return self._reliability[name]
 
     def view(self, name, kind, true, pred, progress=None):
-        """Status line, clickable confusion matrix, reliability diagram, gallery and the indices
-        the gallery shows."""
+        """Status line, clickable confusion matrix, reliability diagram, gallery, the indices
+        the gallery shows and the tab body's visibility (`Tab.views`)."""
         config = self.models.get(name).config
         try:
             r = self.get(name, progress)
@@ -103,7 +111,7 @@ class Answers:
                     f"browse yet. Fetch it with `python -m vit.data --dataset "
                     f"{config.dataset or 'mnist'}` (it lands in `data/`), or start the app with "
                     f"`VIT_DATA_DIR` naming a folder that holds it; then reload this page.",
-                    None, None, [], [])
+                    None, None, [], [], gr.update(visible=False))
         kind = kind if kind in ts.KINDS else "mistakes"
         names = r.class_names
         true = int(true) if isinstance(true, (int, float)) and 0 <= true < len(names) else None
@@ -127,4 +135,4 @@ class Answers:
         shown = [int(i) for i in idx[:GALLERY_SIZE]]
         gallery = [(ex.digit_picture(r.images[i] / 255.0, 84), r.caption(i)) for i in shown]
         return (status, ts.confusion_picture(conf, names, selected), self.reliability(name, r),
-                gallery, shown)
+                gallery, shown, gr.update(visible=True))
