@@ -92,6 +92,11 @@ class CheckpointConfig:
         return spec.style if spec else ("digits" if self.model.channels == 1 else "photos")
 
     @property
+    def photos(self) -> bool:
+        """A photo model: its canvas holds a colour picture to draw over, not ink."""
+        return self.style == "photos"
+
+    @property
     def noun(self) -> str:
         spec = self.spec
         return spec.noun if spec else "image"

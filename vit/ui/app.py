@@ -174,7 +174,7 @@ class Page:
         if u.label and example in map(example_name, self.examples[p.config.style]):
             made, again = (("a picture of a", f"Draw over it, upload your own {p.config.noun} on "
                                                f"the Upload tab")
-                           if p.config.style == "photos" else
+                           if p.config.photos else
                            ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
             u.status = (f"### Example: {made} {example} — read as **{top_label(u.label)}**\n"
                         f"{again}, or pick another example below the canvas.")
@@ -193,7 +193,7 @@ class Page:
 
     def canvas_value(self, path: str, p: Predictor) -> dict:
         return {**load_value(Path(path).read_bytes(), next(self._loads),
-                             colour=p.config.style == "photos"),
+                             colour=p.config.photos),
                 "name": example_name(path)}
 
     def analyse_upload(self, path, name, shared, layer, head, patch):
@@ -317,7 +317,7 @@ class Page:
     def _crosses(self, before, after) -> bool:
         """Whether models `before` and `after` are on different sides of photo / drawing."""
         try:
-            photo = [self.predictor(n).config.style == "photos" for n in (before, after)]
+            photo = [self.predictor(n).config.photos for n in (before, after)]
         except (gr.Error, TypeError):
             return False
         return photo[0] != photo[1]
@@ -463,7 +463,7 @@ def still_showing(shown) -> str:
 def rest_message(p: Predictor) -> str:
     """The headline over an empty canvas: what to draw — or, for a photo model (a black pen
     draws no photo), where the pictures are."""
-    if p.config.style == "photos":
+    if p.config.photos:
         return f"### 🖼️ Pick a picture below the canvas, or upload a {p.config.noun}"
     return f"### ✏️ Draw a {p.config.noun} in the box"
 
