@@ -34,6 +34,7 @@ import torch
 from .. import explain as ex
 from .. import mechanism as mech
 from ..inference import Analysis, Predictor
+from . import views
 
 TEST_IMAGES = 64          # test images averaged over for mean attention distance (paper: 128)
 COMPONENTS = 16           # principal components of the embedding filters shown
@@ -129,24 +130,10 @@ def slider_updates(p: Predictor) -> tuple[dict, dict]:
 
 # --- per input: the walk-through -------------------------------------------------------------
 
-def _fit(v, n: int, fallback: int) -> int:
-    """A value from the page -> an int in 0..n-1: out-of-range numbers are clamped to the
-    nearest end, anything that is not a number gives `fallback`."""
-    try:
-        v = int(v)
-    except (TypeError, ValueError, OverflowError):
-        return fallback
-    return min(max(v, 0), n - 1)
-
-
 def clamp(p: Predictor, layer, head, patch) -> tuple[int, int, int]:
-    """1-based slider values and a 0-based patch (None: the centre) -> valid 0-based
-    (layer, head, patch) for this model, clamped into range."""
-    cfg, G = p.model.cfg, p.grid
-    centre = (G // 2) * G + G // 2
-    layer = _fit(layer - 1 if isinstance(layer, (int, float)) else None, cfg.depth, 0)
-    head = _fit(head - 1 if isinstance(head, (int, float)) else None, cfg.heads, 0)
-    return layer, head, _fit(patch, G * G, centre)
+    """views.clamp, where what is not a number opens the first layer (the walk-through starts
+    at the input)."""
+    return views.clamp(p, layer, head, patch, first_layer=True)
 
 
 def _name(token: int) -> str:

@@ -36,21 +36,26 @@ def centre_patch(grid: int) -> int:
     return (grid // 2) * grid + grid // 2
 
 
-def clamp(p: Predictor, layer, head, patch) -> tuple[int, int, int]:
-    """Slider and clicked-patch values -> valid 0-based (layer, head, patch) for this model:
-    they may come from another model, an old page, or a client that sends anything."""
+def _fit(v, n: int, fallback: int) -> int:
+    """A value from the page -> an int in 0..n-1: out-of-range numbers are clamped to the
+    nearest end, anything that is not a number gives `fallback`."""
+    try:
+        v = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return fallback
+    return min(max(v, 0), n - 1)
+
+
+def clamp(p: Predictor, layer, head, patch, first_layer: bool = False) -> tuple[int, int, int]:
+    """1-based slider values and a 0-based clicked patch -> valid 0-based (layer, head, patch)
+    for this model: they may come from another model, an old page, or a client that sends
+    anything. What is not a number: the last layer (the first with `first_layer`), the first
+    head, the centre patch."""
     cfg = p.model.cfg
-
-    def fit(v, n, fallback):
-        try:
-            v = int(v)
-        except (TypeError, ValueError, OverflowError):
-            return fallback
-        return v if 0 <= v < n else fallback
-
-    layer = fit(layer - 1 if isinstance(layer, (int, float)) else None, cfg.depth, cfg.depth - 1)
-    head = fit(head - 1 if isinstance(head, (int, float)) else None, cfg.heads, 0)
-    return layer, head, fit(patch, p.grid ** 2, centre_patch(p.grid))
+    layer = _fit(layer - 1 if isinstance(layer, (int, float)) else None, cfg.depth,
+                 0 if first_layer else cfg.depth - 1)
+    head = _fit(head - 1 if isinstance(head, (int, float)) else None, cfg.heads, 0)
+    return layer, head, _fit(patch, p.grid ** 2, centre_patch(p.grid))
 
 
 def explorer(p: Predictor, a: Analysis, layer, head, patch) -> tuple[np.ndarray, np.ndarray]:
