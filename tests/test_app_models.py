@@ -466,3 +466,21 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
     test = page.to_test_tab(uploaded[-1], "mnist")
     assert "Click a test image" in test[0] and "still for your upload" in test[0]
     assert "Until then" not in page.to_test_tab(None, "mnist")[0]
+
+
+def test_gradios_repeated_upload_event_is_answered_once(grids_page, tmp_path):
+    """Gradio fires the upload's change event twice, with the same file, when one picture
+    replaces another: the repeat changes nothing, so its warning does not pop up twice."""
+    Image.new("L", (9, 9), 255).save(tmp_path / "blank.png")
+    one = Image.new("L", (200, 200), 255)
+    one.paste(0, (90, 40, 110, 160))
+    one.save(tmp_path / "one.png")
+    visitor, other = SimpleNamespace(session_hash="u1"), SimpleNamespace(session_hash="u2")
+    blank, digit = str(tmp_path / "blank.png"), str(tmp_path / "one.png")
+    args = ("mnist", True, 2, 1, None)
+    assert "blank" in grids_page.upload_changed(blank, *args, request=visitor)[0]
+    assert all(o == gr.update() for o in grids_page.upload_changed(blank, *args, request=visitor))
+    assert "blank" in grids_page.upload_changed(blank, *args, request=other)[0]   # another visitor
+    assert "reads this as" in grids_page.upload_changed(digit, *args, request=visitor)[0]
+    assert "blank" in grids_page.upload_changed(blank, "grid4", True, 2, 1, None,
+                                                request=visitor)[0]    # another model: answered

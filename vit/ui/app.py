@@ -11,6 +11,7 @@ import itertools
 import math
 import os
 import tempfile
+import time
 from collections import OrderedDict
 from pathlib import Path
 
@@ -76,6 +77,7 @@ class Page:
         self.answers = testset_tab.Answers(models, data_dir)
         self._loads = itertools.count(1)       # each canvas load differs, so the page redraws it
         self._latest: OrderedDict[str, int] = OrderedDict()    # session -> newest drawing number
+        self._uploads: OrderedDict[str, tuple] = OrderedDict()  # session -> (file, model, time)
 
     # --- helpers ----------------------------------------------------------------------------
     def predictor(self, name) -> Predictor:
@@ -195,6 +197,21 @@ class Page:
         return {**load_value(Path(path).read_bytes(), next(self._loads),
                              colour=p.config.photos),
                 "name": example_name(path)}
+
+    def upload_changed(self, path, name, shared, layer, head, patch, request: gr.Request = None):
+        """The upload's change event. When one picture replaces another, Gradio fires it twice
+        with the same file within milliseconds: the second changes nothing (its answer and its
+        warning would only repeat the first's)."""
+        key, now = getattr(request, "session_hash", None), time.monotonic()
+        if key is not None and path is not None:
+            last = self._uploads.get(key)
+            self._uploads[key] = (path, name, now)
+            self._uploads.move_to_end(key)
+            while len(self._uploads) > 10_000:          # a path and a name per recent visitor
+                self._uploads.popitem(last=False)
+            if last is not None and last[:2] == (path, name) and now - last[2] < 2.0:
+                return unchanged()
+        return self.analyse_upload(path, name, shared, layer, head, patch)
 
     def analyse_upload(self, path, name, shared, layer, head, patch):
         if path is None:
@@ -575,7 +592,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                  api_name="analyse_drawing").then(page.why, *why_args, **later).then(
             page.mechanism, *mech_args, **quiet)
         draw.examples.select(page.load_example, [model], pad, **quiet)
-        upload.change(page.analyse_upload, [upload, *ins], outs, show_progress="hidden",
+        upload.change(page.upload_changed, [upload, *ins], outs, show_progress="hidden",
                       api_name="analyse_upload").then(page.why, *why_args, **later)
         # A tab's answer follows its input: back on Draw, the canvas's drawing is answered again.
         draw_el.select(page.to_draw_tab, [pad, shown, *ins], [*outs, draw.answered],
