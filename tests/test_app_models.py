@@ -221,9 +221,12 @@ def test_test_image_is_not_preprocessed_again_after_a_switch(grids_page):
     size must show exactly it, not a re-laid-out copy."""
     img = np.zeros((28, 28), np.float32)
     img[4:10, 2:6] = 1.0                     # off-centre: preprocessing would move it
-    shown = Shown("test", img, img, "mnist")
+    shown = Shown("test", img, img, "mnist", caption="MNIST test image #5, true class **3**")
     out = grids_page.reanalyse(shown, "grid4", True, 2, 1, None)
     assert np.array_equal(out[-1].image, img)
+    # The headline still says where the image comes from (it may be another model's test set).
+    assert "This is MNIST test image #5, true class **3**." in out[0]
+    assert out[-1].caption == shown.caption
 
 
 def test_queue_is_bounded_and_the_cache_is_cleaned(tmp_path):
@@ -484,3 +487,11 @@ def test_gradios_repeated_upload_event_is_answered_once(grids_page, tmp_path):
     assert "reads this as" in grids_page.upload_changed(digit, *args, request=visitor)[0]
     assert "blank" in grids_page.upload_changed(blank, "grid4", True, 2, 1, None,
                                                 request=visitor)[0]    # another model: answered
+
+
+def test_a_model_switch_empties_the_open_test_set_gallery_until_the_new_answers_are_in(grids_page):
+    """A click on the old model's gallery would otherwise explain the new model's image of
+    the same number."""
+    status, confusion, reliability, gallery, shown, body = grids_page.clear_testset(True, "grid4")
+    assert "Loading" in status and gallery == [] == shown and confusion is None
+    assert all(o == gr.update() for o in grids_page.clear_testset(False, "grid4"))

@@ -268,8 +268,10 @@ class Page:
             return PageUpdate(f"### ⚠️ {e}").outputs()
         if key is not None and self._latest.get(key, 0) > before:
             return unchanged()
-        kept = Shown(shown.kind, shown.source, a.image, name, shown.number)
-        return self._update(p, a, kept, shared, layer, head, patch).outputs()
+        kept = Shown(shown.kind, shown.source, a.image, name, shown.number, shown.caption)
+        # A test image keeps saying where it comes from (another model's test set, maybe).
+        status = headline(p, a) + (f"\nThis is {shown.caption}." if shown.caption else "")
+        return self._update(p, a, kept, shared, layer, head, patch, status).outputs()
 
     def rescale(self, shown, name, shared, layer=None):
         if not isinstance(shown, Shown):
@@ -432,8 +434,17 @@ class Page:
                   f"**{p.class_names[best]}** ({100 * a.probs[best]:.1f} %) — {verdict}")
         if not a.is_class:
             status += f"\n{a.verdict.reason} A drawing like it would be answered \"{p.not_label}\"."
-        shown = Shown("test", a.image, a.image, name)
+        shown = Shown("test", a.image, a.image, name, caption=f"{p.config.title} test image #{i}, "
+                                                              f"true class **{p.class_names[r.labels[i]]}**")
         return self._update(p, a, shown, shared, layer, head, patch, status).outputs()
+
+    def clear_testset(self, opened, name):
+        """At a model switch, until the new model's answers are in: no stale gallery whose
+        pictures a click would mistake for the new model's test images."""
+        if not opened:
+            return (gr.update(),) * 6
+        return (f"Loading the {self.predictor(name).config.title} test set…", None, None, [], [],
+                gr.update())
 
     def refresh_testset(self, opened, name, kind, true, pred, progress=gr.Progress()):
         """After a model switch: its class names in the filters, and its answers if the tab is open."""
@@ -632,6 +643,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             page.mechanism, *mech_args, **quiet).then(
             page.refresh_testset, [tst.opened, model, tst.kind, tst.true, tst.pred],
             [tst.true, tst.pred, *tst.views], api_visibility="private")
+        model.change(page.clear_testset, [tst.opened, model], tst.views, **quiet)
         tst.tab.select(page.open_testset, [model, tst.kind, tst.true, tst.pred],
                        [tst.opened, *tst.views], api_visibility="private").then(
             page.to_test_tab, [shown, model], outs, **quiet)

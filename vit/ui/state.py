@@ -21,6 +21,7 @@ class Shown:
     image: np.ndarray                # what the model saw, float32 in [0, 1]
     model: str                       # the model it was laid out for
     number: int = 0                  # a drawing's number from the canvas (0: not a drawing)
+    caption: str = ""                # a test image's origin: data set, number and true class
 
 
 @dataclass
