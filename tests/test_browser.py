@@ -229,6 +229,9 @@ def test_touch_drawing_on_a_phone(browser, app_server):
     pg = ctx.new_page()
     pg.goto(app_server[1])
     wait_status(pg, "Example")
+    # The first view: the whole canvas above the pinned answer, unscrolled.
+    canvas = pg.locator("#drawpad canvas").bounding_box()
+    assert canvas["y"] + canvas["height"] <= pg.locator("#result-col").bounding_box()["y"] + 1
     pg.locator("#drawpad canvas").evaluate("c => c.scrollIntoView({block: 'end'})")
     clear(pg)
     wait_status(pg, "Draw a digit")
