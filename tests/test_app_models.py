@@ -495,3 +495,14 @@ def test_a_model_switch_empties_the_open_test_set_gallery_until_the_new_answers_
     status, confusion, reliability, gallery, shown, body = grids_page.clear_testset(True, "grid4")
     assert "Loading" in status and gallery == [] == shown and confusion is None
     assert all(o == gr.update() for o in grids_page.clear_testset(False, "grid4"))
+
+
+def test_a_canvas_filled_all_over_says_so_instead_of_resting(grids_page):
+    """Fill tapped on an empty canvas inks every pixel: no contrast, like an empty canvas, but
+    the page must not pretend the canvas is empty."""
+    full = grids_page.analyse_drawing(canvas_value(np.full((400, 400), 255, np.uint8)), "mnist",
+                                      True, 2, 1, None)
+    assert "whole box is ink" in full[0] and "Undo" in full[0]
+    empty = grids_page.analyse_drawing(canvas_value(np.zeros((400, 400), np.uint8)), "mnist",
+                                       True, 2, 1, None)
+    assert "Draw a digit" in empty[0]

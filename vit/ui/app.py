@@ -109,8 +109,11 @@ class Page:
             else:
                 kept = source if p.model.cfg.channels == 3 else compact(source)
         except PreprocessError as e:
-            if kind == "drawing" and isinstance(e, BlankInputError):   # an erased canvas: rest
-                return PageUpdate(rest_message(p))
+            if kind == "drawing" and isinstance(e, BlankInputError):
+                if not inked_all_over(source):                     # an erased canvas: rest
+                    return PageUpdate(rest_message(p))
+                e = (f"The whole box is ink, so nothing stands out to read: Undo, or clear it and "
+                     f"draw a {p.config.noun}.")
             gr.Warning(str(e))
             return PageUpdate(f"### ⚠️ {e}")
         a = p.analyse_input(image, ink)
@@ -470,6 +473,14 @@ def top_label(label: dict) -> str:
 def unchanged() -> tuple:
     """An analysing handler's outputs that leave the page as it is."""
     return tuple(gr.update() for _ in PageUpdate("").outputs())
+
+
+def inked_all_over(drawing) -> bool:
+    """Whether a decoded drawing (`decode`: its ink, (H, W) with 1 = ink) is ink nearly
+    everywhere — a Fill on an empty canvas, say —, so that its no-contrast refusal is no resting
+    empty canvas (an empty one decodes to grey + alpha, (H, W, 2))."""
+    a = np.asarray(drawing)
+    return a.ndim == 2 and float(a.mean()) > 0.9
 
 
 def status_only(text: str) -> tuple:
