@@ -42,7 +42,9 @@ def reliability_figure(probs, labels, raw_probs=None, title: str = "", bins: int
     top.set_ylim(0, 1.02)
     top.set_ylabel("share right")
     top.set_title(title or "Reliability", fontsize=11)
-    top.legend(loc="upper left", fontsize=8, title="share right against mean confidence, per bin",
+    # Lower right: confident answers that are mostly wrong, which no usable model has; the top
+    # left holds the rare low-confidence bins that happen to be all right.
+    top.legend(loc="lower right", fontsize=8, title="share right against mean confidence, per bin",
                title_fontsize=8)
     bottom.set_yscale("log")
     bottom.set_ylabel("answers")
