@@ -154,15 +154,22 @@ def confusion_picture(conf: np.ndarray, class_names: list[str],
     draw.text((LEFT, 4), "predicted class", fill="black", font=font)
     draw.text((4, TOP - 16), "true class", fill="black", font=font)
     short = [n if len(n) <= 6 else n[:5] + "…" for n in class_names]
+    # Column names centred over their cells, on two staggered lines only when one is wider
+    # than a cell; row names right-aligned against the grid; counts centred in their cells.
+    stagger = any(draw.textlength(n, font=small) > CELL - 4 for n in short)
     for c in range(C):
-        draw.text((LEFT + c * CELL + 3, TOP - 34 + (c % 2) * 12), short[c], fill="black", font=small)
-        draw.text((4, TOP + c * CELL + CELL // 2 - 7), class_names[c][:13], fill="black", font=small)
+        middle = c * CELL + CELL // 2
+        draw.text((LEFT + middle, TOP - 6 - (12 if stagger and c % 2 == 0 else 0)), short[c],
+                  fill="black", font=small, anchor="ms")
+        draw.text((LEFT - 6, TOP + middle), class_names[c][:13], fill="black", font=small,
+                  anchor="rm")
     dark = off > 0.6 * max(int(off.max()), 1)                  # dark cells get white text
     for t in range(C):
         for p in range(C):
             if conf[t, p]:
-                draw.text((LEFT + p * CELL + 4, TOP + t * CELL + CELL // 2 - 7), str(conf[t, p]),
-                          fill="white" if dark[t, p] else "black", font=small)
+                draw.text((LEFT + p * CELL + CELL // 2, TOP + t * CELL + CELL // 2),
+                          str(conf[t, p]), fill="white" if dark[t, p] else "black", font=small,
+                          anchor="mm")
     if selected is not None:
         t, p = selected
         x, y = LEFT + p * CELL, TOP + t * CELL

@@ -556,7 +556,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                             "looks, and what drove the answer.", elem_id="intro")
             model = FreeDropdown(models.choices(), value=models.default, label="Model",
                                 info="what it was trained to recognise", elem_id="model",
-                                visible=len(models.names) > 1, scale=0, min_width=320)
+                                visible=len(models.names) > 1, scale=0, min_width=360)
         shown = gr.State(None)
         patch = gr.State(None)                   # the clicked patch (0-based); None = the centre
         current = gr.State(models.default)
