@@ -610,7 +610,7 @@ def attention_distance_picture(dist: np.ndarray, grid: int, patch_size: int, abo
         ax.scatter(np.arange(1, L + 1) + (h - (H - 1) / 2) * 0.06, dist[:, h], s=28,
                    color=colours[h], label=f"head {h + 1}", zorder=3)
     ax.axhline(uniform, color="0.35", linestyle="--", linewidth=1)
-    ax.text(L + 0.45, uniform, f"attention spread\nevenly: {uniform:.1f} px", fontsize=8,
+    ax.text(L + 0.6, uniform, f"attention spread\nevenly: {uniform:.1f} px", fontsize=8,
             va="center", ha="left", clip_on=False)
     ax.axhline(0, color="0.7", linewidth=0.8)
     ax.set_xlim(0.5, L + 0.5)
