@@ -142,8 +142,8 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     assert all(isinstance(p, np.ndarray) and p.dtype == np.uint8 for p in pics)
     assert isinstance(shown, Shown) and shown.image.shape == (size, size)
     # The patch clicked on another model (24 of 7x7, say) is out of range here: no crash.
-    pick, row = page.explore(shown, name, 2, 2, 48)
-    assert pick.shape[0] == pick.shape[1]
+    pick, row, *sliders = page.explore(shown, name, 2, 2, 48)
+    assert pick.shape[0] == pick.shape[1] and sliders == [gr.update(), gr.update()]
     cell = pick.shape[0] / grid
     evt = SimpleNamespace(index=[cell * (grid - 0.5), cell * (grid - 0.5)])
     patch, pick, row = page.pick_patch(shown, name, 2, 1, evt)
@@ -506,3 +506,16 @@ def test_a_canvas_filled_all_over_says_so_instead_of_resting(grids_page):
     empty = grids_page.analyse_drawing(canvas_value(np.zeros((400, 400), np.uint8)), "mnist",
                                        True, 2, 1, None)
     assert "Draw a digit" in empty[0]
+
+
+def test_a_typed_layer_or_head_out_of_range_puts_the_slider_back_in_range(grids_page, tmp_path):
+    """The slider's number box takes any number; the map would show the nearest layer while the
+    box kept saying 9. A valid value (a slider being dragged) is never sent back."""
+    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-2]
+    depth = 2                               # tiny(): the test checkpoints' depth
+    *_, layer, head = grids_page.explore(shown, "mnist", 9, 0, None)
+    assert layer["value"] == depth and head["value"] == 1
+    *_, layer, head = grids_page.explore(shown, "mnist", 1, 2.0, None)
+    assert layer == gr.update() and head == gr.update()
+    *_, layer, head = grids_page.explore(shown, "mnist", "x", 1.5, None)
+    assert layer["value"] == depth and head["value"] == 1

@@ -289,10 +289,14 @@ class Page:
         return self.rescale(shown, name, shared, layer)
 
     def explore(self, shown, name, layer, head, patch):
+        """The one-patch explorer, and the layer and head sliders back in range if a typed value
+        was out of it."""
+        p = self.predictor(name)
+        sliders = views.snapped(p, layer, head)
         if not isinstance(shown, Shown):
-            return None, None
+            return None, None, *sliders
         p, a = self._reanalysis(shown, name)
-        return views.explorer(p, a, layer, head, patch)
+        return *views.explorer(p, a, layer, head, patch), *sliders
 
     def pick_patch(self, shown, name, layer, head, evt: gr.SelectData):
         p = self.predictor(name)
@@ -633,7 +637,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                            trigger_mode="always_last", **quiet)
         for s in (panel.layer, panel.head):
             s.change(page.explore, [shown, model, panel.layer, panel.head, patch],
-                     [panel.pick, panel.row], trigger_mode="always_last", **quiet)
+                     [panel.pick, panel.row, panel.layer, panel.head], trigger_mode="always_last",
+                     **quiet)
         panel.grid.select(page.pick_head, [model], [panel.layer, panel.head], **quiet)
         mech.accordion.expand(lambda: True, None, mech_open, **quiet).then(
             page.mechanism_model, [mech_open, model], mech.model_outputs, **quiet).then(

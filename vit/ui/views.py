@@ -58,6 +58,15 @@ def clamp(p: Predictor, layer, head, patch, first_layer: bool = False) -> tuple[
     return layer, head, _fit(patch, p.grid ** 2, centre_patch(p.grid))
 
 
+def snapped(p: Predictor, layer, head, first_layer: bool = False) -> tuple:
+    """Updates putting the layer and head sliders back in range when a typed value is out of it
+    (the number box takes anything), else leaving them alone: a slider being dragged must never
+    be pulled back to a value an earlier event saw."""
+    fixed = clamp(p, layer, head, None, first_layer)[:2]
+    return tuple(gr.update() if isinstance(v, (int, float)) and v == f + 1 else gr.update(value=f + 1)
+                 for v, f in zip((layer, head), fixed))
+
+
 def explorer(p: Predictor, a: Analysis, layer, head, patch) -> tuple[np.ndarray, np.ndarray]:
     layer, head, patch = clamp(p, layer, head, patch)
     row = ex.patch_attention_row(a.explanation.attn, layer, head, patch, p.grid)
