@@ -603,6 +603,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         api_file.upload(page.classify, api_file, api_label, api_name="classify")
         # After every analysis (the label first): the class-specific maps, a moment later.
         why_args = ([shown, model, why.target, why.heads], [*why.outputs, glance])
+        # The test set's first pass shows its progress over the confusion matrix's box alone,
+        # not over the status line and filters (where it overprinted the text).
+        tst_progress = dict(api_visibility="private", show_progress_on=tst.confusion)
         # The mechanism panel works only while open (a walk-through costs ~40 ms per change).
         mech_args = ([mech_open, shown, model, mech.layer, mech.head, patch, mech.cls],
                      mech.outputs)
@@ -658,17 +661,17 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             page.mechanism_model, [mech_open, model], mech.model_outputs, **quiet).then(
             page.mechanism, *mech_args, **quiet).then(
             page.refresh_testset, [tst.opened, model, tst.kind, tst.true, tst.pred],
-            [tst.true, tst.pred, *tst.views], api_visibility="private")
+            [tst.true, tst.pred, *tst.views], **tst_progress)
         model.change(page.clear_testset, [tst.opened, model], tst.views, **quiet)
         tst.tab.select(page.open_testset, [model, tst.kind, tst.true, tst.pred],
-                       [tst.opened, *tst.views], api_visibility="private").then(
+                       [tst.opened, *tst.views], **tst_progress).then(
             page.to_test_tab, [shown, model], outs, **quiet)
         # always_last: quick clicks on the filters are never dropped; the last one wins.
         for f in (tst.kind, tst.true, tst.pred):
             f.input(page.testset_view, [model, tst.kind, tst.true, tst.pred], tst.views,
-                    trigger_mode="always_last", api_visibility="private")
+                    trigger_mode="always_last", **tst_progress)
         tst.confusion.select(page.pick_cell, [model], [tst.kind, tst.true, tst.pred, *tst.views],
-                             api_visibility="private")
+                             **tst_progress)
         tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet).then(
             None, js=SCROLL_TO_RESULT).then(page.why, *why_args, **later)
         # At load the example goes on the canvas, which sends it back like a drawing.
