@@ -161,7 +161,12 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     # What drove the answer: both maps, for the answer and for another class, and heads off.
     rel, occ, text, heads, glance = page.why(shown, name, -1, [])
     assert rel.shape[1] == occ.shape[1] and rel.dtype == occ.dtype == np.uint8
-    assert glance is rel                  # the small copy beside the answer: the same map
+    # The small copy beside the answer: the same map, drawn at about the size it is shown (its
+    # labels were ~7 px tall when the big picture was shrunk into the box).
+    w = glance.shape[1]                   # 192 px, less to fit the grid's patches whole
+    assert 160 <= w <= 192 < rel.shape[1]
+    small = np.asarray(Image.fromarray(rel[:rel.shape[1]]).resize((w, w), Image.BILINEAR))
+    assert np.abs(small.astype(int) - glance[:w].astype(int)).mean() < 12
     assert "Explaining" in text and "Nothing switched off" in heads
     _, _, text, heads, _ = page.why(shown, name, 3, ["0,0", "1,1"])
     assert "Explaining **3**" in text and "With 2 heads off" in heads

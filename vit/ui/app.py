@@ -367,8 +367,7 @@ class Page:
         got = self._on_screen(shown, name)
         if isinstance(got, str):
             return None, None, "" if shown is None else got, "", None
-        rel, *rest = why_panel.render(*got, target, heads)
-        return rel, *rest, rel
+        return why_panel.render(*got, target, heads)
 
     def mechanism(self, opened, shown, name, layer, head, patch, cls):
         """The step-by-step walk through one attention head, while its panel is open."""

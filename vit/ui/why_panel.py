@@ -122,8 +122,12 @@ def switch_heads(p: Predictor, a: Analysis, heads) -> str:
             f"{change}; with every head on: **{p.class_names[b]}** ({100 * probs[b]:.1f} %).")
 
 
+GLANCE = 192       # px: the small copy beside the answer, drawn at about the size it is shown
+
+
 def render(p: Predictor, a: Analysis, target, heads) -> tuple:
-    """(relevance picture, occlusion picture, faithfulness text, head-switch text) for an
+    """(relevance picture, occlusion picture, faithfulness text, head-switch text, the relevance
+    picture drawn small for beside the answer — its labels then readable, not shrunk) for an
     analysed input, a target class (ANSWER or a class index) and the heads switched off. The
     deletion test is not run here (it costs ~100 forward passes): its text invites the button.
     For the answer, occlusion shows how much blanking each patch lowers its probability; for any
@@ -140,7 +144,8 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
                                  f"which patches, blanked, would make it more of a {name})")
             + "." + note + " Press the button to test which map — rollout, relevance or "
               "occlusion — finds what the answer rests on.")
-    return rel_pic, occ_pic, text, switch_heads(p, a, heads)
+    glance = ex.single_map_picture(image, rel, f"relevance for {name}", size=GLANCE)
+    return rel_pic, occ_pic, text, switch_heads(p, a, heads), glance
 
 
 def occlusion_view(p: Predictor, image: np.ndarray, t: int,
