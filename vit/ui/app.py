@@ -242,7 +242,7 @@ class Page:
     def to_test_tab(self, shown, name):
         """On the Test set tab, once it is open: until a test image is clicked, the headline says
         so (without a test set on disk, the tab itself says how to get one)."""
-        if isinstance(shown, Shown) and shown.kind == "test" or not self.answers.ready(name):
+        if (isinstance(shown, Shown) and shown.kind == "test") or not self.answers.ready(name):
             return unchanged()
         return status_only(f"### Click a test image to explain it{still_showing(shown)}")
 
