@@ -464,7 +464,19 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
     assert top_label(back[1]) == "7" and back[-2].kind == "drawing" and back[-1] == "3"
     assert all(o == gr.update() for o in page.to_draw_tab(seven, back[-2], "mnist", True, 2, 1,
                                                           None))
-    cleared = page.to_draw_tab({"png": None, "final": True, "seq": 4}, uploaded[-1], "mnist",
+    # A model switch put a new example on the hidden canvas (a newer drawing number), or the
+    # model changed: back on Draw, it is answered.
+    newer = page.to_draw_tab({**seven, "seq": 5}, back[-2], "mnist", True, 2, 1, None)
+    assert newer[-2].number == 5
+    assert page.to_draw_tab(seven, back[-2], "fashion-mnist", True, 2, 1, None)[-2].model == \
+        "fashion-mnist"
+    # While an upload is on screen, the hidden canvas's lift changes nothing; over a drawing it
+    # answers (the example that replaced the drawing, under the new model).
+    assert all(o == gr.update() for o in page.analyse_drawing(
+        {**seven, "seq": 6}, "mnist", True, 2, 1, None, "upload", uploaded[-1]))
+    assert top_label(page.analyse_drawing({**seven, "seq": 7}, "mnist", True, 2, 1, None,
+                                          "upload", back[-2])[1]) == "7"
+    cleared = page.to_draw_tab({"png": None, "final": True, "seq": 8}, uploaded[-1], "mnist",
                                True, 2, 1, None)
     assert "Draw a digit" in cleared[0] and cleared[1] is None           # an empty canvas: rest
 

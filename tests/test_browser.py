@@ -435,3 +435,28 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
     pg.get_by_role("option", name="Handwritten digits (MNIST)").click()
     wait_status(pg, "Example: a drawn 7 — read as 7", timeout=60_000)
     pg.close()
+
+
+def test_a_model_switch_on_the_upload_tab_answers_the_upload_not_the_hidden_canvas(
+        browser, app_server, tmp_path):
+    """Switching to the photo model puts its example on the (hidden) canvas; on the Upload tab
+    the answer must stay the upload's, read by the new model, until the Draw tab is opened."""
+    from PIL import Image
+    one = Image.new("L", (200, 200), 255)
+    one.paste(0, (90, 40, 110, 160))
+    one.save(tmp_path / "one.png")
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg.goto(app_server[1])
+    wait_status(pg, "Example")
+    pg.get_by_role("tab", name="Upload").click()
+    pg.locator("#upload input[type=file]").set_input_files(str(tmp_path / "one.png"))
+    wait_status(pg, "reads this as 1")
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Photos of animals and vehicles (CIFAR-10)").click()
+    pg.wait_for_function("() => !document.querySelector('#status').innerText.includes('as 1 (')",
+                         timeout=60_000)                 # the upload, read by the photo model
+    pg.wait_for_timeout(3000)                            # the canvas's example has loaded by now
+    assert "reads this as" in status(pg) and "Example" not in status(pg), status(pg)
+    pg.get_by_role("tab", name="Draw").click()
+    wait_status(pg, "Example: a picture of a ship", timeout=60_000)
+    pg.close()

@@ -159,11 +159,15 @@ class Page:
             self._latest.popitem(last=False)
         return latest > int(n)
 
-    def analyse_drawing(self, value, name, shared, layer, head, patch, request: gr.Request = None,
-                        pictures: bool = True):
+    def analyse_drawing(self, value, name, shared, layer, head, patch, tab=None, shown=None,
+                        request: gr.Request = None, pictures: bool = True):
         """The canvas's PNG (vit/ui/canvas.py) when the pen lifts: the answer and every picture.
         A value that came from an example says so in the status. The last output echoes the
-        drawing's number (#answered on the page)."""
+        drawing's number (#answered on the page). `tab`, `shown`: the tab in view and the input
+        on screen — a hidden canvas (a model switch puts the new model's example on it) never
+        replaces an upload's or a test image's answer; back on Draw, `to_draw_tab` answers it."""
+        if tab not in (None, "draw") and isinstance(shown, Shown) and shown.kind != "drawing":
+            return *unchanged(), gr.update()     # not noted as newer: it replaced nothing
         self._newer(getattr(request, "session_hash", None), value)
         p = self.predictor(name)
         try:
@@ -224,11 +228,13 @@ class Page:
     # --- tabs: the answer follows the input in view ----------------------------------------
     def to_draw_tab(self, value, shown, name, shared, layer, head, patch,
                     request: gr.Request = None):
-        """Back on the Draw tab after an upload or a test image: the canvas's drawing again (the
-        answer beside it must be the drawing's), or the canvas's prompt when it is empty."""
-        if not isinstance(shown, Shown) or shown.kind == "drawing":
+        """Back on the Draw tab after an upload or a test image (or a model switch that put a new
+        example on the hidden canvas): the canvas's drawing again — the answer beside it must be
+        the drawing's —, or the canvas's prompt when it is empty."""
+        if not isinstance(shown, Shown) or (shown.kind == "drawing" and shown.model == name
+                                            and str(shown.number) == seq(value)):
             return *unchanged(), gr.update()
-        return self.analyse_drawing(value, name, shared, layer, head, patch, request)
+        return self.analyse_drawing(value, name, shared, layer, head, patch, request=request)
 
     def to_upload_tab(self, path, shown, name, shared, layer, head, patch):
         """On the Upload tab: its picture's answer; with none yet, a headline asking for one that
@@ -563,6 +569,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         shown = gr.State(None)
         patch = gr.State(None)                   # the clicked patch (0-based); None = the centre
         current = gr.State(models.default)
+        tab = gr.State("draw")                   # the input tab in view
         with gr.Row(equal_height=False, elem_id="top"):
             with gr.Column(scale=5, min_width=300, elem_id="input-col"):
                 with gr.Tabs():
@@ -615,7 +622,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         # replaced by the newest, never queued up.
         pad.live(page.follow_drawing, [pad, model], [status, label, draw.answered],
                  trigger_mode="always_last", **quiet)
-        pad.lift(page.analyse_drawing, [pad, *ins], [*outs, draw.answered],
+        pad.lift(page.analyse_drawing, [pad, *ins, tab, shown], [*outs, draw.answered],
                  trigger_mode="always_last", show_progress="hidden",
                  api_name="analyse_drawing").then(page.why, *why_args, **later).then(
             page.mechanism, *mech_args, **quiet)
@@ -623,6 +630,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         upload.change(page.upload_changed, [upload, *ins], outs, show_progress="hidden",
                       api_name="analyse_upload").then(page.why, *why_args, **later)
         # A tab's answer follows its input: back on Draw, the canvas's drawing is answered again.
+        for el, name in ((draw_el, "draw"), (upload_el, "upload"), (tst.tab, "test")):
+            el.select(lambda n=name: n, None, tab, queue=False, api_visibility="private")
         draw_el.select(page.to_draw_tab, [pad, shown, *ins], [*outs, draw.answered],
                        **quiet).then(page.why, *why_args, **later).then(
             page.mechanism, *mech_args, **quiet)
