@@ -439,52 +439,66 @@ def test_switching_between_drawing_and_photo_models_puts_the_new_models_example_
 
 
 def test_the_answer_follows_the_tab_in_view(tmp_path):
-    """An answer beside an input that is not on screen misleads: on the Upload tab with nothing
-    uploaded the headline asks for a picture and says the answer below is still the drawing's;
-    back on the Draw tab after an upload, the drawing on the canvas is answered again."""
+    """An answer beside an input that is not on screen misleads. The headline is always the
+    tab's own: on the Upload tab with nothing uploaded it asks for a picture and says the answer
+    below is still the drawing's; back on a tab, its input's own headline returns (answered
+    again if it changed meanwhile); an answer that lands on another tab (in flight when the tab
+    changed, or a model switch re-reading it) keeps that tab's headline."""
     from vit.ui.app import top_label
     page = create_app(ROOT / "checkpoints", device="cpu").page
     seven = canvas_value(_example_ink("7"), seq=3)
     drawn = page.analyse_drawing(seven, "mnist", True, 2, 1, None)
     assert "7" in drawn[0] and top_label(drawn[1]) == "7"
     shown = drawn[-2]
+    assert shown.headline == drawn[0]
 
     empty = page.to_upload_tab(None, shown, "mnist", True, 2, 1, None)
     assert "Upload or paste a picture" in empty[0] and "still for your drawing" in empty[0]
     assert all(o == gr.update() for o in empty[1:])          # the drawing's answer stays
+    back = page.to_draw_tab(seven, shown, "mnist", True, 2, 1, None)     # nothing new: its
+    assert back[0] == drawn[0] and all(o == gr.update() for o in back[1:])   # headline back
     one = Image.new("L", (200, 200), 255)
     one.paste(0, (90, 40, 110, 160))
     one.save(tmp_path / "one.png")
-    uploaded = page.to_upload_tab(str(tmp_path / "one.png"), shown, "mnist", True, 2, 1, None)
+    path = str(tmp_path / "one.png")
+    uploaded = page.to_upload_tab(path, shown, "mnist", True, 2, 1, None)
     assert top_label(uploaded[1]) == "1" and uploaded[-1].kind == "upload"
-    assert all(o == gr.update() for o in page.to_upload_tab(
-        str(tmp_path / "one.png"), uploaded[-1], "mnist", True, 2, 1, None))   # already shown
+    again = page.to_upload_tab(path, uploaded[-1], "mnist", True, 2, 1, None)   # already shown
+    assert again[0] == uploaded[0] and all(o == gr.update() for o in again[1:])
 
     back = page.to_draw_tab(seven, uploaded[-1], "mnist", True, 2, 1, None)
     assert top_label(back[1]) == "7" and back[-2].kind == "drawing" and back[-1] == "3"
-    assert all(o == gr.update() for o in page.to_draw_tab(seven, back[-2], "mnist", True, 2, 1,
-                                                          None))
     # A model switch put a new example on the hidden canvas (a newer drawing number), or the
     # model changed: back on Draw, it is answered.
-    newer = page.to_draw_tab({**seven, "seq": 5}, back[-2], "mnist", True, 2, 1, None)
-    assert newer[-2].number == 5
+    assert page.to_draw_tab({**seven, "seq": 5}, back[-2], "mnist", True, 2, 1, None)[-2].number == 5
     assert page.to_draw_tab(seven, back[-2], "fashion-mnist", True, 2, 1, None)[-2].model == \
         "fashion-mnist"
-    # While an upload is on screen, the hidden canvas's lift changes nothing; over a drawing it
-    # answers (the example that replaced the drawing, under the new model).
-    assert all(o == gr.update() for o in page.analyse_drawing(
-        {**seven, "seq": 6}, "mnist", True, 2, 1, None, "upload", uploaded[-1]))
-    assert top_label(page.analyse_drawing({**seven, "seq": 7}, "mnist", True, 2, 1, None,
-                                          "upload", back[-2])[1]) == "7"
+    # The upload removed, nothing is on screen: back on Draw, the canvas is answered.
+    removed = page.upload_changed(None, "mnist", True, 2, 1, None)
+    assert removed[-1] is None
+    assert top_label(page.to_draw_tab(seven, None, "mnist", True, 2, 1, None)[1]) == "7"
     cleared = page.to_draw_tab({"png": None, "final": True, "seq": 8}, uploaded[-1], "mnist",
                                True, 2, 1, None)
     assert "Draw a digit" in cleared[0] and cleared[1] is None           # an empty canvas: rest
 
-    # The Test set tab: only once its answers are in (no test set here: the tab says so itself).
-    assert all(o == gr.update() for o in page.to_test_tab(uploaded[-1], "mnist"))
-    page.answers._results["mnist"] = object()
-    test = page.to_test_tab(uploaded[-1], "mnist")
-    assert "Click a test image" in test[0] and "still for your upload" in test[0]
+    # While an upload is on screen, the hidden canvas's lift changes nothing; over a drawing
+    # it answers (an example that replaced the drawing), under the tab's own headline.
+    assert all(o == gr.update() for o in page.analyse_drawing(
+        {**seven, "seq": 6}, "mnist", True, 2, 1, None, "upload", uploaded[-1]))
+    landed = page.analyse_drawing({**seven, "seq": 7}, "mnist", True, 2, 1, None, "upload",
+                                  back[-2])
+    assert top_label(landed[1]) == "7" and landed[0].startswith("### Upload or paste")
+    assert "still for your drawing" in landed[0] and "reads this as" in landed[-2].headline
+    switched = page.reanalyse(back[-2], "mnist", True, 2, 1, None, "test")
+    assert switched[0].startswith("### Click a test image")
+
+    # The Test set tab: a test image's own headline, or a prompt that fits the data on disk.
+    test = Shown("test", back[-2].image, back[-2].image, "mnist", headline="### Test image #4")
+    assert page.to_test_tab(test, "mnist")[0] == "### Test image #4"
+    assert "not on this machine" in page.to_test_tab(uploaded[-1], "mnist")[0]
+    page.answers._results["mnist"] = object()              # as if its answers were in
+    prompt = page.to_test_tab(uploaded[-1], "mnist")
+    assert "Click a test image" in prompt[0] and "still for your upload" in prompt[0]
     assert "Until then" not in page.to_test_tab(None, "mnist")[0]
 
 
@@ -504,13 +518,19 @@ def test_gradios_repeated_upload_event_is_answered_once(grids_page, tmp_path):
     assert "reads this as" in grids_page.upload_changed(digit, *args, request=visitor)[0]
     assert "blank" in grids_page.upload_changed(blank, "grid4", True, 2, 1, None,
                                                 request=visitor)[0]    # another model: answered
+    # Removed, then the same file again at once: a new upload, answered.
+    assert "Upload a picture" in grids_page.upload_changed(None, "grid4", True, 2, 1, None,
+                                                           request=visitor)[0]
+    assert "blank" in grids_page.upload_changed(blank, "grid4", True, 2, 1, None,
+                                                request=visitor)[0]
 
 
 def test_a_model_switch_empties_the_open_test_set_gallery_until_the_new_answers_are_in(grids_page):
     """A click on the old model's gallery would otherwise explain the new model's image of
     the same number."""
     status, confusion, reliability, gallery, shown, body = grids_page.clear_testset(True, "grid4")
-    assert "Loading" in status and gallery == [] == shown and confusion is None
+    assert "Loading" in status and shown == [] and confusion is None
+    assert gallery["value"] == [] and gallery["selected_index"] is None     # nothing highlighted
     assert all(o == gr.update() for o in grids_page.clear_testset(False, "grid4"))
 
 

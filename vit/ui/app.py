@@ -88,8 +88,9 @@ class Page:
 
     def _update(self, p: Predictor, a: Analysis, shown: Shown, shared, layer, head, patch,
                 status: str | None = None) -> PageUpdate:
-        return PageUpdate(status or headline(p, a), p.label(a.probs, a.verdict),
-                          views.render(p, a, shared, layer, head, patch), shown)
+        return PageUpdate("", p.label(a.probs, a.verdict), views.render(p, a, shared, layer, head,
+                                                                      patch),
+                          shown).with_headline(status or headline(p, a))
 
     def _analyse(self, kind: str, source, name, shared, layer, head, patch,
                  pictures: bool = True, number: int = 0) -> PageUpdate:
@@ -119,7 +120,8 @@ class Page:
         a = p.analyse_input(image, ink)
         shown = Shown(kind, kept, image, name, number)
         if not pictures:
-            return PageUpdate(headline(p, a), p.label(a.probs, a.verdict), KEEP, shown)
+            return PageUpdate("", p.label(a.probs, a.verdict), KEEP, shown).with_headline(
+                headline(p, a))
         return self._update(p, a, shown, shared, layer, head, patch)
 
     def _reanalysis(self, shown: Shown, name, judged: bool = False) -> tuple[Predictor, Analysis]:
@@ -185,9 +187,10 @@ class Page:
                                                f"the Upload tab")
                            if p.config.photos else
                            ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
-            u.status = (f"### Example: {made} {example} — read as **{top_label(u.label)}**\n"
-                        f"{again}, or pick another example below the canvas.")
-        return *u.outputs(), seq(value)
+            u = u.with_headline(f"### Example: {made} {example} — read as "
+                                f"**{top_label(u.label)}**\n{again}, or pick another example "
+                                f"below the canvas.")
+        return *for_tab(u, tab, "draw").outputs(), seq(value)
 
     def load_example(self, name, evt: gr.SelectData):
         """A click on an example under the canvas: that drawing on the canvas (which then sends
@@ -210,7 +213,9 @@ class Page:
         with the same file within milliseconds: the second changes nothing (its answer and its
         warning would only repeat the first's)."""
         key, now = getattr(request, "session_hash", None), time.monotonic()
-        if key is not None and path is not None:
+        if path is None:                    # removed: the same file uploaded again is new
+            self._uploads.pop(key, None)
+        elif key is not None:
             last = self._uploads.get(key)
             self._uploads[key] = (path, name, now)
             self._uploads.move_to_end(key)
@@ -231,26 +236,28 @@ class Page:
         """Back on the Draw tab after an upload or a test image (or a model switch that put a new
         example on the hidden canvas): the canvas's drawing again — the answer beside it must be
         the drawing's —, or the canvas's prompt when it is empty."""
-        if not isinstance(shown, Shown) or (shown.kind == "drawing" and shown.model == name
-                                            and str(shown.number) == seq(value)):
-            return *unchanged(), gr.update()
+        if (isinstance(shown, Shown) and shown.kind == "drawing" and shown.model == name
+                and str(shown.number) == seq(value)):
+            return *status_only(shown.headline), gr.update()       # its own headline back
         return self.analyse_drawing(value, name, shared, layer, head, patch, request=request)
 
     def to_upload_tab(self, path, shown, name, shared, layer, head, patch):
         """On the Upload tab: its picture's answer; with none yet, a headline asking for one that
         says what the answer below still belongs to."""
         if path is None:
-            return status_only(f"### Upload or paste a picture{still_showing(shown)}")
-        if isinstance(shown, Shown) and shown.kind == "upload" and shown.source == path:
-            return unchanged()
+            return status_only(PROMPT["upload"] + still_showing(shown))
+        if (isinstance(shown, Shown) and shown.kind == "upload" and shown.source == path
+                and shown.model == name):
+            return status_only(shown.headline)
         return self.analyse_upload(path, name, shared, layer, head, patch)
 
     def to_test_tab(self, shown, name):
-        """On the Test set tab, once it is open: until a test image is clicked, the headline says
-        so (without a test set on disk, the tab itself says how to get one)."""
-        if (isinstance(shown, Shown) and shown.kind == "test") or not self.answers.ready(name):
-            return unchanged()
-        return status_only(f"### Click a test image to explain it{still_showing(shown)}")
+        """On the Test set tab, once it is open: the test image's headline on screen, or until
+        one is clicked, a headline saying so (without a test set on disk, that there is none)."""
+        if isinstance(shown, Shown) and shown.kind == "test":
+            return status_only(shown.headline)
+        prompt = PROMPT["test"] if self.answers.ready(name) else NO_TEST_SET
+        return status_only(prompt + still_showing(shown))
 
     def first_view(self, name):
         """At page load, a worked example on the canvas rather than empty boxes: the canvas
@@ -260,7 +267,8 @@ class Page:
         first = FIRST_EXAMPLE.get(p.config.style)
         return self.canvas_value(next((x for x in paths if example_name(x) == first), paths[0]), p)
 
-    def reanalyse(self, shown, name, shared, layer, head, patch, request: gr.Request = None):
+    def reanalyse(self, shown, name, shared, layer, head, patch, tab=None,
+                  request: gr.Request = None):
         """After a model switch: the same input, through the new model — unless the visitor sent
         a newer drawing (or cleared the canvas) meanwhile: its own answer then stands."""
         if not isinstance(shown, Shown):
@@ -280,7 +288,8 @@ class Page:
         kept = Shown(shown.kind, shown.source, a.image, name, shown.number, shown.caption)
         # A test image keeps saying where it comes from (another model's test set, maybe).
         status = headline(p, a) + (f"\nThis is {shown.caption}." if shown.caption else "")
-        return self._update(p, a, kept, shared, layer, head, patch, status).outputs()
+        u = self._update(p, a, kept, shared, layer, head, patch, status)
+        return for_tab(u, tab, TAB_OF[shown.kind]).outputs()
 
     def rescale(self, shown, name, shared, layer=None):
         if not isinstance(shown, Shown):
@@ -455,8 +464,8 @@ class Page:
         pictures a click would mistake for the new model's test images."""
         if not opened:
             return (gr.update(),) * 6
-        return (f"Loading the {self.predictor(name).config.title} test set…", None, None, [], [],
-                gr.update())
+        return (f"Loading the {self.predictor(name).config.title} test set…", None, None,
+                gr.update(value=[], selected_index=None), [], gr.update())
 
     def refresh_testset(self, opened, name, kind, true, pred, progress=gr.Progress()):
         """After a model switch: its class names in the filters, and its answers if the tab is open."""
@@ -464,7 +473,11 @@ class Page:
         choices = gr.update(choices=testset_tab.class_choices(p.class_names), value=-1)
         if not opened:
             return choices, choices, *[gr.update()] * 6
-        return choices, choices, *self.testset_view(name, kind, -1, -1, progress)
+        status, confusion, reliability, gallery, *rest = self.testset_view(name, kind, -1, -1,
+                                                                           progress)
+        # No thumbnail highlighted: the one clicked before was another model's test image.
+        return (choices, choices, status, confusion, reliability,
+                gr.update(value=gallery, selected_index=None), *rest)
 
 
 def _progress(progress):
@@ -499,6 +512,21 @@ def status_only(text: str) -> tuple:
 
 # What the answer on screen is for, as a tab that is not its input's says it.
 SHOWING = {"drawing": "your drawing", "upload": "your upload", "test": "the test image you picked"}
+TAB_OF = {"drawing": "draw", "upload": "upload", "test": "test"}      # an input's own tab
+# The headline of a tab whose own input is not on screen (yet).
+PROMPT = {"upload": "### Upload or paste a picture",
+          "test": "### Click a test image to explain it"}
+NO_TEST_SET = "### This model's test set is not on this machine"
+
+
+def for_tab(u: PageUpdate, tab, origin: str) -> PageUpdate:
+    """The headline for the tab in view: an update from another tab's input (an answer in
+    flight when the tab changed, a model switch re-reading it) keeps its answer and pictures,
+    and the headline says what this tab wants; the input's own headline stays in its Shown for
+    the switch back."""
+    if tab not in PROMPT or tab == origin:
+        return u
+    return PageUpdate(PROMPT[tab] + still_showing(u.shown), u.label, u.pictures, u.shown)
 
 
 def still_showing(shown) -> str:
@@ -664,7 +692,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                      [model, current, card, panel.layer, panel.head, patch, why.target, why.heads,
                       draw.hint, draw.examples, mech.layer, mech.head, pad],
                      api_visibility="private").then(
-            page.reanalyse, [shown, *ins], outs, **quiet).then(
+            page.reanalyse, [shown, *ins, tab], outs, **quiet).then(
             page.why, *why_args, **later).then(
             page.mechanism_model, [mech_open, model], mech.model_outputs, **quiet).then(
             page.mechanism, *mech_args, **quiet).then(

@@ -22,6 +22,7 @@ class Shown:
     model: str                       # the model it was laid out for
     number: int = 0                  # a drawing's number from the canvas (0: not a drawing)
     caption: str = ""                # a test image's origin: data set, number and true class
+    headline: str = ""               # its answer's headline, for a tab switch to put back
 
 
 @dataclass
@@ -31,6 +32,12 @@ class PageUpdate:
     label: dict | None = None
     pictures: Pictures | str | None = None          # or KEEP
     shown: Shown | None = None
+
+    def with_headline(self, status: str) -> "PageUpdate":
+        """This update with `status` as its headline, which its Shown keeps too."""
+        from dataclasses import replace
+        shown = replace(self.shown, headline=status) if self.shown is not None else None
+        return PageUpdate(status, self.label, self.pictures, shown)
 
     def outputs(self) -> tuple:
         if self.pictures is KEEP:
