@@ -155,10 +155,7 @@ class Page:
         if key is None or not n:
             return False
         latest = self._latest.get(key, 0)
-        self._latest[key] = max(latest, int(n))
-        self._latest.move_to_end(key)
-        while len(self._latest) > 10_000:          # one small int per recent visitor
-            self._latest.popitem(last=False)
+        remember(self._latest, key, max(latest, int(n)))
         return latest > int(n)
 
     def analyse_drawing(self, value, name, shared, layer, head, patch, tab=None, shown=None,
@@ -217,10 +214,7 @@ class Page:
             self._uploads.pop(key, None)
         elif key is not None:
             last = self._uploads.get(key)
-            self._uploads[key] = (path, name, now)
-            self._uploads.move_to_end(key)
-            while len(self._uploads) > 10_000:          # a path and a name per recent visitor
-                self._uploads.popitem(last=False)
+            remember(self._uploads, key, (path, name, now))
             if last is not None and last[:2] == (path, name) and now - last[2] < 2.0:
                 return unchanged()
         return self.analyse_upload(path, name, shared, layer, head, patch)
@@ -490,6 +484,14 @@ def top_label(label: dict) -> str:
     if isinstance(label.get("confidences"), list) and "label" in label:
         return str(label["label"])
     return max(label, key=label.get)
+
+
+def remember(per_visitor: OrderedDict, key, value, keep: int = 10_000) -> None:
+    """Note a small value for a visitor, keeping the `keep` most recent visitors' only."""
+    per_visitor[key] = value
+    per_visitor.move_to_end(key)
+    while len(per_visitor) > keep:
+        per_visitor.popitem(last=False)
 
 
 def unchanged() -> tuple:
