@@ -400,3 +400,13 @@ def test_decoding_once_gives_what_the_input_gives(tmp_path):
         d = decode(x)
         assert np.array_equal(to_model_image(d), to_model_image(x))
         assert np.array_equal(compact(d), compact(x))
+
+
+def test_a_refused_size_is_the_real_size_not_the_limit_rounded(tmp_path):
+    """50.3 MB used to read "50 MB; the limit is 50 MB"."""
+    path = tmp_path / "big.png"
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n")
+        f.truncate(50_300_000)
+    with pytest.raises(PreprocessError, match=r"The file is 50\.3 MB; the limit is 50 MB"):
+        preprocess(str(path))

@@ -88,7 +88,7 @@ def open_image(path):
     if size == 0:
         raise PreprocessError("The file is empty (0 bytes).")
     if size > MAX_FILE_BYTES:
-        raise PreprocessError(f"The file is {size / 1e6:.0f} MB; the limit is "
+        raise PreprocessError(f"The file is {size / 1e6:.1f} MB; the limit is "
                               f"{MAX_FILE_BYTES // 1_000_000} MB. Please send a smaller image.")
     try:
         with warnings.catch_warnings():      # PIL's bomb *warning*: our own limit is lower

@@ -27,16 +27,21 @@ from ..datasets import STYLES
 from ..evaluation import pick_device
 from ..examples import example_name, write_examples
 from ..inference import Analysis, Predictor
-from ..preprocessing import BlankInputError, PreprocessError, compact, decode
+from ..preprocessing import MAX_FILE_BYTES, BlankInputError, PreprocessError, compact, decode
 from . import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
 from .canvas import colour_picture, load_value, read_drawing, seq
 from .gradio_patches import (
     FreeDropdown,
     ImageFile,
     VerdictLabel,
+    bounded_connections,
     hide_server_paths,
     never_rewrite_cached_images,
+    raise_file_limit,
+    short_errors,
+    small_sessions,
 )
+from .limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
 from .models import Models, StartupError
 from .state import KEEP, PageUpdate, Shown
 
@@ -48,20 +53,6 @@ CONCURRENCY = 2
 # After a test image is chosen, bring its result into view (it appears above the tab).
 SCROLL_TO_RESULT = "() => document.querySelector('#status')?.scrollIntoView({block: 'start'})"
 FIRST_EXAMPLE = {"digits": "7", "objects": "Ankle boot", "photos": "ship"}   # on the canvas at load
-
-
-def env_int(name: str, default: int, lo: int, hi: int) -> int:
-    """An integer setting from the environment, or StartupError with one line."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise StartupError(f"{name}={raw[:20]!r} is not a whole number") from None
-    if not lo <= value <= hi:
-        raise StartupError(f"{name} must be between {lo} and {hi}, not {value}")
-    return value
 
 
 def user_error(message: str) -> gr.Error:
@@ -572,6 +563,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
     one thread each beat one request whose two threads fight the other's). Raises NoModelsError."""
     never_rewrite_cached_images()
     hide_server_paths()
+    small_sessions()
+    short_errors()
+    limits = Limits.from_env()
     torch.set_num_threads(threads or env_int("VIT_THREADS", 1, 1, 4 * (os.cpu_count() or 1)))
     try:
         device = pick_device(device or os.environ.get("VIT_DEVICE") or "auto")
@@ -580,13 +574,14 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
     models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"),
                               device)
     data_dir = Path(data_dir) if data_dir else ts.data_dir_for_app()
-    base = Path(examples_dir or Path(tempfile.gettempdir()) / "vit-explorer-examples")
+    # A fresh private folder (0700) per process: a fixed /tmp path could be another user's.
+    base = Path(examples_dir or tempfile.mkdtemp(prefix="vit-explorer-examples-"))
     examples = {style: write_examples(base / style, style) for style in STYLES}
     page = Page(models, data_dir, examples)
     p = models.get(models.default)
     on_space = "SPACE_ID" in os.environ
 
-    with gr.Blocks(title="ViT Explorer", delete_cache=(1800, 3600)) as demo:
+    with gr.Blocks(title="ViT Explorer", delete_cache=CACHE_LIFETIME) as demo:
         with gr.Row(equal_height=True):
             with gr.Column(scale=3, min_width=300):
                 gr.Markdown("# ViT Explorer\nA small Vision Transformer, trained from scratch, "
@@ -714,15 +709,21 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             None, js=SCROLL_TO_RESULT).then(page.why, *why_args, **later)
         # At load the example goes on the canvas, which sends it back like a drawing.
         demo.load(page.first_view, model, pad, **quiet)
-    demo.queue(max_size=env_int("VIT_QUEUE_SIZE", 16, 1, 10_000),
-               default_concurrency_limit=CONCURRENCY)
+    demo.queue(max_size=limits.queue_size, default_concurrency_limit=CONCURRENCY)
+    demo.limits = limits
     demo.page = page                    # for tests and notebooks: the handlers over these models
     return demo
 
 
 def launch(demo: gr.Blocks, **kwargs):
-    """Serve the page with its script, style and upload limit (GRADIO_SERVER_NAME/PORT honoured)."""
+    """Serve the page with its script, style and limits (vit/ui/limits.py; GRADIO_SERVER_NAME /
+    GRADIO_SERVER_PORT honoured)."""
+    limits = getattr(demo, "limits", None) or Limits()
+    raise_file_limit()
+    bounded_connections(limits.connections, FIRST_REQUEST_SECONDS)
     # run_history=False: Gradio 6.31 otherwise copies every event's inputs and outputs (each
     # drawing's PNG, every picture) into the browser's localStorage, ~250 ms of the page's main
     # thread per event here — the page stuttered while drawing — and keeps drawings there.
-    return demo.launch(css=CSS, show_error=True, max_file_size="50mb", run_history=False, **kwargs)
+    return demo.launch(css=CSS, show_error=True, max_file_size=MAX_FILE_BYTES, run_history=False,
+                       state_session_capacity=limits.sessions,
+                       app_kwargs={"middleware": limits.middleware()}, **kwargs)

@@ -18,7 +18,7 @@ from ..preprocessing import PreprocessError, on_white, open_image
 
 HERE = Path(__file__).parent
 PREFIX = "data:image/png;base64,"
-MAX_CHARS = 4_000_000        # a 400x400 drawing is a few KB; anything near this is not one
+MAX_CHARS = 1_500_000        # a 400x400 drawing is a few KB, a photo on it ~0.5 MB
 CANVAS_SIDE = 400            # canvas.js's SIDE
 MAX_SIDE = 2048              # a drawing sent by an API client may be larger, not a poster
 BRUSH, ERASER = 13, 24       # radii in canvas pixels (of 400): strokes ~6.5 % of the side, as MNIST's
@@ -77,7 +77,7 @@ def read_drawing(value) -> dict | None:
     if not isinstance(png, str) or not png.startswith(PREFIX):
         raise PreprocessError("The drawing must be a PNG data URL (data:image/png;base64,…).")
     if len(png) > MAX_CHARS:
-        raise PreprocessError(f"The drawing is {len(png) / 1e6:.0f} MB; a drawing is a few KB. "
+        raise PreprocessError(f"The drawing is {len(png) / 1e6:.1f} MB; a drawing is a few KB. "
                               "Upload large pictures on the Upload tab.")
     try:
         data = base64.b64decode(png[len(PREFIX):], validate=True)

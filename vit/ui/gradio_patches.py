@@ -4,11 +4,13 @@
    picture race, and a download is cut off ("Too little data for declared Content-Length";
    bench/load.py: 4 of 500 before). Written once, atomically, instead.
 2. `gr.Image` decodes uploads with PIL before the app sees them: an empty file, random bytes,
-   HEIC, a PNG text-chunk bomb or a >179-megapixel image then fails inside Gradio with a
-   multi-line message showing server paths. `SafeImage` hands the app the uploaded file's path
-   untouched; vit.preprocessing checks size and pixel count before decoding anything, and answers
-   in one line. (The drawing canvas is our own, vit/ui/canvas.py: it sends a PNG that
-   vit.preprocessing opens with the same checks.)
+   HEIC, a PNG text-chunk bomb, a >179-megapixel image or a `data:` URL (a 214 KB request cost
+   ~2 GB) then fails or swells inside Gradio. `SafeImage` (and `ImageFile`) hand the app the
+   uploaded file's path untouched — and only a file this server received by upload
+   (vit/ui/uploads.py `received_file`: a FileData without Gradio's `meta` marker used to reach
+   the handler with any server path) —; vit.preprocessing checks size and pixel count before
+   decoding anything, and answers in one line. (The drawing canvas is our own,
+   vit/ui/canvas.py: it sends a PNG that vit.preprocessing opens with the same checks.)
 3. Sliders and dropdowns check a value against the range and choices they were built with, and
    refuse it with a traceback in the log: a model with more layers than the first one could not
    be explored past the first model's depth. `FreeSlider` and `FreeDropdown` pass values on; the
@@ -26,6 +28,19 @@
 7. (A setting, in vit/ui/app.py `launch`.) Gradio's run history copies every event's inputs and
    outputs into the browser's localStorage: ~250 ms of main-thread work per event here, so the
    page stuttered while drawing, and every drawing stayed in the browser. `run_history=False`.
+8. Every session (any `session_hash` a client makes up) got a copy of the whole page's config
+   (~170 KB) and kept every value a client sent in it (a 4 MB "drawing", a 100 KB model name),
+   for deep links, which this app does not offer. `small_sessions` keeps neither; what a session
+   holds is its gr.State values (vit/ui/state.py) and the components a handler updated.
+9. `show_error=True` sends `str(exception)` to the client: a validation error echoed a 100 KB
+   bad value back, and an unexpected error could show internals; a value of the wrong type (a
+   list where a file belongs) was logged as a crash with its traceback. `short_errors` sends the
+   first line, at most 300 characters, and answers a value Gradio's data model refuses with one
+   line naming what was wrong (never the value), logged as a bad request, not a crash.
+10. uvicorn keeps a connection that never sends a request open for ever (~1,100 of them ran
+   the process out of file descriptors) and takes any number of connections. `bounded_connections`
+   closes one that sends no complete request within a few seconds and answers 503 beyond a
+   number of open connections (vit/ui/limits.py).
 """
 from __future__ import annotations
 
@@ -35,6 +50,8 @@ import types
 from pathlib import Path
 
 import gradio as gr
+
+from .uploads import NOT_UPLOADED, received_file
 
 _patched: set[str] = set()
 
@@ -81,8 +98,7 @@ def hide_server_paths() -> None:
         try:
             return check(path, check_in_upload_folder)
         except InvalidPathError:
-            raise RefusedPath("That file was not uploaded to this server, so it can't be read; "
-                              "send the file itself.") from None
+            raise RefusedPath(NOT_UPLOADED) from None
 
     pu._check_allowed = _check_allowed
     _patched.add("paths")
@@ -95,13 +111,7 @@ def hide_server_paths() -> None:
 def _image_preprocess(self, payload):
     if payload is None:
         return None
-    if payload.path and not (payload.url or "").startswith("data:"):
-        return str(payload.path)
-    try:                                       # a pasted data: URL: Gradio decodes it
-        return gr.Image.preprocess(self, payload)
-    except Exception:
-        raise gr.Error("That picture could not be read; try saving it as PNG or JPEG.",
-                       print_exception=False) from None
+    return received_file(payload)
 
 
 def SafeImage(**kwargs) -> gr.Image:
@@ -151,7 +161,9 @@ class FreeDropdown(gr.Dropdown):
 
 
 class ImageFile(gr.File):
-    """Patch 6: a file input for the API whose documented sample is an image (a PNG), not a PDF."""
+    """Patches 2 and 6: a file input for the API whose documented sample is an image (a PNG), not
+    a PDF, and that reads only a file this server received. (A bare {"path": …} without Gradio's
+    `meta` marker is refused earlier, by gr.File's data model: patch 9 makes that one line.)"""
     SAMPLE = "https://raw.githubusercontent.com/gradio-app/gradio/main/test/test_files/bus.png"
 
     def example_payload(self):
@@ -160,3 +172,106 @@ class ImageFile(gr.File):
 
     def example_value(self):
         return self.SAMPLE
+
+    def preprocess(self, payload):
+        return None if payload is None else received_file(payload)
+
+
+def small_sessions() -> None:
+    """Patch 8 (idempotent)."""
+    if "sessions" in _patched:
+        return
+    from gradio.state_holder import SessionState
+    init = SessionState.__init__
+
+    def __init__(self, blocks):
+        init(self, blocks)
+        self.config_values = {}              # read only by deep links
+
+    SessionState.__init__ = __init__
+    SessionState._update_config = lambda self, key: None
+    SessionState._update_value_in_config = lambda self, key, value: None
+    _patched.add("sessions")
+
+
+MAX_ERROR_CHARS = 300
+
+
+def one_line(text: str) -> str:
+    """The first non-empty line of `text`, at most MAX_ERROR_CHARS characters."""
+    line = next((x.strip() for x in str(text).splitlines() if x.strip()), "")
+    return line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS - 1] + "…"
+
+
+def short_errors() -> None:
+    """Patch 9 (idempotent)."""
+    if "errors" in _patched:
+        return
+    from gradio import queueing, utils
+    original = utils.error_payload
+
+    def error_payload(error, show_error):
+        content = original(error, show_error)
+        if isinstance(content.get("error"), str):
+            content["error"] = one_line(content["error"])
+        return content
+
+    utils.error_payload = queueing.error_payload = error_payload
+    from pydantic import ValidationError
+    preprocess = gr.Blocks.preprocess_data
+
+    async def preprocess_data(self, *args, **kwargs):
+        try:
+            return await preprocess(self, *args, **kwargs)
+        except ValidationError as e:
+            what = one_line(e.errors()[0].get("msg", "")) if e.errors() else ""
+            raise gr.Error(f"A value sent to this endpoint is not of the expected kind: {what}",
+                           print_exception=False) from None
+
+    gr.Blocks.preprocess_data = preprocess_data
+    _patched.add("errors")
+
+
+def bounded_connections(limit: int, first_request_s: float) -> None:
+    """Patch 10: uvicorn's Config, as Gradio builds it, with `limit_concurrency` and an HTTP
+    protocol that closes a connection whose first request is not complete in `first_request_s`.
+    (Called again, the newest limits apply.)"""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class FirstRequestDeadline(H11Protocol):
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self._deadline = self.loop.call_later(first_request_s, self._no_request)
+
+        def _no_request(self):
+            if self.cycle is None and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_lost(self, exc):
+            self._deadline.cancel()
+            super().connection_lost(exc)
+
+    base = _patched_config.get("base") or uvicorn.Config
+
+    class BoundedConfig(base):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("limit_concurrency", limit)
+            kwargs.setdefault("http", FirstRequestDeadline)
+            super().__init__(*args, **kwargs)
+
+    _patched_config["base"] = base
+    uvicorn.Config = BoundedConfig
+
+
+_patched_config: dict = {}
+
+
+def raise_file_limit() -> int:
+    """The process's open-file limit raised to its hard limit (sockets are files): returns it."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return hard
+    return soft

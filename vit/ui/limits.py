@@ -1,0 +1,136 @@
+"""Every bound a host can rely on, in one place: read once from the environment at start-up
+(`Limits.from_env`, a bad value stops the app with one line) and applied by `launch`.
+
+| setting                 | default | bounds                                                    |
+|-------------------------|---------|-----------------------------------------------------------|
+| VIT_SESSIONS            | 2000    | visitors' sessions kept in memory (oldest dropped first)  |
+| VIT_QUEUE_SIZE          | 16      | events waiting for a worker; more are told "busy"         |
+| VIT_CONNECTIONS         | 400     | open HTTP connections; more get 503 at once               |
+| VIT_UPLOADS_PER_MINUTE  | 30      | uploads per visitor (address) a minute                    |
+| VIT_UPLOADS_IN_FLIGHT   | 4       | uploads being received at once                            |
+| VIT_UPLOAD_CACHE_MB     | 1000    | the upload folder (oldest uploads deleted first)          |
+
+Fixed: an upload is at most 50 MB (`MAX_FILE_BYTES`); any other request's body at most
+`MAX_REQUEST_BYTES`; a connection that sends no complete request within
+`FIRST_REQUEST_SECONDS` is closed; uploads and pictures are deleted an hour after they were made
+(checked every half hour); a session id is at most 64 characters of [A-Za-z0-9_-].
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+
+from ..preprocessing import MAX_FILE_BYTES
+from .models import StartupError
+from .uploads import UploadLimits, plain
+
+MAX_REQUEST_BYTES = 2_000_000       # a drawing's PNG is a few KB; a photo on the canvas ~0.5 MB
+FIRST_REQUEST_SECONDS = 10
+CACHE_LIFETIME = (1800, 3600)       # Gradio's delete_cache: (every, older than), in seconds
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def env_int(name: str, default: int, lo: int, hi: int) -> int:
+    """An integer setting from the environment, or StartupError with one line."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise StartupError(f"{name}={raw[:20]!r} is not a whole number") from None
+    if not lo <= value <= hi:
+        raise StartupError(f"{name} must be between {lo} and {hi}, not {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    sessions: int = 2000
+    queue_size: int = 16
+    connections: int = 400
+    uploads_per_minute: int = 30
+    uploads_in_flight: int = 4
+    upload_cache_mb: int = 1000
+
+    @classmethod
+    def from_env(cls) -> "Limits":
+        return cls(sessions=env_int("VIT_SESSIONS", cls.sessions, 10, 1_000_000),
+                   queue_size=env_int("VIT_QUEUE_SIZE", cls.queue_size, 1, 10_000),
+                   connections=env_int("VIT_CONNECTIONS", cls.connections, 10, 100_000),
+                   uploads_per_minute=env_int("VIT_UPLOADS_PER_MINUTE", cls.uploads_per_minute,
+                                              1, 100_000),
+                   uploads_in_flight=env_int("VIT_UPLOADS_IN_FLIGHT", cls.uploads_in_flight,
+                                             1, 1000),
+                   upload_cache_mb=env_int("VIT_UPLOAD_CACHE_MB", cls.upload_cache_mb,
+                                           2 * MAX_FILE_BYTES // 1_000_000, 10_000_000))
+
+    def middleware(self) -> list:
+        """For `launch(app_kwargs={"middleware": …})`: outermost first."""
+        from starlette.middleware import Middleware
+        return [Middleware(RequestLimits),
+                Middleware(UploadLimits, per_visitor=self.uploads_per_minute,
+                           in_flight=self.uploads_in_flight,
+                           cache_bytes=self.upload_cache_mb * 1_000_000,
+                           max_file_bytes=MAX_FILE_BYTES)]
+
+
+def event_problem(body: bytes) -> str | None:
+    """Why an event request's JSON body is refused, or None. Only what Gradio would keep
+    without checking: its session id (a key of the per-visitor store)."""
+    try:
+        obj = json.loads(body) if body.strip() else None
+    except (ValueError, RecursionError):
+        return None                     # Gradio answers malformed JSON itself, in one line
+    if not isinstance(obj, dict) or obj.get("session_hash") is None:
+        return None
+    sid = obj["session_hash"]
+    if not isinstance(sid, str) or not SESSION_ID.fullmatch(sid):
+        return "session_hash must be 1-64 letters, digits, '-' or '_'."
+    return None
+
+
+class RequestLimits:
+    """ASGI middleware: a POST body (other than an upload, limited by Gradio's max_file_size)
+    is at most MAX_REQUEST_BYTES, and an event's session id is well formed — before Gradio
+    parses or keeps either."""
+
+    def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or \
+                scope["path"].rstrip("/").endswith("/upload"):
+            return await self.app(scope, receive, send)
+        too_big = (413, f"A request here is at most {self.max_bytes // 1_000_000} MB; upload "
+                        f"pictures as files.")
+        declared = dict(scope.get("headers", ())).get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await plain(send, *too_big)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                return await plain(send, *too_big)
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        problem = event_problem(body) if b"session_hash" in body else None
+        if problem:
+            return await plain(send, 400, problem)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)

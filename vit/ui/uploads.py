@@ -1,0 +1,165 @@
+"""Which uploaded files a handler may read, and how much room uploads may take.
+
+A client names an input file by the path that Gradio's `/upload` route handed back to it. That
+path is `<upload folder>/<SHA-256 of the server's secret seed + the file's bytes>/<name>`: nobody
+can name it without having uploaded that file to this server, so a path is read only if
+- Gradio's `/upload` received it (the Blocks' `upload_file_set`), and
+- it is, resolved, a regular file inside the upload folder (no symlink, no `..`).
+Anything else — a server path such as `/etc/x.png` sent without Gradio's `meta` marker, an output
+picture, a `data:` URL that Gradio would decode itself before our size checks — is refused with
+one line that does not say whether the path exists on this machine.
+
+`UploadLimits` is the ASGI middleware in front of `/upload`: per visitor (client address) at most
+`per_visitor` uploads a minute, at most `in_flight` uploads being received at once, and the upload
+folder kept under `cache_bytes` by deleting the oldest uploads first (Gradio's `delete_cache`
+removes them after an hour anyway). A refused upload gets HTTP 429 or 503 with one line.
+"""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections import OrderedDict, deque
+from pathlib import Path
+
+import gradio as gr
+
+NOT_UPLOADED = ("That file was not uploaded to this server, so it can't be read; upload the "
+                "picture itself.")
+EXPIRED = "That upload has expired on the server (uploads are kept up to an hour); upload it again."
+NO_DATA_URLS = ("Send the picture as a file upload (gradio_client's handle_file), not as a "
+                "data: URL.")
+
+
+def upload_folder() -> Path:
+    from gradio.utils import get_upload_folder
+    return Path(get_upload_folder()).resolve()
+
+
+def received_file(payload) -> str:
+    """The path of a file this server received by upload, from a FileData `payload`; gr.Error
+    with one line for anything else."""
+    from gradio.context import LocalContext
+    if (getattr(payload, "url", None) or "").startswith("data:"):
+        raise gr.Error(NO_DATA_URLS, print_exception=False)
+    path = getattr(payload, "path", None)
+    blocks = LocalContext.blocks.get(None)
+    if not isinstance(path, str) or path not in getattr(blocks, "upload_file_set", ()):
+        raise gr.Error(NOT_UPLOADED, print_exception=False)
+    where = Path(path)
+    # Received, yet it must still be where uploads live: never a link placed there afterwards.
+    if where.is_symlink() or not where.resolve().is_relative_to(upload_folder()):
+        raise gr.Error(NOT_UPLOADED, print_exception=False)
+    if not where.is_file():
+        raise gr.Error(EXPIRED, print_exception=False)
+    return path
+
+
+def folder_bytes(folder: Path) -> list[tuple[float, int, Path]]:
+    """(modification time, bytes, sub-folder) of each upload in `folder`, oldest first."""
+    entries = []
+    for sub in folder.iterdir() if folder.is_dir() else ():
+        try:
+            if sub.is_symlink() or not sub.is_dir():
+                continue
+            files = [f.stat() for f in sub.iterdir() if f.is_file()]
+            entries.append((max((s.st_mtime for s in files), default=0.0),
+                            sum(s.st_size for s in files), sub))
+        except OSError:                      # removed meanwhile (delete_cache, another request)
+            continue
+    return sorted(entries, key=lambda e: e[0])
+
+
+def make_room(folder: Path, cache_bytes: int, incoming: int) -> int:
+    """Delete the oldest uploads until `incoming` more bytes fit under `cache_bytes`; returns
+    the bytes the folder then holds. Only hash-named upload folders are touched."""
+    entries = folder_bytes(folder)
+    total = sum(size for _, size, _ in entries)
+    for _, size, sub in entries:
+        if total + incoming <= cache_bytes:
+            break
+        if len(sub.name) == 64 and all(c in "0123456789abcdef" for c in sub.name):
+            shutil.rmtree(sub, ignore_errors=True)
+            total -= size
+    return total
+
+
+def forget_gone(scope, keep: int = 10_000) -> None:
+    """Gradio's set of received paths only grows: past `keep`, drop the files already deleted
+    (by make_room or Gradio's delete_cache)."""
+    app = scope.get("app")
+    received = getattr(app.get_blocks(), "upload_file_set", None) if hasattr(app, "get_blocks") \
+        else None
+    if received is not None and len(received) > keep:
+        received.difference_update([p for p in list(received) if not Path(p).is_file()])
+
+
+def visitor_of(scope) -> str:
+    """A visitor, as well as an upload request can tell: the first forwarded address (a proxy
+    such as a Space's), else the socket's peer. Spoofable, so only a fairness limit keys on it;
+    the folder's cap does not."""
+    for key, value in scope.get("headers", ()):
+        if key == b"x-forwarded-for":
+            return value.decode("latin-1").split(",")[0].strip()[:64]
+    client = scope.get("client")
+    return str(client[0]) if client else "?"
+
+
+class UploadLimits:
+    """ASGI middleware for `POST …/upload` (see the module docstring); other requests pass."""
+
+    def __init__(self, app, per_visitor: int = 30, in_flight: int = 4,
+                 cache_bytes: int = 1 << 30, max_file_bytes: int = 50_000_000,
+                 folder: Path | None = None, visitors: int = 10_000):
+        self.app, self.per_visitor, self.in_flight = app, per_visitor, in_flight
+        self.cache_bytes, self.max_file_bytes = cache_bytes, max_file_bytes
+        self.folder = folder
+        self.visitors = visitors
+        self._recent: OrderedDict[str, deque] = OrderedDict()    # visitor -> upload times
+        self._busy = 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or \
+                not scope["path"].rstrip("/").endswith("/upload"):
+            return await self.app(scope, receive, send)
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            return await plain(send, *refusal)
+        self._busy += 1
+        try:
+            # Room for one more file at its largest, before a byte of it is written.
+            folder = self.folder or upload_folder()
+            total = await asyncio.to_thread(make_room, folder, self.cache_bytes,
+                                            self.max_file_bytes)
+            forget_gone(scope)
+            if total + self.max_file_bytes > self.cache_bytes:
+                return await plain(send, 503, "The server's room for uploads is full; try again "
+                                               "in a few minutes.")
+            return await self.app(scope, receive, send)
+        finally:
+            self._busy -= 1
+
+    def _refusal(self, scope) -> tuple[int, str] | None:
+        if self._busy >= self.in_flight:
+            return 503, "Too many uploads are arriving at once; try again in a moment."
+        now, who = time.monotonic(), visitor_of(scope)
+        times = self._recent.pop(who, None) or deque()
+        while times and now - times[0] > 60:
+            times.popleft()
+        self._recent[who] = times                   # most recent visitor last
+        while len(self._recent) > self.visitors:    # the table itself stays bounded
+            self._recent.popitem(last=False)
+        if len(times) >= self.per_visitor:
+            return 429, f"At most {self.per_visitor} uploads a minute; try again shortly."
+        times.append(now)
+        return None
+
+
+async def plain(send, status: int, text: str) -> None:
+    """A one-line plain-text answer."""
+    body = text.encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
