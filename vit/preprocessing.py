@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from PIL import Image
 
 MAX_PIXELS = 40_000_000      # ~6300x6300: beyond this we refuse before decoding (memory, time)
 MAX_FILE_BYTES = 50_000_000  # larger files are refused before they are opened
@@ -60,19 +61,43 @@ def _never_crashes(fn):
     return guarded
 
 
+class TooBigError(PreprocessError):
+    """The picture has more pixels than allowed (`size`: its width and height)."""
+
+    def __init__(self, message: str, size: tuple[int, int]):
+        super().__init__(message)
+        self.size = size
+
+
 def _too_big(w: int, h: int) -> PreprocessError:
-    return PreprocessError(f"The image is {w}x{h} pixels; the limit is "
-                           f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.")
+    return TooBigError(f"The image is {w}x{h} pixels; the limit is "
+                           f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.",
+                       (w, h))
 
 
-def open_image(path):
-    """Open an image file for reading, or raise PreprocessError with a one-line message.
+# Formats a picture of a digit or a photo comes in. Anything else (ICO/CUR, which may hold a
+# 13000x13000 PNG behind a 256-pixel header; EPS, which runs Ghostscript; PSD, …) is refused
+# before a decoder runs. (Many phones' JPEGs open as MPO, through the JPEG opener.)
+FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
+# EXIF orientation -> the PIL transpose that shows the picture upright (as ImageOps.exif_transpose).
+_UPRIGHT = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}   # FLIP_LEFT_RIGHT=0 … TRANSVERSE=6
 
-    Checks run before any pixel is decoded: the file's size, then the pixel count from the header
-    (PIL itself would only refuse above ~179 MP, with an exception of its own). The first frame of
-    an animation is used, and the EXIF orientation applied, so a photo taken sideways is upright.
+
+def open_image(path, max_side: int | None = None):
+    """Open an image file, decoded and at most 2 x WORK_SIDE pixels a side, or raise
+    PreprocessError with a one-line message. Every path that reads a picture (uploads, the
+    canvas, image folders for training) comes through here.
+
+    Before any pixel is decoded: the file's size, its format (FORMATS), then the pixel count of
+    the frame that will be decoded (PIL itself would only refuse above ~179 MP, with an exception
+    of its own). Only the first frame of an animation or page of a TIFF is decoded; a JPEG is
+    decoded at a reduced scale where it is large (draft). Right after decoding, the picture is
+    shrunk strip by strip (`_shrink`): a 36-megapixel 16-bit or float picture then costs its
+    decoded size (≤ 160 MB) and a few MB more, not ~900 MB. The EXIF orientation is applied, so a
+    photo taken sideways is upright. Returns a PIL image (a context manager). `max_side`: a
+    picture wider or taller than this is refused too (TooBigError), before decoding.
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError
     if isinstance(path, (bytes, bytearray, memoryview)):       # an upload still in memory
         size, source, path = len(path), io.BytesIO(path), Path("<bytes>")
     else:
@@ -93,20 +118,26 @@ def open_image(path):
     try:
         with warnings.catch_warnings():      # PIL's bomb *warning*: our own limit is lower
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            im = Image.open(source)
-        w, h = im.size
-        if w * h > MAX_PIXELS:
-            im.close()
-            raise _too_big(w, h)
-        im.seek(0)                                  # animated GIF/WebP: the first frame
-        im.load()
-        if im.getexif().get(0x0112, 1) == 1:        # upright already: no copy (40 MP = 160 MB)
-            return im
-        upright = ImageOps.exif_transpose(im)       # a copy, turned as its EXIF orientation says
-        if upright is not None and upright is not im:
-            im.close()                              # the copy holds the pixels: free the file
-            return upright
-        return im
+            Image.init()                     # registers every plugin FORMATS names (WEBP, TIFF…)
+            im = Image.open(source, formats=FORMATS)
+        with im:
+            im.seek(0)                               # animated GIF/WebP, TIFF pages: the first
+            w, h = im.size                           # (a GIF grows to fit its first frame here)
+            if w * h > MAX_PIXELS:
+                raise _too_big(w, h)
+            if max_side is not None and max(w, h) > max_side:
+                raise TooBigError(f"The image is {w}x{h} pixels; the limit here is {max_side} a "
+                                  f"side.", (w, h))
+            if im.format in ("JPEG", "MPO"):
+                im.draft(im.mode, (2 * WORK_SIDE, 2 * WORK_SIDE))   # decode at 1/2, 1/4, 1/8
+            turn = _UPRIGHT.get(im.getexif().get(0x0112, 1))
+            im.load()
+            small = _shrink(im)
+            small = small.transpose(turn) if turn is not None else small
+            if small is im:                          # small already: detach it from the file
+                small = im.copy()
+            small.info["source_mode"] = im.mode      # 16-bit, though reduced as 32-bit I
+            return small
     except PreprocessError:
         raise
     except Image.DecompressionBombError:
@@ -135,32 +166,52 @@ def _from_pil(im) -> np.ndarray:
         raise _too_big(w, h)
     if w == 0 or h == 0:
         raise BlankInputError("The image is empty (zero pixels).")
-    if im.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+    im = _shrink(im)                                  # a no-op on what open_image returns
+    if im.mode == "I":
         a = np.asarray(im, dtype=np.float64)
-        top = 65535.0 if im.mode.startswith("I;16") or a.max() > 255 else 255.0
-        return np.clip(a / top, 0, 1)
+        bits16 = str(im.info.get("source_mode", "")).startswith("I;16")
+        if a.min() < 0 or a.max() > 65535:            # 32-bit: its own range, as float images
+            return _from_array(a)
+        return np.clip(a / (65535.0 if bits16 or a.max() > 255 else 255.0), 0, 1)
     if im.mode == "F":
         return _from_array(np.asarray(im, dtype=np.float64))
-    has_alpha = im.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (
-        im.mode == "P" and "transparency" in im.info)
+    has_alpha = im.mode in ("RGBA", "LA", "PA", "La", "RGBa")
     try:
         if has_alpha:   # grey and alpha as separate 8-bit bands: PIL would premultiply RGBA
             rgba = im if im.mode in ("RGBA", "LA") else im.convert("RGBA")
             bands = [rgba.convert("L"), rgba.getchannel("A")]
         else:
-            bands = [im.convert("L")]                 # CMYK, P, 1, RGB, YCbCr … all end here
+            bands = [im.convert("L")]                 # CMYK, RGB, YCbCr … all end here
     except (ValueError, OSError):                     # LAB, HSV …: PIL has no conversion
         raise PreprocessError(f"Images in the {im.mode} colour mode can't be read; please save "
                               "it as an RGB or greyscale PNG or JPEG.") from None
-    arrays = [np.asarray(_shrink(b), dtype=np.float32) / 255.0 for b in bands]
+    arrays = [np.asarray(b, dtype=np.float32) / 255.0 for b in bands]
     return arrays[0] if len(arrays) == 1 else np.stack(arrays, axis=-1)
 
 
+# Modes PIL's reduce() does not take, and the mode each is reduced in.
+_REDUCE_AS = {"1": "L", "I;16": "I", "I;16B": "I", "I;16L": "I", "I;16N": "I"}
+
+
 def _shrink(im):
-    """A single-band PIL image box-averaged down to at most 2 x WORK_SIDE a side: a
-    40-megapixel upload then costs a few MB of floats, not a gigabyte."""
-    factor = max(im.size) // (2 * WORK_SIDE)
-    return im.reduce(factor + 1) if factor else im
+    """A PIL image box-averaged down to at most 2 x WORK_SIDE a side, in a mode reduce() takes
+    (palette pictures become RGB(A), 1-bit L, 16-bit I). Built strip by strip, so that no
+    full-size copy is made beside the decoded picture: a 40-megapixel upload then costs a few
+    MB more, not a gigabyte of floats."""
+    w, h = im.size
+    factor = max(w, h) // (2 * WORK_SIDE) + 1
+    mode = _REDUCE_AS.get(im.mode, im.mode)
+    if im.mode in ("P", "PA"):
+        mode = "RGBA" if im.mode == "PA" or "transparency" in im.info else "RGB"
+    if factor == 1:
+        return im if mode == im.mode else im.convert(mode)
+    out = Image.new(mode, (-(-w // factor), -(-h // factor)))
+    rows = 64 * factor                            # whole boxes per strip: the same result
+    for top in range(0, h, rows):
+        strip = im.crop((0, top, w, min(h, top + rows)))
+        strip = strip if strip.mode == mode else strip.convert(mode)
+        out.paste(strip.reduce(factor), (0, top // factor))
+    return out
 
 
 def _from_array(a: np.ndarray) -> np.ndarray:
