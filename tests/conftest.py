@@ -111,3 +111,10 @@ def app_server(tiny_data):
     blocks = (ARTIFACTS / "app-server.log").read_text().split("Traceback (most recent call last)")
     crashes = [b for b in blocks[1:] if "starlette.requests.ClientDisconnect" not in b]
     assert not crashes, crashes[0][-2000:]
+
+
+# Python source defining peak(): this process's peak resident memory in KB. (VmHWM belongs to
+# the process's own address space; ru_maxrss would carry pytest's peak into a child process.)
+PEAK = ("def peak():\n"
+        "    return int(next(l for l in open('/proc/self/status')"
+        " if l.startswith('VmHWM')).split()[1])\n")

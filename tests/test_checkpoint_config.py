@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import vit.checkpoint as cp
 from vit.checkpoint import (
+    MAX_PARAMETERS,
     CheckpointError,
     implied_shapes,
     load_checkpoint,
@@ -180,7 +181,7 @@ def test_absurd_model_size_is_refused_from_the_config_alone(monkeypatch, tmp_pat
                                   ignore=shutil.ignore_patterns("best", "*.png", "*.csv")))
     edit_config(folder, put("model", "dim", value=16384))
     refuse_real_models(monkeypatch)
-    refused(folder, "parameters", "2,000,000,000")
+    refused(folder, "parameters", f"{MAX_PARAMETERS:,}")
 
 
 def test_limits_are_checked_against_the_real_model():

@@ -4,7 +4,7 @@ import io
 import numpy as np
 import pytest
 import torch
-from conftest import HAS_MNIST, ROOT, SHARED_DATA
+from conftest import HAS_MNIST, PEAK, ROOT, SHARED_DATA
 from PIL import Image
 
 from vit.examples import render_digit
@@ -456,11 +456,10 @@ def test_a_wide_picture_costs_its_decoded_size_not_a_gigabyte(tmp_path, kind):
     else:
         path = tmp_path / "wide.png"
         Image.fromarray(np.dstack([(a * 255).astype(np.uint8)] * 4)).save(path)
-    code = ("import resource, sys; from vit.preprocessing import preprocess\n"
-            "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    code = ("import sys; from vit.preprocessing import preprocess\n"
+            f"{PEAK}base = peak()\n"
             "x = preprocess(sys.argv[1])\n"
-            "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024, "
-            "float(x.max()))")
+            "print((peak() - base) // 1024, float(x.max()))")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
     extra_mb, top = out.stdout.split()

@@ -39,7 +39,11 @@ MAX_CONFIG_BYTES = 1 << 20
 MAX_IMAGE_SIZE = 4096
 MAX_DEPTH = 256              # the meta-device model below is built block by block
 MAX_WIDTH = 1 << 20          # any other integer field; keeps shape products well inside int64
-MAX_PARAMETERS = 2_000_000_000
+MAX_PARAMETERS = 400_000_000    # ViT-L/16 has 304 M; 400 M float32 = 1.6 GB
+MAX_TOKENS = 4097               # a 64x64 grid + [CLS]; ViT-B/16 at 384 px has 577
+# The app keeps every layer's and head's [CLS]-and-patch attention of one input (depth x heads x
+# tokens² floats): 65,537 tokens asked for 17 GB per head. ViT-L/16 at 224 px needs 38 MB.
+MAX_ATTENTION_BYTES = 1 << 30
 FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
 # Model fields added after checkpoints were first written, with the value their absence means.
 LATER_MODEL_KEYS = {"stem_layers": 1, "norm_eps": 1e-5}
@@ -279,6 +283,17 @@ def _model_config(obj, where: str) -> ViTConfig:
         if _is_int(getattr(cfg, k)) and getattr(cfg, k) > limit:
             raise CheckpointError(f"{where}: model.{k} is {_show(getattr(cfg, k))}, above this "
                                   f"loader's limit of {limit}")
+    tokens = cfg.num_patches + 1 if cfg.image_size >= cfg.patch_size > 0 else 0
+    if tokens > MAX_TOKENS:
+        raise CheckpointError(f"{where}: model config makes {tokens:,} tokens ({cfg.image_size} px "
+                              f"in {cfg.patch_size}-px patches), above this loader's limit of "
+                              f"{MAX_TOKENS:,}")
+    attention = 4 * cfg.depth * cfg.heads * tokens ** 2
+    if attention > MAX_ATTENTION_BYTES:
+        raise CheckpointError(f"{where}: model config's attention maps take {attention / 1e9:.1f} GB "
+                              f"per image ({cfg.depth} layers x {cfg.heads} heads x {tokens:,}² "
+                              f"tokens), above this loader's limit of "
+                              f"{MAX_ATTENTION_BYTES / 1e9:.1f} GB")
     n = sum(math.prod(s) for s in implied_shapes(cfg).values())
     if n > MAX_PARAMETERS:
         raise CheckpointError(f"{where}: model config implies {n:,} parameters, above this "
@@ -421,6 +436,10 @@ def check_weights(folder, config: CheckpointConfig) -> None:
     path = folder / WEIGHTS
     if not path.is_file():
         raise CheckpointError(f"{path}: file not found")
+    size, largest = path.stat().st_size, 8 * MAX_PARAMETERS + MAX_CONFIG_BYTES  # float64 + header
+    if size > largest:
+        raise CheckpointError(f"{path}: {size / 1e9:.1f} GB, more than weights within this "
+                              f"loader's limit of {MAX_PARAMETERS:,} parameters can take")
     try:   # safe_open parses and checks the header only; the data stays on disk
         with safe_open(str(path), framework="pt") as f:
             slices = {name: f.get_slice(name) for name in f.keys()}
@@ -475,13 +494,33 @@ def open_checkpoint(folder, device=None) -> Checkpoint:
         # NaN/Inf weights (a diverged run) would give NaN answers that look like a UI bug.
         if not torch.isfinite(tensor).all():
             raise CheckpointError(f"{folder / WEIGHTS}: tensor {name} has NaN or infinite values")
-    model = ViT(config.model)
+        if tensor.dtype != torch.float32:
+            weights[name] = tensor.float()
+    # Built without storage, then given the loaded tensors themselves: the weights are in memory
+    # once, not three times (file, a randomly initialised model, the copy into it).
+    with torch.device("meta"):
+        model = ViT(config.model)
     try:
-        model.load_state_dict(weights)
+        model.load_state_dict(weights, assign=True)
     except RuntimeError as e:     # only if the file changed since check_weights read its header
         raise CheckpointError(f"{folder / WEIGHTS}: {_line(e)}") from None
     device = device if isinstance(device, torch.device) else resolve_device(device)
-    return Checkpoint(model=model.to(device).eval(), folder=folder, config=config)
+    model = model.to(device).eval()
+    check_answers_finite(model, folder / WEIGHTS)
+    return Checkpoint(model=model, folder=folder, config=config)
+
+
+def check_answers_finite(model: ViT, where) -> None:
+    """Finite weights can still overflow (weights x 1e30): the model's logits for a blank input
+    must be numbers, or the page would show "9 (nan %)"."""
+    cfg = model.cfg
+    blank = torch.zeros(1, cfg.channels, cfg.image_size, cfg.image_size,
+                        device=next(model.parameters()).device)
+    with torch.no_grad():
+        logits = model(blank)
+    if not torch.isfinite(logits).all():
+        raise CheckpointError(f"{where}: the weights overflow: the model answers NaN or infinity "
+                              f"for a blank image")
 
 
 def load_checkpoint(folder, device=None) -> ViT:

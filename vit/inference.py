@@ -19,7 +19,8 @@ import torch
 from . import attribution, ood
 from . import explain as ex
 from .checkpoint import Checkpoint, open_checkpoint
-from .preprocessing import decode, normalize_image, open_image, to_model_image, to_rgb_image
+from .preprocessing import PreprocessError, decode, normalize_image, open_image, to_model_image, to_rgb_image
+from .text import md
 
 BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squares (see below)
 
@@ -38,6 +39,11 @@ class Analysis:
     @property
     def is_class(self) -> bool:
         return self.verdict.is_class
+
+
+class NonFiniteAnswer(PreprocessError):
+    """The model's probabilities are NaN or infinite for this input (broken weights). A
+    PreprocessError, so that every handler shows its one line as it shows a bad input's."""
 
 
 class Predictor:
@@ -99,6 +105,9 @@ class Predictor:
         without it (a test-set image) only the calibrated probability can refuse."""
         x = normalize_image(image, self.config.mean, self.config.std)
         e = ex.explain(self.model, x, self.config.temperature)
+        if not np.isfinite(e.probs).all():     # overflowing weights: never "9 (nan %)"
+            raise NonFiniteAnswer("This model's answer for that input is not a number (its "
+                                  "weights overflow); try another model.")
         return Analysis(image, e, ood.judge(ink, e.probs, self.config))
 
     # --- what drove the answer (vit/attribution.py) --------------------------------------------
@@ -185,22 +194,23 @@ class Predictor:
         stem = (f"{layers} × 3×3 conv stem ({m.stem_channels} channels: each token also sees a "
                 f"{layers}-px rim around its patch), " if m.stem_channels else "")
         wall = prov.get("wall_time_seconds")
+        # Every cell is Markdown: strings from the checkpoint's files escaped (vit/text.py).
         rows = [
-            ("Data set", c.title),
+            ("Data set", md(c.title)),
             ("Test accuracy", f"{100 * acc:.2f} %" if acc is not None else "not recorded"),
             ("Parameters", f"{self.model.num_parameters():,}"),
             ("Architecture", f"{m.depth} layers × {m.heads} heads, width {m.dim}, MLP {m.mlp_dim}, "
                              f"{stem}{m.image_size}×{m.image_size} input in {m.patch_size}-px patches "
                              f"({self.grid}×{self.grid} grid + [CLS] = {self.grid ** 2 + 1} tokens)"),
-            ("Trained with", f"`{prov.get('command', '?')}`"),
-            ("Commit", f"`{prov.get('commit', '?')}`"),
-            ("Trained on", f"{prov.get('date', '?')}, {prov.get('epochs', '?')} epochs, "
+            ("Trained with", code(prov.get('command', '?'))),
+            ("Commit", code(prov.get('commit', '?'))),
+            ("Trained on", f"{md(prov.get('date', '?'))}, {md(prov.get('epochs', '?'))} epochs, "
                            + (f"{wall / 60:.0f} min" if isinstance(wall, (int, float)) else "? min")
-                           + f" on {prov.get('device', '?')}"),
+                           + f" on {md(prov.get('device', '?'))}"),
             ("Confidence", self._calibration_line()),
             ("Running on", str(self.device)),
         ]
-        return "\n".join(["| | |", "|---|---|"] + [f"| **{k}** | {_cell(v)} |" for k, v in rows])
+        return "\n".join(["| | |", "|---|---|"] + [f"| **{k}** | {v} |" for k, v in rows])
 
     def _calibration_line(self) -> str:
         c = self.config
@@ -211,7 +221,7 @@ class Predictor:
             text += (f"; \"{self.not_label}\" below {100 * c.reject_below:.0f} % for the top "
                      f"class")
         fitted_on = c.calibration.get("fitted_on")
-        return text + (f" (fitted on the {fitted_on[:160]})" if isinstance(fitted_on, str) else "")
+        return text + (f" (fitted on the {md(fitted_on, 160)})" if isinstance(fitted_on, str) else "")
 
 
 @contextlib.contextmanager
@@ -225,6 +235,9 @@ def _opened(image):
         yield decode(image) if isinstance(image, dict) else image
 
 
-def _cell(text: str) -> str:
-    """A config string inside a Markdown table cell: no line breaks or column bars from it."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+def code(text, limit: int = 300) -> str:
+    """A config string as a Markdown code span inside a table cell: one line, no backtick to end
+    the span early, column bars escaped (GFM splits cells on them even inside code)."""
+    line = " ".join(str(text).split()).replace("`", "'")
+    line = line if len(line) <= limit else line[:limit - 1] + "…"
+    return "`" + line.replace("|", "\\|") + "`"

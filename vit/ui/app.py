@@ -28,6 +28,7 @@ from ..evaluation import pick_device
 from ..examples import example_name, write_examples
 from ..inference import Analysis, Predictor
 from ..preprocessing import MAX_FILE_BYTES, BlankInputError, PreprocessError, compact, decode
+from ..text import md
 from . import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
 from .canvas import colour_picture, load_value, read_drawing, seq
 from .gradio_patches import (
@@ -436,12 +437,14 @@ class Page:
         a = p.analyse_input(image.astype(np.float32))
         best = int(a.probs.argmax())
         verdict = "✓ right" if best == r.labels[i] else "✗ wrong"
-        status = (f"### Test image #{i} (true class **{p.class_names[r.labels[i]]}**): read as "
-                  f"**{p.class_names[best]}** ({100 * a.probs[best]:.1f} %) — {verdict}")
+        status = (f"### Test image #{i} (true class **{md(p.class_names[r.labels[i]])}**): read as "
+                  f"**{md(p.class_names[best])}** ({100 * a.probs[best]:.1f} %) — {verdict}")
         if not a.is_class:
-            status += f"\n{a.verdict.reason} A drawing like it would be answered \"{p.not_label}\"."
-        shown = Shown("test", a.image, a.image, name, caption=f"{p.config.title} test image #{i}, "
-                                                              f"true class **{p.class_names[r.labels[i]]}**")
+            status += (f"\n{md(a.verdict.reason, 400)} A drawing like it would be answered "
+                       f"\"{p.not_label}\".")
+        true = md(p.class_names[r.labels[i]])
+        shown = Shown("test", a.image, a.image, name,
+                      caption=f"{md(p.config.title)} test image #{i}, true class **{true}**")
         return self._update(p, a, shown, shared, layer, head, patch, status).outputs()
 
     def clear_testset(self, opened, name):
@@ -449,7 +452,7 @@ class Page:
         pictures a click would mistake for the new model's test images."""
         if not opened:
             return (gr.update(),) * 6
-        return (f"Loading the {self.predictor(name).config.title} test set…", None, None,
+        return (f"Loading the {md(self.predictor(name).config.title)} test set…", None, None,
                 gr.update(value=[], selected_index=None), [], gr.update())
 
     def refresh_testset(self, opened, name, kind, true, pred, progress=gr.Progress()):
@@ -544,14 +547,15 @@ def headline(p: Predictor, a: Analysis) -> str:
     order = np.argsort(probs)[::-1]
     best, second = order[0], order[min(1, len(order) - 1)]
     if not a.is_class:
-        text = f"### 🚫 {p.not_label.capitalize()}\n{a.verdict.reason}"
+        text = f"### 🚫 {p.not_label.capitalize()}\n{md(a.verdict.reason, 400)}"
         if a.verdict.kind != "unsure":         # the sentence says why; this, what the model saw
-            text += (f" (On its own the model would read it as **{p.class_names[best]}**, "
+            text += (f" (On its own the model would read it as **{md(p.class_names[best])}**, "
                      f"{100 * probs[best]:.0f} %.)")
         return text
-    text = f"### The model reads this as **{p.class_names[best]}** ({100 * probs[best]:.1f} %)"
+    text = f"### The model reads this as **{md(p.class_names[best])}** ({100 * probs[best]:.1f} %)"
     if probs[best] < 0.6 and second != best:
-        text += f"\nNot sure: it could also be **{p.class_names[second]}** ({100 * probs[second]:.1f} %)."
+        text += (f"\nNot sure: it could also be **{md(p.class_names[second])}** "
+                 f"({100 * probs[second]:.1f} %).")
     return text
 
 

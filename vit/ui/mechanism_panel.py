@@ -34,6 +34,7 @@ import torch
 from .. import explain as ex
 from .. import mechanism as mech
 from ..inference import Analysis, Predictor
+from ..text import md
 from . import views
 
 TEST_IMAGES = 64          # test images averaged over for mean attention distance (paper: 128)
@@ -228,7 +229,7 @@ def caption(p: Predictor, f: mech.Filters, about: str) -> str:
             f"from −1 (blue) to 1 (red). [CLS]'s position is left out.\n\n"
             f"**Mean attention distance.** For each head, how far (in pixels between patch "
             f"centres) a patch looks on average, weighted by its attention, averaged over all "
-            f"query patches and over {about}. [CLS] is left out as query and as key, and each "
+            f"query patches and over {md(about)}. [CLS] is left out as query and as key, and each "
             f"patch's weights over the other patches are renormalised to sum to 1. Dashed: the "
             f"distance if attention were spread evenly over all patches; 0: looking only at "
             f"itself. Small = local heads, large = global ones (the paper sees both in early "

@@ -11,6 +11,7 @@ import numpy as np
 from .. import explain as ex
 from .. import testset as ts
 from ..data import DataError, load_split
+from ..text import md
 from .models import Models
 
 GALLERY_SIZE = 60
@@ -107,10 +108,10 @@ class Answers:
         try:
             r = self.get(name, progress)
         except DataError:
-            return (f"The {config.title} test set is not on this machine, so there is nothing to "
-                    f"browse yet. Fetch it with `python -m vit.data --dataset "
-                    f"{config.dataset or 'mnist'}` (it lands in `data/`), or start the app with "
-                    f"`VIT_DATA_DIR` naming a folder that holds it; then reload this page.",
+            return (f"The {md(config.title)} test set is not on this machine, so there is nothing "
+                    f"to browse yet. Fetch it with `python -m vit.data --dataset "
+                    f"{config.dataset if config.spec else 'NAME'}` (it lands in `data/`), or start "
+                    f"the app with `VIT_DATA_DIR` naming a folder that holds it; then reload this page.",
                     None, None, [], [], gr.update(visible=False))
         kind = kind if kind in ts.KINDS else "mistakes"
         names = r.class_names
@@ -121,9 +122,9 @@ class Answers:
         wrong = int(conf.sum() - np.trace(conf))
         what = {"mistakes": "mistakes, most confidently wrong first",
                 "least confident": "answers, least confident first", "all": "images"}[kind]
-        filters = "".join([f", true class **{names[true]}**" if true is not None else "",
-                           f", predicted **{names[pred]}**" if pred is not None else ""])
-        status = (f"**{config.title} test set**: {len(r.labels):,} images, {100 * r.accuracy:.2f} % "
+        filters = "".join([f", true class **{md(names[true])}**" if true is not None else "",
+                           f", predicted **{md(names[pred])}**" if pred is not None else ""])
+        status = (f"**{md(config.title)} test set**: {len(r.labels):,} images, {100 * r.accuracy:.2f} % "
                   f"right, {wrong} wrong. ")
         if len(idx):
             status += (f"Showing {min(len(idx), GALLERY_SIZE)} of {len(idx):,} {what}{filters}. "

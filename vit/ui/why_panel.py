@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import explain as ex
 from ..inference import Analysis, Predictor
+from ..text import md
 
 ANSWER = -1                       # the target dropdown's "the model's answer"
 OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
@@ -102,7 +103,7 @@ def faithfulness(p: Predictor, a: Analysis) -> str:
     """The deletion test of rollout, relevance and occlusion (and random orders) on this input,
     for the model's answer (Predictor.faithfulness), in words."""
     aucs = p.faithfulness(a, STEPS, RANDOM_ORDERS)
-    name = p.class_names[int(a.probs.argmax())]
+    name = md(p.class_names[int(a.probs.argmax())])
     ranked = " · ".join(f"{k} **{v:.2f}**" for k, v in sorted(aucs.items(), key=lambda kv: kv[1]))
     return (f"**Which map to believe for the answer {name}?** Blank the patches each map ranks "
             f"first, one by one: the faster P({name}) falls, the more the map found what the "
@@ -118,8 +119,8 @@ def switch_heads(p: Predictor, a: Analysis, heads) -> str:
     b, c = int(probs.argmax()), int(after.argmax())
     n = f"{len(off)} head{'s' if len(off) > 1 else ''}"
     change = "the same answer" if c == b else "a **different** answer"
-    return (f"With {n} off the model reads **{p.class_names[c]}** ({100 * after[c]:.1f} %) — "
-            f"{change}; with every head on: **{p.class_names[b]}** ({100 * probs[b]:.1f} %).")
+    return (f"With {n} off the model reads **{md(p.class_names[c])}** ({100 * after[c]:.1f} %) — "
+            f"{change}; with every head on: **{md(p.class_names[b])}** ({100 * probs[b]:.1f} %).")
 
 
 GLANCE = 192       # px: the small copy beside the answer, drawn at about the size it is shown
@@ -134,17 +135,18 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
     other class, how much it raises that class's: what keeps the input from being read as it."""
     image, best = a.image, int(a.probs.argmax())
     t = _target(p, a.probs, target)
-    name, answer = p.class_names[t], t == best
+    raw, answer = p.class_names[t], t == best        # pictures take the name as it is;
+    name = md(raw)                                   # Markdown, escaped (vit/text.py)
     rel = p.relevance(image, t)
-    rel_pic = ex.single_map_picture(image, rel, f"relevance for {name}")
+    rel_pic = ex.single_map_picture(image, rel, f"relevance for {raw}")
     occ, title, top, note = occlusion_view(p, image, t, answer)
     occ_pic = ex.single_map_picture(image, occ, title, top=top)
     text = (f"Explaining **{name}**"
-            + ("" if answer else f" (the model's answer is {p.class_names[best]}: occlusion shows "
+            + ("" if answer else f" (the model's answer is {md(p.class_names[best])}: occlusion shows "
                                  f"which patches, blanked, would make it more of a {name})")
             + "." + note + " Press the button to test which map — rollout, relevance or "
               "occlusion — finds what the answer rests on.")
-    glance = ex.single_map_picture(image, rel, f"relevance for {name}", size=GLANCE)
+    glance = ex.single_map_picture(image, rel, f"relevance for {raw}", size=GLANCE)
     return rel_pic, occ_pic, text, switch_heads(p, a, heads), glance
 
 
@@ -167,7 +169,7 @@ def occlusion_view(p: Predictor, image: np.ndarray, t: int,
                 max(peak, OCCLUSION_TOP), "")
     shown = np.clip(maps["log-odds"], 0, None)
     peak = float(shown.max())
-    note = (f" Blanking any one patch moves P({name}) by less than {FLAT:.2f} (at most "
+    note = (f" Blanking any one patch moves P({md(name)}) by less than {FLAT:.2f} (at most "
             f"{moved:.3f}), so occlusion shows the drop in its log-odds instead (a drop of 1 "
             f"divides the odds by e ≈ 2.7).")
     return shown, f"drop in log-odds of {name}, max {peak:.1f}{squares}", max(peak, LOG_ODDS_TOP), note

@@ -1,0 +1,29 @@
+"""Strings that come from a file (class names, a data set's name, provenance), made safe to show.
+
+A checkpoint or an image folder is data anyone can write: a class folder named
+`<img src=x onerror=…>` or holding a newline must show as those characters, never run as HTML,
+start a Markdown heading, break a table, or make a link. `md` is applied wherever such a string
+enters Markdown (the page's headlines, captions, the model card); plain-text places (gr.Label,
+dropdown choices, pictures) take the string as it is.
+"""
+from __future__ import annotations
+
+import html
+import re
+
+# What makes structure inside a line: emphasis, code, links and images ([…](…), ![…]), table
+# cells, strike-through, escapes. Parentheses, dots and dashes stay as they are ("T-shirt/top").
+_INLINE = re.compile(r"([\\`*_\[\]|~])")
+_LINE_START = re.compile(r"^([#>+\-]|\d+[.)])")      # a heading, quote or list if a line began so
+
+
+def md(text, limit: int = 200) -> str:
+    """`text` as literal characters inside Markdown (and its HTML): one line (runs of white space,
+    newlines included, become one space), at most `limit` characters, `<`, `>` and `&` as HTML
+    entities, and Markdown's inline punctuation (and a heading's or list's first character)
+    backslash-escaped."""
+    line = " ".join(str(text).split())
+    if len(line) > limit:
+        line = line[:limit - 1] + "…"
+    line = _INLINE.sub(r"\\\1", html.escape(line, quote=False))
+    return _LINE_START.sub(r"\\\1", line)
