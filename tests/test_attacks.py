@@ -279,3 +279,130 @@ def test_md_keeps_the_characters_and_removes_their_power():
     assert md("# title") == "\\# title" and md("1. item") == "\\1. item"
     assert md("[a](javascript:x)") == "\\[a\\](javascript:x)"
     assert len(md("x" * 1000)) == 200
+
+
+# --- the page's handlers and start-up, given what no page would send (tracebacks -> one line) ----
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    from test_app_models import tiny
+
+    from vit.ui import create_app
+    root = tmp_path_factory.mktemp("ckpts")
+    tiny(root / "mnist")
+    return create_app(root, device="cpu").page
+
+
+def one_line_or_nothing(handler, *args, **kwargs):
+    """Run a handler: it may answer, or refuse with a gr.Error of one line; nothing else."""
+    import gradio as gr
+    try:
+        handler(*args, **kwargs)
+    except gr.Error as e:
+        assert "\n" not in e.message and len(e.message) < 300, e.message
+
+
+BAD = [None, "nope", ["mnist"], {"a": 1}, "x" * 100_000, float("nan"), 10**30, -1, True]
+
+
+def test_test_set_handlers_take_any_value_and_answer_in_one_line(page):
+    from types import SimpleNamespace
+    for bad in BAD:
+        for name in ("mnist", bad):
+            one_line_or_nothing(page.testset_view, name, bad, bad, bad, lambda *a, **k: 0)
+            one_line_or_nothing(page.open_testset, name, bad, bad, bad, lambda *a, **k: 0)
+            one_line_or_nothing(page.refresh_testset, True, name, bad, bad, bad,
+                                                             lambda *a, **k: 0)
+            one_line_or_nothing(page.clear_testset, True, name)
+            evt = SimpleNamespace(index=bad)
+            one_line_or_nothing(page.pick_cell, name, evt, lambda *a, **k: 0)
+            one_line_or_nothing(page.show_test_image, bad, name, True, 1, 1, None, evt)
+
+
+def test_an_unreadable_config_json_leaves_that_model_out_with_one_line(tmp_path, monkeypatch):
+    """An OSError at start-up (permissions, I/O) was a traceback that stopped the app."""
+    from test_app_models import tiny
+
+    from vit.ui.models import Models
+    tiny(tmp_path / "mnist")
+    tiny(tmp_path / "locked")
+    read = Path.read_bytes
+
+    def read_bytes(self):
+        if self.parent.name == "locked" and self.name == "config.json":
+            raise PermissionError(13, "Permission denied")
+        return read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    warnings = []
+    models = Models(tmp_path, "cpu", warn=warnings.append)
+    assert models.names == ["mnist"]
+    assert warnings == ["skipping model 'locked': locked/config.json: can't be read "
+                        "(Permission denied)"]
+
+
+def test_a_huge_bad_value_is_not_echoed_back(app_server):
+    """Gradio's validation message used to carry the 100 KB value back to the client."""
+    stream = call(app_server[1], "classify", ["x" * 100_000])
+    assert "event: error" in stream and len(stream) < 1000 and "xxxxxxxxxx" not in stream
+
+
+def test_a_session_keeps_no_copy_of_the_page_or_of_what_a_client_sent(page):
+    """Each made-up session id cost ~170 KB (a copy of the whole page's config), plus every
+    value a client sent (a 4 MB drawing) kept in it."""
+    from gradio.state_holder import SessionState
+    demo = page.models                                    # any built app patched Gradio already
+    assert demo is not None
+    from vit.ui.gradio_patches import small_sessions
+    small_sessions()
+    import gradio as gr
+    with gr.Blocks() as blocks:
+        box = gr.Textbox()
+    state = SessionState(blocks)
+    state._update_value_in_config(box._id, "x" * 4_000_000)
+    assert state.config_values == {} and list(state.components) == []
+
+
+def test_a_colour_picture_is_kept_small_per_visitor():
+    import numpy as np
+
+    from vit.ui.app import KEPT_COLOUR_SIDE, shrunk
+    kept = shrunk(np.zeros((400, 300, 3), np.uint8), KEPT_COLOUR_SIDE)
+    assert kept.shape == (224, 168, 3) and kept.nbytes < 160_000
+
+
+def test_examples_go_to_a_private_folder_of_this_process(page, tmp_path):
+    """They went to a fixed /tmp/vit-explorer-examples that another user could have made."""
+    import stat
+    folders = {Path(p).parent.parent for paths in page.examples.values() for p in paths}
+    assert len(folders) == 1
+    (folder,) = folders
+    assert folder.name.startswith("vit-explorer-examples-") and folder.owner() == Path.home().owner()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
+    """Each of the page's handlers, each parameter in turn given each hostile value (the others
+    sensible): an answer or one line, never a traceback."""
+    import inspect
+    from types import SimpleNamespace
+
+    from test_app_models import drawing_value
+    drawing = drawing_value(tmp_path)
+    shown = page.analyse_drawing(drawing, "mnist", True, 2, 1, None)[-2]
+    good = {"value": drawing, "name": "mnist", "shared": True, "layer": 1, "head": 1, "patch": 3,
+            "shown": shown, "tab": "draw", "target": -1, "heads": [], "opened": True, "cls": True,
+            "previous": "mnist", "path": None, "kind": "all", "true": -1, "pred": -1,
+            "shown_idx": [0, 1], "image": None, "evt": SimpleNamespace(index=[1, 1]),
+            "progress": lambda *a, **k: 0, "request": None}
+    skip = {"classify", "predictor", "gallery", "canvas_value", "first_view"}
+    handlers = [n for n, f in inspect.getmembers(page, inspect.ismethod)
+                if not n.startswith("_") and n not in skip]
+    assert len(handlers) > 20
+    for n in handlers:
+        params = [p for p in inspect.signature(getattr(page, n)).parameters if p in good]
+        for bad_param in params:
+            for bad in BAD:
+                args = {p: (SimpleNamespace(index=bad) if p == "evt" else bad)
+                        if p == bad_param else good[p] for p in params}
+                one_line_or_nothing(getattr(page, n), **args)

@@ -412,13 +412,15 @@ def read_config(folder) -> CheckpointConfig:
     path = folder / CONFIG
     if not path.is_file():
         raise CheckpointError(f"{path}: file not found (a checkpoint needs {CONFIG} and {WEIGHTS})")
-    # A config is a few kB: refuse a huge one before reading it into memory.
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise CheckpointError(f"{path}: {size:,} bytes, more than a config.json may have "
-                              f"({MAX_CONFIG_BYTES:,})")
     try:
+        # A config is a few kB: refuse a huge one before reading it into memory.
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise CheckpointError(f"{path}: {size:,} bytes, more than a config.json may have "
+                                  f"({MAX_CONFIG_BYTES:,})")
         config = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as e:          # unreadable (permissions, I/O): the app starts without it
+        raise CheckpointError(f"{path}: can't be read ({e.strerror or type(e).__name__})") from None
     except UnicodeDecodeError as e:
         raise CheckpointError(f"{path}: not UTF-8 text ({_line(e)})") from None
     except ValueError as e:       # bad JSON, or an integer of more than 4300 digits

@@ -102,12 +102,12 @@ def open_image(path, max_side: int | None = None):
         size, source, path = len(path), io.BytesIO(path), Path("<bytes>")
     else:
         path = source = Path(path)
-        if path.is_dir():
-            raise PreprocessError(f"{path.name} is a folder, not an image file.")
         try:
+            if path.is_dir():
+                raise PreprocessError(f"{path.name[:60]} is a folder, not an image file.")
             size = path.stat().st_size
         except FileNotFoundError:
-            raise PreprocessError(f"No such file: {path.name}") from None
+            raise PreprocessError(f"No such file: {path.name[:60]}") from None
         except OSError:
             raise PreprocessError("That file can't be read.") from None
     if size == 0:

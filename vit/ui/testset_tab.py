@@ -91,7 +91,7 @@ class Answers:
 
     def ready(self, name: str) -> bool:
         """Whether model `name`'s test answers are in (its test set was found and scored)."""
-        return name in self._results
+        return isinstance(name, str) and name in self._results
 
     def reliability(self, name: str, r: ts.Answers) -> np.ndarray:
         """The reliability diagram of a model's calibrated test answers (drawn once per model)."""

@@ -49,7 +49,7 @@ def parse_heads(p: Predictor, values) -> list[tuple[int, int]]:
     """Checkbox values ("layer,head", 0-based) -> valid pairs for this model; anything else a
     client sends is dropped."""
     cfg, out = p.model.cfg, []
-    for v in values or []:
+    for v in values if isinstance(values, (list, tuple)) else []:
         try:
             layer, head = (int(s) for s in str(v).split(","))
         except ValueError:
