@@ -66,10 +66,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(args: list[str], log: str | None = None) -> tuple[subprocess.Popen, str, float]:
-    """Start `python *args` on a free loopback port; its output goes to `log` (or nowhere)."""
+def start(args: list[str], log: str | None = None,
+          env: dict | None = None) -> tuple[subprocess.Popen, str, float]:
+    """Start `python *args` on a free loopback port (with `env` added to the environment); its
+    output goes to `log` (or nowhere)."""
     port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {**os.environ, **(env or {}), "GRADIO_SERVER_PORT": str(port),
+           "GRADIO_ANALYTICS_ENABLED": "False"}
     t = time.perf_counter()
     out = open(log, "w") if log else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env,

@@ -50,7 +50,8 @@ def test_a_server_file_is_never_read_and_its_existence_never_told(app_server, se
         rest = ["mnist", False, 1, 1, None] if api == "analyse_upload" else []
         stream = call(app_server[1], api, [payload, *rest])
         # /classify's gr.File refuses a FileData without `meta` itself (patch 9: in one line).
-        refusal = NOT_UPLOADED if api == "analyse_upload" or meta else "not of the expected kind"
+        refusal = ('"error": "That file was not uploaded to this server' if api == "analyse_upload"
+                   or meta else '"error": "A value sent to this endpoint is not of the expected kind')
         assert "event: error" in stream and refusal in stream, stream[:300]
         assert path not in stream and "No such file" not in stream
         answers.append(stream.split("data:", 1)[1].split('"duration"')[0])
@@ -406,3 +407,9 @@ def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
                 args = {p: (SimpleNamespace(index=bad) if p == "evt" else bad)
                         if p == bad_param else good[p] for p in params}
                 one_line_or_nothing(getattr(page, n), **args)
+
+
+def test_a_request_with_too_few_values_is_one_line_not_a_crash(app_server):
+    """It was logged with a traceback (the fixture checks the server's log at the end)."""
+    stream = call(app_server[1], "analyse_drawing", [None, "mnist"])
+    assert "event: error" in stream and "enough input values" in stream

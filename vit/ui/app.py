@@ -738,8 +738,10 @@ def launch(demo: gr.Blocks, **kwargs):
     """Serve the page with its script, style and limits (vit/ui/limits.py; GRADIO_SERVER_NAME /
     GRADIO_SERVER_PORT honoured)."""
     limits = getattr(demo, "limits", None) or Limits()
-    raise_file_limit()
-    bounded_connections(limits.connections, FIRST_REQUEST_SECONDS)
+    files = raise_file_limit()
+    # Idle sockets count as connections: a low cap would let a few hundred of them shut visitors
+    # out, so it is high, and below the open-file limit (sockets are files), which it protects.
+    bounded_connections(min(limits.connections, max(64, files - 64)), FIRST_REQUEST_SECONDS)
     # run_history=False: Gradio 6.31 otherwise copies every event's inputs and outputs (each
     # drawing's PNG, every picture) into the browser's localStorage, ~250 ms of the page's main
     # thread per event here — the page stuttered while drawing — and keeps drawings there.

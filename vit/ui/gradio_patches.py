@@ -35,8 +35,9 @@
 9. `show_error=True` sends `str(exception)` to the client: a validation error echoed a 100 KB
    bad value back, and an unexpected error could show internals; a value of the wrong type (a
    list where a file belongs) was logged as a crash with its traceback. `short_errors` sends the
-   first line, at most 300 characters, and answers a value Gradio's data model refuses with one
-   line naming what was wrong (never the value), logged as a bad request, not a crash.
+   first line, at most 300 characters, and answers a value Gradio's data model refuses (or a
+   request with too few values) with one line naming what was wrong (never the value), logged
+   as a bad request, not a crash.
 10. uvicorn keeps a connection that never sends a request open for ever (~1,100 of them ran
    the process out of file descriptors) and takes any number of connections. `bounded_connections`
    closes one that sends no complete request within a few seconds and answers 503 beyond a
@@ -227,6 +228,10 @@ def short_errors() -> None:
             what = one_line(e.errors()[0].get("msg", "")) if e.errors() else ""
             raise gr.Error(f"A value sent to this endpoint is not of the expected kind: {what}",
                            print_exception=False) from None
+        except gr.Error:                  # the app's own refusals (a ValueError too) as they are
+            raise
+        except ValueError as e:           # too few values, a value no component takes
+            raise gr.Error(one_line(str(e)), print_exception=False) from None
 
     gr.Blocks.preprocess_data = preprocess_data
     _patched.add("errors")

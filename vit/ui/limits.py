@@ -5,7 +5,8 @@
 |-------------------------|---------|-----------------------------------------------------------|
 | VIT_SESSIONS            | 2000    | visitors' sessions kept in memory (oldest dropped first)  |
 | VIT_QUEUE_SIZE          | 16      | events waiting for a worker; more are told "busy"         |
-| VIT_CONNECTIONS         | 400     | open HTTP connections; more get 503 at once               |
+| VIT_CONNECTIONS         | 2000    | open HTTP connections; more get 503 at once (and never    |
+|                         |         | more than the process's open-file limit allows)           |
 | VIT_UPLOADS_PER_MINUTE  | 30      | uploads per visitor (address) a minute                    |
 | VIT_UPLOADS_IN_FLIGHT   | 4       | uploads being received at once                            |
 | VIT_UPLOAD_CACHE_MB     | 1000    | the upload folder (oldest uploads deleted first)          |
@@ -50,7 +51,7 @@ def env_int(name: str, default: int, lo: int, hi: int) -> int:
 class Limits:
     sessions: int = 2000
     queue_size: int = 16
-    connections: int = 400
+    connections: int = 2000
     uploads_per_minute: int = 30
     uploads_in_flight: int = 4
     upload_cache_mb: int = 1000
