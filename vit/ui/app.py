@@ -7,9 +7,11 @@ anything but `gr.Error`.
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import math
 import os
+import shutil
 import tempfile
 import time
 from collections import OrderedDict
@@ -593,8 +595,12 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
     models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"),
                               device)
     data_dir = Path(data_dir) if data_dir else ts.data_dir_for_app()
-    # A fresh private folder (0700) per process: a fixed /tmp path could be another user's.
-    base = Path(examples_dir or tempfile.mkdtemp(prefix="vit-explorer-examples-"))
+    # A fresh private folder (0700) per process, removed at exit: a fixed /tmp path could be
+    # another user's.
+    if examples_dir is None:
+        examples_dir = tempfile.mkdtemp(prefix="vit-explorer-examples-")
+        atexit.register(shutil.rmtree, examples_dir, ignore_errors=True)
+    base = Path(examples_dir)
     examples = {style: write_examples(base / style, style) for style in STYLES}
     page = Page(models, data_dir, examples)
     p = models.get(models.default)
