@@ -123,3 +123,57 @@ def test_a_read_only_data_folder_is_left_alone_and_cached_in_the_users_cache(tmp
         assert torch.equal(read_image_folder(folder, 32, 3, CIFAR)[0], first[0])
     finally:
         os.chmod(tmp_path / "data", 0o755)
+
+
+def test_a_file_replaced_by_one_of_the_same_size_and_time_is_read_again(tmp_path):
+    """The cache trusted size and modification time: a file swapped for another of the same
+    size, its time set back (cp -p, rsync -t, or within the same second), was never re-read."""
+    folder = write_folder(tmp_path, ext="png")
+    first = read_image_folder(folder, 32, 3, CIFAR)
+    path = folder / CIFAR[0] / "1.png"
+    before = path.stat()
+    swapped = path.with_name("swap.tmp")
+    Image.fromarray(np.full((32, 32, 3), 77, np.uint8)).save(swapped, "PNG")
+    data = swapped.read_bytes()
+    swapped.write_bytes(data[:before.st_size].ljust(before.st_size, b"\0")
+                        if len(data) >= before.st_size else data + b"\0" * (before.st_size - len(data)))
+    os.utime(swapped, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(swapped, path)
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    again = read_image_folder(folder, 32, 3, CIFAR)
+    assert again[0][1].float().mean() == pytest.approx(77, abs=1)
+    assert not torch.equal(again[0], first[0])
+
+
+def test_hidden_files_are_skipped_and_counted(tmp_path, capsys):
+    """macOS's AppleDouble `._0.jpg` files aborted a folder run."""
+    folder = write_folder(tmp_path)
+    (folder / CIFAR[0] / "._0.jpg").write_bytes(b"\0\5\26\7 AppleDouble, not a picture")
+    (folder / CIFAR[1] / ".hidden.png").write_bytes(b"nothing")
+    images, labels, _ = read_image_folder(folder, 32, 3, CIFAR)
+    assert len(images) == 12
+    assert "skipped 2 hidden files" in capsys.readouterr().err
+
+
+def test_folder_pictures_are_upright_as_the_app_reads_them(tmp_path):
+    """EXIF orientation was ignored in training and honoured in the app."""
+    folder = write_folder(tmp_path, per_class=1)
+    tall = np.zeros((32, 16, 3), np.uint8)
+    tall[12:20] = 255                                   # a horizontal white band, upright
+    exif = Image.Exif()
+    exif[0x0112] = 6                                    # stored turned; view it turned back
+    Image.fromarray(tall).transpose(Image.Transpose.ROTATE_90).save(
+        folder / CIFAR[0] / "0.jpg", exif=exif, quality=100)
+    images, _, _ = read_image_folder(folder, 16, 3, CIFAR)
+    rows = images[0].float().mean(dim=(1, 2))           # upright: dark rows, then the white band
+    # Read sideways, the band would be a vertical one: every row half white (~127).
+    assert rows[0] < 40 and rows[8] > 200
+
+
+def test_a_picture_over_the_pixel_limit_in_a_folder_is_one_line(tmp_path):
+    from test_preprocess import _png_header_only
+    folder = write_folder(tmp_path, ext="png")
+    (folder / CIFAR[0] / "0.png").write_bytes(_png_header_only(15_000, 12_000))   # 180 MP
+    with pytest.raises(FolderError, match="megapixels") as e:
+        read_image_folder(folder, 32, 3, CIFAR, cache=False)
+    assert "\n" not in str(e.value)

@@ -3,9 +3,13 @@ tensors: decoded once, then cached beside the data.
 
 Decoding 60,000 small JPEGs costs tens of seconds on a 2-core CPU; a run (or a resumed one, or the
 app's test-set tab) then reads one safetensors file instead. The cache is keyed by every file's
-path, size and modification time, so adding, removing or editing an image rebuilds it. Pictures of
-another size are resized (shorter side) and centre-cropped to the requested size, as the app does
-with a photo.
+path, size, modification and change times and inode, so adding, removing, editing or replacing an
+image rebuilds it — also a file replaced within the same second by one of the same size, or copied
+over with its old modification time kept (the change time can't be set back). Pictures are read
+by the app's guarded decoder (vit.preprocessing.open_image: size and pixel limits, EXIF
+orientation), then resized (shorter side) and centre-cropped to the requested size, as the app
+does with a photo. Hidden files (names starting with ".", such as macOS's `._*.jpg`) are skipped,
+and how many is said.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,9 +41,10 @@ def split_dir(root, train: bool) -> Path | None:
     return None
 
 
-def list_images(folder: Path, class_names=None) -> tuple[list[str], list[tuple[str, int]]]:
-    """(class names, [(path relative to folder, class index)]) in a fixed order. `class_names`:
-    the classes the data set must have (by folder name), else the sorted sub-folders."""
+def list_images(folder: Path, class_names=None) -> tuple[list[str], list[tuple[str, int]], int]:
+    """(class names, [(path relative to folder, class index)] in a fixed order, the number of
+    hidden files skipped). `class_names`: the classes the data set must have (by folder name),
+    else the sorted sub-folders."""
     found = sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not found:
         raise FolderError(f"{folder} has no class folders (expected {folder}/<class>/<images>)")
@@ -48,27 +54,31 @@ def list_images(folder: Path, class_names=None) -> tuple[list[str], list[tuple[s
         raise FolderError(f"{folder}/{unknown[0]}: not one of the data set's classes "
                           f"({', '.join(classes)})")
     index = {c: i for i, c in enumerate(classes)}
-    files = [(f"{c}/{p.name}", index[c]) for c in found for p in sorted((folder / c).iterdir())
-             if p.suffix.lower() in IMAGE_EXTS and p.is_file()]
+    entries = [(c, p) for c in found for p in sorted((folder / c).iterdir())
+               if p.suffix.lower() in IMAGE_EXTS and p.is_file()]
+    files = [(f"{c}/{p.name}", index[c]) for c, p in entries if not p.name.startswith(".")]
     if not files:
         raise FolderError(f"{folder} holds no images ({', '.join(sorted(IMAGE_EXTS))})")
-    return classes, files
+    return classes, files, len(entries) - len(files)
 
 
 def fingerprint(folder: Path, files, size: int, channels: int) -> str:
-    """SHA-256 over every file's path, size and mtime, and the requested layout."""
+    """SHA-256 over every file's path, size, mtime, ctime and inode, and the requested layout."""
     h = hashlib.sha256(f"{size}:{channels}".encode())
     for rel, label in files:
         st = (folder / rel).stat()
-        h.update(f"{rel}\0{label}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{rel}\0{label}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0"
+                 f"{st.st_ino}\n".encode())
     return h.hexdigest()
 
 
 def decode(path: Path, size: int, channels: int) -> np.ndarray:
-    """One image file -> uint8 (size, size, C), or (size, size) for C = 1."""
-    from PIL import Image, UnidentifiedImageError
+    """One image file -> uint8 (size, size, C), or (size, size) for C = 1, upright."""
+    from PIL import Image
+
+    from .preprocessing import PreprocessError, open_image
     try:
-        with Image.open(path) as im:
+        with open_image(path) as im:
             im = im.convert("RGB" if channels == 3 else "L")
             w, h = im.size
             if (w, h) != (size, size):
@@ -77,7 +87,9 @@ def decode(path: Path, size: int, channels: int) -> np.ndarray:
                 left, top = (im.width - size) // 2, (im.height - size) // 2
                 im = im.crop((left, top, left + size, top + size))
             return np.asarray(im, dtype=np.uint8)
-    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as e:
+    except PreprocessError as e:
+        raise FolderError(f"{path}: can't be read as an image: {e}") from None
+    except (OSError, ValueError, SyntaxError) as e:
         raise FolderError(f"{path}: can't be read as an image ({str(e).splitlines()[0][:80]})") from None
 
 
@@ -87,7 +99,10 @@ def read_image_folder(folder, size: int, channels: int = 3, class_names=None,
     folder, from the cache when it is current; the cache is written when the folder's parent is
     writable, else in the user's cache (cache_dir)."""
     folder = Path(folder)
-    classes, files = list_images(folder, class_names)
+    classes, files, hidden = list_images(folder, class_names)
+    if hidden:
+        print(f"note: skipped {hidden} hidden file{'s' if hidden > 1 else ''} in {folder} (names "
+              f"starting with '.', such as macOS's ._*.jpg)", file=sys.stderr, flush=True)
     key = fingerprint(folder, files, size, channels)
     path = cache_dir(folder.parent) / f"{folder.name}-{size}px-{channels}ch.safetensors"
     if cache and path.is_file():
