@@ -127,7 +127,8 @@ def test_a_kill_while_saving_the_state_loses_nothing(tiny_data, tmp_path, monkey
     def save_file(tensors, filename, metadata=None):
         if "state.safetensors" in str(filename):
             state_saves.append(filename)
-            if len(state_saves) == 2:                # end of epoch 2: die half-way through
+            if len(state_saves) == 3:                # step 0, epoch 1, then end of epoch 2: die
+                # half-way through
                 open(filename, "wb").write(b"\x00" * 100)
                 raise Killed
         real_save_file(tensors, filename, metadata=metadata)
@@ -595,3 +596,77 @@ def test_cifar_shifts_are_whole_pixels_so_photos_stay_sharp():
     for img, src in zip(out[:20], x[:20]):
         own = torch.cat([src.flatten(), torch.zeros(1)])
         assert torch.isclose(img.flatten()[:, None], own[None]).any(1).all()
+
+
+def test_a_kill_between_the_first_checkpoint_and_its_state_still_resumes(tiny_data, tmp_path,
+                                                                         monkeypatch):
+    """Killed after epoch 1's checkpoint files, before its state: the run used to be stranded
+    ("nothing to resume", and a new run refused the folder). A state is saved before any
+    checkpoint file now, so --resume replays epoch 1."""
+    import vit.checkpoint
+    from vit import train as cli
+    straight = tmp_path / "straight"
+    assert train(tiny_data, straight, "--threads", "1").returncode == 0
+    out = tmp_path / "killed"
+    real_save_file = vit.checkpoint.save_file
+
+    def save_file(tensors, filename, metadata=None):
+        if "state.safetensors" in str(filename) and (out / "model.safetensors").is_file():
+            raise Killed                             # the first state after a checkpoint
+        real_save_file(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    with pytest.raises(Killed):
+        cli.main(["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"])
+    monkeypatch.undo()
+    assert (out / "model.safetensors").is_file()
+    r = train(tiny_data, out, "--resume", "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert "Resuming" in r.stdout and "at step 0 of 18" in r.stdout
+    assert_same_weights(straight, out)
+
+
+def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(tiny_data, tmp_path,
+                                                                   monkeypatch, capsys):
+    """safetensors reports a full disk as its own error type: it was a traceback."""
+    from safetensors import SafetensorError
+
+    import vit.checkpoint
+    from vit import train as cli
+    out = tmp_path / "full"
+    real_save_file, failed = vit.checkpoint.save_file, []
+
+    def save_file(tensors, filename, metadata=None):
+        if str(filename).startswith(str(out / ".model.safetensors")) and not failed:
+            failed.append(filename)
+            open(filename, "wb").write(b"\0" * 10)           # part written, then the disk is full
+            raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: '
+                                  'StorageFull, message: "No space left on device" })')
+        real_save_file(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    argv = ["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: could not write {out / 'model.safetensors'}: No space left on "
+                          f"device\n") and "Traceback" not in err
+    assert "--resume" in err.splitlines()[-1]
+    assert not (out / "model.safetensors").exists() and not list(out.glob(".*.tmp"))
+    monkeypatch.undo()
+    r = train(tiny_data, out, "--resume", "--threads", "1")
+    assert r.returncode == 0, r.stderr
+
+
+def test_resuming_on_other_training_data_is_refused(tiny_data, tmp_path):
+    """Same number of images, other pictures: the run used to continue as if nothing happened."""
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    out = tmp_path / "ck"
+    assert train(data, out, "--max-steps", "3").returncode == 0
+    images = data / "MNIST" / "raw" / "train-images-idx3-ubyte"
+    raw = bytearray(images.read_bytes())
+    raw[16 + 28 * 14:16 + 28 * 15] = bytes(255 - b for b in raw[16 + 28 * 14:16 + 28 * 15])
+    images.write_bytes(bytes(raw))
+    r = train(data, out, "--resume")
+    assert r.returncode == 1 and "not the ones the run" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

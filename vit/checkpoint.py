@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -159,20 +160,38 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
+class SaveError(CheckpointError):
+    """A file could not be written (a full disk, permissions): one line naming it; the file that
+    was there before is intact."""
+
+
 def atomic_write(path: Path, write) -> None:
     """Call write(tmp_path), then rename tmp over `path` (atomic on POSIX and Windows). The file
     gets the usual permissions (mkstemp's are owner-only: an app server running as another
-    user could not read a freshly trained checkpoint)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    user could not read a freshly trained checkpoint). A write that fails — safetensors reports
+    a full disk as a SafetensorError, not an OSError — raises SaveError with one line."""
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
         write(tmp)
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, (OSError, SafetensorError)):
+            raise SaveError(f"could not write {path}: {_write_failure(e)}") from None
         raise
+
+
+def _write_failure(e: BaseException) -> str:
+    """"No space left on device", from an OSError or safetensors' Rust I/O error text."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    found = re.search(r'message: "([^"]+)"', str(e))
+    return found.group(1) if found else _line(e)
 
 
 def save_json(path: Path, obj: dict) -> None:

@@ -8,18 +8,28 @@ weights of an uninterrupted run.
 from __future__ import annotations
 
 import argparse
+import errno
+import shlex
 import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
 
-from .checkpoint import CheckpointError
+from .checkpoint import CheckpointError, SaveError
 from .data import DataError
 from .datasets import FOLDER, SPECS, get_spec
 from .evaluation import pick_device
 from .finetune import ARCHITECTURE, InitError, init_config
 from .model import PRESETS, ViTConfig
-from .training import TrainConfig, TrainingError, config_problems, describe_folder, flag_text, train
+from .training import (
+    STATE_FILE,
+    TrainConfig,
+    TrainingError,
+    config_problems,
+    describe_folder,
+    flag_text,
+    train,
+)
 
 FOLDER_IMAGE_SIZE = 32      # --dataset folder's pictures, unless --image-size or --init says
 FINETUNE_LR = 1e-4          # --init's default: a tenth of training from scratch
@@ -153,6 +163,15 @@ class StopOnCtrlC:
             signal.signal(signal.SIGINT, self._old)
 
 
+def after_failed_save(tc: TrainConfig, argv: list[str]) -> str:
+    """What to do after a save failed (a full disk): the files written before are intact."""
+    again = shlex.join(w for w in argv if w not in ("--overwrite", "--resume"))
+    if (Path(tc.out) / STATE_FILE).is_file():
+        return (f"The files saved before are intact: free some space, then continue with:\n"
+                f"  python -m vit.train {again} --resume")
+    return "Free some space, then run the same command again."
+
+
 def main(argv=None) -> int:
     tc, mc = parse_args(argv)
     with StopOnCtrlC() as ctrl_c:
@@ -160,6 +179,9 @@ def main(argv=None) -> int:
             result = train(tc, mc, argv, should_stop=lambda: ctrl_c.stop)
         except (TrainingError, DataError, CheckpointError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
+            if isinstance(e, SaveError) or isinstance(e, OSError) and e.errno == errno.ENOSPC:
+                print(after_failed_save(tc, sys.argv[1:] if argv is None else argv),
+                      file=sys.stderr)
             return 1
     return 130 if result.get("reason") == "interrupted" else 0
 

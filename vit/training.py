@@ -16,6 +16,7 @@ import contextlib
 import copy
 import csv
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -271,6 +272,7 @@ class RunState:
     devices: list[str] = field(default_factory=list)     # where it ran, one entry per change
     config: dict = field(default_factory=dict)           # {"train": {...}, "model": {...}}
     train_images: int = 0
+    data_digest: str = ""                                # SHA-256 of the training images and labels
     metrics: list[dict] = field(default_factory=list)    # one row per finished epoch
     partial: EpochTotals = field(default_factory=EpochTotals)   # over all ranks
 
@@ -297,6 +299,8 @@ class RunState:
             v = getattr(run, name)
             if not (isinstance(v, list) and all(isinstance(c, str) for c in v)):
                 raise ValueError(f"{name} is not a list of strings")
+        if not isinstance(run.data_digest, str):
+            raise ValueError("data_digest is not a string")
         if not (isinstance(run.config, dict) and isinstance(run.config.get("train"), dict)
                 and isinstance(run.config.get("model"), dict) and isinstance(run.command, str)):
             raise ValueError("config/command are not what a run writes")
@@ -858,24 +862,40 @@ def check_in_sync(s: Session) -> str:
 
 
 # --- a whole run ------------------------------------------------------------------------------
+def data_digest(split: Split) -> str:
+    """SHA-256 of a split's images and labels, bit for bit (~0.3 s for CIFAR-10's 150 MB)."""
+    h = hashlib.sha256()
+    for t in (split.images, split.labels):
+        h.update(str((tuple(t.shape), t.dtype)).encode())
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def start_or_resume(s: Session, saved: SavedState | None, argv: list[str] | None, out: Path,
-                    say: Callable) -> RunState:
-    """The run to continue: the saved one, loaded into the model and optimiser, or a new one."""
+                    say: Callable, digest: str) -> RunState:
+    """The run to continue: the saved one, loaded into the model and optimiser, or a new one.
+    `digest`: the training data's (data_digest), which a resumed run must have trained on."""
     if saved is not None:
         run = saved.run
         if run.train_images != len(s.train_split):
             raise TrainingError(f"--resume: the run in {out} trained on {run.train_images:,} "
                                 f"images, --data-dir {s.tc.data_dir} has {len(s.train_split):,}: "
                                 f"point --data-dir at the same data")
+        if run.data_digest and run.data_digest != digest:      # (states before it had none)
+            raise TrainingError(f"--resume: the training images in --data-dir {s.tc.data_dir} are "
+                                f"not the ones the run in {out} started on (same number, other "
+                                f"pictures or labels): point --data-dir at that data, or start "
+                                f"afresh with --overwrite")
         if run.step > s.plan.total_steps:
             raise TrainingError(f"can't resume: the saved state is at step {run.step}, past the "
                                 f"run's {s.plan.total_steps} steps (the state file is damaged)")
+        run.data_digest = run.data_digest or digest
         restore(saved, s.model, s.opt, s.ema_model)
         say(f"Resuming {out} at step {run.step} of {s.plan.total_steps}", flush=True)
     else:
         run = RunState(command=distributed.launch_command(s.d) + " "
                        + shlex.join(sys.argv[1:] if argv is None else argv),
-                       train_images=len(s.train_split))
+                       train_images=len(s.train_split), data_digest=digest)
         distributed.barrier(s.d)              # every rank has run preflight before rank 0 writes
         if s.d.main and s.tc.overwrite:
             moved = set_aside_run_files(out)
@@ -964,12 +984,17 @@ def _train(tc: TrainConfig, mc: ViTConfig, argv, d: distributed.Dist, device: to
     full_train = load_split(tc.dataset, tc.data_dir, True, tc.download)
     test_split = load_split(tc.dataset, tc.data_dir, False, tc.download)
     train_split, data = prepare_data(tc, get_spec(tc.dataset), full_train, say)
+    digest = data_digest(full_train)
     if device.type == "cuda":       # a few hundred MB at most: batches are then cut on the GPU
         train_split = replace(train_split, images=train_split.images.to(device),
                               labels=train_split.labels.to(device))
         data = replace(data, served=_to(data.served, device), negatives=_to(data.negatives, device))
     s = new_session(tc, mc, train_split, d, device, data, fresh=saved is None)
-    run = start_or_resume(s, saved, argv, out, say)      # (--overwrite sets old files aside here)
+    run = start_or_resume(s, saved, argv, out, say, digest)  # (--overwrite sets old files aside)
+    if saved is None and d.main:
+        # A resumable state before any checkpoint file exists: a kill at any later moment (even
+        # between the first epoch's checkpoint and its state) leaves a run --resume continues.
+        save_state(out / STATE_FILE, s.model, s.opt, run, s.ema_model)
     if tc.distill:
         s.teacher = get_teacher(s, out, say, resuming=saved is not None)
     stop_at = run.step + tc.max_steps if tc.max_steps else None
