@@ -125,3 +125,19 @@ def test_bad_sources_get_one_line(argv, message, capsys, tmp_path, monkeypatch):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_an_existing_checkpoint_is_replaced_only_with_overwrite(tmp_path, capsys):
+    """`python -m vit.convert … --out checkpoints/mnist` replaced the bundled model unasked."""
+    import hashlib
+    out = tmp_path / "mnist"
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    (out / "model.safetensors").write_bytes(b"the model people use")
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()}
+    assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a checkpoint" in err and "--overwrite" in err and err.count("\n") == 1
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()} == before
+    assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out), "--overwrite"]) == 0
+    assert open_checkpoint(out).config.provenance["source"] == "timm:vit_tiny_patch16_224"

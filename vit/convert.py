@@ -191,7 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="checkpoint folder to write")
     ap.add_argument("--random", action="store_true",
                     help="convert a randomly initialised model (no download)")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace a checkpoint already in --out")
     args = ap.parse_args(argv)
+    held = [n for n in ("config.json", "model.safetensors") if (Path(args.out) / n).exists()]
+    if held and not args.overwrite:        # before anything is built or downloaded
+        print(f"error: {args.out} already holds a checkpoint ({', '.join(held)}): pass --overwrite "
+              f"to replace it, or choose another --out", file=sys.stderr)
+        return 2
     try:
         out = convert(args.source, args.out, pretrained=not args.random,
                       argv=sys.argv[1:] if argv is None else argv)
