@@ -92,3 +92,83 @@ def test_resume_under_torchrun(ddp_run, tiny_data, tmp_path):
     straight = list(csv.DictReader(open(out / "metrics.csv")))
     assert [r["epoch"] for r in rows] == ["1", "2"]
     assert [r["train_acc"] for r in rows] == [r["train_acc"] for r in straight]
+
+
+STALL = '''
+import os
+if os.environ.get("RANK") == "1":          # this test's rank 1 stops answering at step 3
+    import time
+    import vit.training as t
+    real = t.train_step
+    def train_step(s, batch, step, stop_requested=False):
+        if step == 3:
+            time.sleep(20)
+        return real(s, batch, step, stop_requested)
+    t.train_step = train_step
+'''
+
+
+SLOW = '''
+import time
+import vit.training as t
+real = t.train_step
+def train_step(*args, **kwargs):
+    time.sleep(0.5)
+    return real(*args, **kwargs)
+t.train_step = train_step
+'''
+
+
+def test_a_stalled_process_is_named_after_the_timeout_not_after_30_minutes(tiny_data, tmp_path):
+    """torch's default collective timeout kept the others waiting 30 minutes, then said nothing
+    of which process had stopped."""
+    import time
+    (tmp_path / "sitecustomize.py").write_text(STALL)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1"}
+    exe = Path(sys.executable).with_name("torchrun")
+    launcher = [str(exe)] if exe.is_file() else [sys.executable, "-m", "torch.distributed.run"]
+    t = time.monotonic()
+    r = subprocess.run([*launcher, "--standalone", "--nproc_per_node=2", "-m", "vit.train",
+                        "--data-dir", str(tiny_data), "--out", str(tmp_path / "ck"), *ARGS,
+                        "--dist-timeout", "5"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=180)
+    assert r.returncode != 0
+    assert "error: rank 1 has stopped answering: rank 0 waited 5 s (--dist-timeout)" in r.stderr, \
+        r.stderr[-3000:]
+    assert time.monotonic() - t < 120
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "kill"])
+def test_a_stopped_torchrun_job_saves_a_resumable_state(tiny_data, tmp_path, how):
+    """Ctrl-C in the terminal (SIGINT to the whole process group: torchrun forwards it to the
+    workers too), or `kill` / a job scheduler (SIGTERM to torchrun, which forwards it): every
+    worker stops at the same step and rank 0 saves. SIGTERM used to kill the workers unsaved."""
+    import signal
+    exe = Path(sys.executable).with_name("torchrun")
+    launcher = [str(exe)] if exe.is_file() else [sys.executable, "-m", "torch.distributed.run"]
+    args = [*ARGS]
+    args[args.index("--epochs") + 1] = "4"
+    out = tmp_path / "ck"
+    # Steps of half a second, as real ones take: the launcher's forwarded signal then arrives
+    # mid-step (with the tiny model's millisecond steps the workers were gone before it came).
+    (tmp_path / "sitecustomize.py").write_text(SLOW)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([*launcher, "--standalone", "--nproc_per_node=2", "-m", "vit.train",
+                             "--data-dir", str(tiny_data), "--out", str(out), *args], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    for line in proc.stdout:                       # wait until it is really training
+        if line.startswith("epoch 1:"):
+            break
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)         # as the terminal does: the whole group
+    else:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert "Stopped at step" in err and "--resume" in err, err[-3000:]
+    from vit.training import STATE_FILE, read_state
+    step = read_state(out / STATE_FILE).run.step
+    assert step >= 9                                # past epoch 1 (9 steps an epoch)
+    resumed = torchrun(tiny_data, out, "--resume", "--epochs", "4")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"at step {step} of" in resumed.stdout

@@ -297,7 +297,15 @@ def _model_config(obj, where: str) -> ViTConfig:
                            for k, v in obj.items()})
     except ValueError as e:
         raise CheckpointError(f"{where}: invalid model config ({_line(e)})") from None
-    for k in types:
+    check_model_size(cfg, where)
+    return cfg
+
+
+def check_model_size(cfg: ViTConfig, where: str) -> None:
+    """The limits above, before anything of the model is allocated: each field, the tokens,
+    the attention maps kept per image, the parameters. CheckpointError with one line. (The
+    trainer checks the model its flags describe with the same limits.)"""
+    for k in (f.name for f in fields(ViTConfig)):
         limit = {"image_size": MAX_IMAGE_SIZE, "depth": MAX_DEPTH}.get(k, MAX_WIDTH)
         if _is_int(getattr(cfg, k)) and getattr(cfg, k) > limit:
             raise CheckpointError(f"{where}: model.{k} is {_show(getattr(cfg, k))}, above this "
@@ -317,7 +325,6 @@ def _model_config(obj, where: str) -> ViTConfig:
     if n > MAX_PARAMETERS:
         raise CheckpointError(f"{where}: model config implies {n:,} parameters, above this "
                               f"loader's limit of {MAX_PARAMETERS:,}")
-    return cfg
 
 
 def _check_against_spec(model: ViTConfig, spec: DatasetSpec | None, where: str) -> None:

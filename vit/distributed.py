@@ -19,7 +19,9 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -49,15 +51,47 @@ def from_environment() -> Dist:
     return Dist(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def setup(d: Dist, device: torch.device) -> torch.device:
-    """Join the process group: NCCL between GPUs, gloo between CPUs. Returns this rank's device."""
+def setup(d: Dist, device: torch.device, timeout_s: float = 300.0) -> torch.device:
+    """Join the process group: NCCL between GPUs, gloo between CPUs. Returns this rank's device.
+    `timeout_s`: how long a collective waits for the other processes (torch's default is 30
+    minutes: a stalled process kept the others waiting that long)."""
     if not d.enabled:
         return device
     if device.type == "cuda":
         device = torch.device("cuda", d.local_rank)
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                            timeout=timedelta(seconds=timeout_s))
     return device
+
+
+# How gloo and NCCL word a collective that gave up waiting, or a peer that went away.
+_STALLED = ("timed out", "timeout", "connection closed by peer", "connection reset by peer")
+
+
+def is_stall(e: BaseException) -> bool:
+    """Whether `e` is a collective that timed out or lost a peer (not a bug in the model)."""
+    return isinstance(e, RuntimeError) and any(w in str(e).lower() for w in _STALLED)
+
+
+def stall_message(d: Dist, timeout_s: float, settle_s: float = 3.0) -> str:
+    """One line naming the processes that fell behind. Every rank that timed out marks itself
+    in the job's store; after `settle_s` the ranks with no mark are the stalled ones (they are
+    stuck, or gone, so they never mark themselves)."""
+    try:
+        from torch.distributed.distributed_c10d import _get_default_store
+        store = _get_default_store()
+        store.set(f"vit/timed-out/{d.rank}", "1")
+        time.sleep(settle_s)
+        stalled = [r for r in range(d.world)
+                   if r != d.rank and not store.check([f"vit/timed-out/{r}"])]
+    except Exception:                    # the store itself may be gone with the stalled process
+        stalled = []
+    who = (", ".join(f"rank {r}" for r in stalled) + (" has" if len(stalled) == 1 else " have")
+           if stalled else "another process has")
+    return (f"{who} stopped answering: rank {d.rank} waited {timeout_s:g} s (--dist-timeout) "
+            f"at a collective; see that process's output. The last saved state continues with "
+            f"--resume")
 
 
 def teardown(d: Dist) -> None:

@@ -12,6 +12,7 @@ import errno
 import shlex
 import signal
 import sys
+import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -137,30 +138,40 @@ def parse_args(argv=None) -> tuple[TrainConfig, ViTConfig]:
     return tc, mc
 
 
-class StopOnCtrlC:
-    """First Ctrl-C asks the run to stop after the current step (it then saves a resumable
-    state); a second one interrupts at once."""
+class StopOnSignal:
+    """The first Ctrl-C (SIGINT) or SIGTERM asks the run to stop after the current step, on
+    every process of a torchrun job at the same step (vit/training.py), which then saves a
+    resumable state; another one more than REPEAT_S later interrupts at once. A repeat within
+    REPEAT_S is the same request: under torchrun a Ctrl-C reaches each worker twice, from the
+    terminal and forwarded by the launcher, and aborting on the second saved nothing."""
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    REPEAT_S = 2.0
 
     def __init__(self):
         self.stop = False
-        self._old = None
+        self._since = 0.0
+        self._old = {}
 
     def __enter__(self):
         def handler(signum, frame):
+            now = time.monotonic()
             if self.stop:
-                raise KeyboardInterrupt
-            self.stop = True
-            print("\nInterrupted: saving a resumable state after this step "
+                if now - self._since > self.REPEAT_S:
+                    raise KeyboardInterrupt
+                return
+            self.stop, self._since = True, now
+            print(f"\n{signal.Signals(signum).name}: saving a resumable state after this step "
                   "(Ctrl-C again to abort without saving)...", file=sys.stderr, flush=True)
-        try:
-            self._old = signal.signal(signal.SIGINT, handler)
-        except ValueError:  # not the main thread: leave Ctrl-C alone
-            self._old = None
+        for sig in self.SIGNALS:
+            try:
+                self._old[sig] = signal.signal(sig, handler)
+            except ValueError:  # not the main thread: leave the signals alone
+                pass
         return self
 
     def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
 
 
 def after_failed_save(tc: TrainConfig, argv: list[str]) -> str:
@@ -174,9 +185,9 @@ def after_failed_save(tc: TrainConfig, argv: list[str]) -> str:
 
 def main(argv=None) -> int:
     tc, mc = parse_args(argv)
-    with StopOnCtrlC() as ctrl_c:
+    with StopOnSignal() as stopping:
         try:
-            result = train(tc, mc, argv, should_stop=lambda: ctrl_c.stop)
+            result = train(tc, mc, argv, should_stop=lambda: stopping.stop)
         except (TrainingError, DataError, CheckpointError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
             if isinstance(e, SaveError) or isinstance(e, OSError) and e.errno == errno.ENOSPC:

@@ -38,7 +38,7 @@ from safetensors import SafetensorError, safe_open
 from . import calibration as cal
 from . import distributed, trivial_augment
 from .augment import draw_erasing, erase
-from .checkpoint import atomic_write, save_checkpoint, save_tensors
+from .checkpoint import CheckpointError, atomic_write, check_model_size, save_checkpoint, save_tensors
 from .data import DEFAULT_DATA_DIR, DataError, Split, load_split, normalize, to_unit_float
 from .datasets import FOLDER, SPECS, DatasetSpec, get_spec, use_folder
 from .evaluation import evaluate, pick_device, predict_logits, score
@@ -59,7 +59,12 @@ RUN_FILES = ("config.json", "model.safetensors", "metrics.csv", "curves.png",
 # TrainConfig fields that say where and how a run executes, not what it computes: --resume may
 # change them.
 RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size", "data_dir",
-                            "download", "out", "resume", "overwrite"})
+                            "download", "out", "resume", "overwrite", "dist_timeout"})
+# Ceilings on counts a flag sets, far above any useful run: past them a typo (--batch-size
+# 1000000000) would end in an allocation failure and a traceback, not a message.
+MAX_BATCH = 1 << 16
+MAX_EPOCHS = 100_000
+MAX_NEGATIVES = 1_000_000        # drawn non-digits, 784 bytes each
 # Training settings added after runs were already being saved, with the value that does what a
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
 LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "norm_eps": 1e-5, "policy": "none",
@@ -145,6 +150,9 @@ class TrainConfig:
         "help": "continue the interrupted or finished run in --out exactly where it stopped"})
     max_steps: int = field(default=0, metadata={
         "help": "stop (resumably) after this many optimiser steps in this invocation; for tests"})
+    dist_timeout: float = field(default=300.0, metadata={
+        "help": "under torchrun: seconds a process waits for the others at a collective before "
+                "the run stops, naming the process that fell behind"})
 
 
 def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
@@ -157,9 +165,12 @@ def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
     max_threads = 4 * (os.cpu_count() or 1)       # far past any speed-up; 100000 crashes OpenMP
     S, C = spec.image_size, spec.channels
     checks = [
-        (tc.epochs >= 1, "--epochs must be at least 1"),
-        (tc.batch_size >= 1, "--batch-size must be at least 1"),
-        (tc.eval_batch_size >= 1, "--eval-batch-size must be at least 1"),
+        (1 <= tc.epochs <= MAX_EPOCHS, f"--epochs must be between 1 and {MAX_EPOCHS:,}"),
+        (1 <= tc.batch_size <= MAX_BATCH, f"--batch-size must be between 1 and {MAX_BATCH:,}"),
+        (1 <= tc.eval_batch_size <= MAX_BATCH,
+         f"--eval-batch-size must be between 1 and {MAX_BATCH:,}"),
+        (math.isfinite(tc.dist_timeout) and 1 <= tc.dist_timeout <= 86_400,
+         "--dist-timeout must be between 1 and 86400 seconds"),
         (math.isfinite(tc.lr) and 0 < tc.lr <= MAX_LR, f"--lr must be in (0, {MAX_LR:g}]"),
         (0 <= tc.min_lr <= tc.lr, "--min-lr must be between 0 and --lr"),     # NaN fails too
         (math.isfinite(tc.weight_decay) and tc.weight_decay >= 0,
@@ -175,11 +186,12 @@ def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
         (tc.max_steps >= 0, "--max-steps must be >= 0"),
         (tc.val_size >= 0, "--val-size must be >= 0"),
         (0 <= tc.serve_view <= 1, "--serve-view must be in [0, 1]"),
-        (tc.negatives >= 0, "--negatives must be >= 0"),
+        (0 <= tc.negatives <= MAX_NEGATIVES, f"--negatives must be between 0 and {MAX_NEGATIVES:,}"),
         (math.isfinite(tc.oe_weight) and tc.oe_weight >= 0, "--oe-weight must be a finite number >= 0"),
         (0 <= tc.ema < 1, "--ema must be in [0, 1) (0 = off)"),
         (0 <= tc.distill <= 1, "--distill must be in [0, 1] (0 = off)"),
-        (tc.teacher_epochs >= 1, "--teacher-epochs must be at least 1"),
+        (1 <= tc.teacher_epochs <= MAX_EPOCHS,
+         f"--teacher-epochs must be between 1 and {MAX_EPOCHS:,}"),
         (1 <= tc.teacher_width <= 1024, "--teacher-width must be between 1 and 1024"),
         (0 <= tc.erase <= 1, "--erase must be in [0, 1] (0 = off)"),
         (not (tc.resume and tc.overwrite),
@@ -190,7 +202,12 @@ def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
         (mc.num_classes == spec.num_classes,
          f"{spec.name} has {spec.num_classes} classes, not {mc.num_classes}"),
     ]
-    return [message for ok, message in checks if not ok]
+    problems = [message for ok, message in checks if not ok]
+    try:                                  # the model the flags describe, by the loader's limits
+        check_model_size(mc, "the model these flags describe")
+    except CheckpointError as e:
+        problems.append(f"{e}: choose a smaller --dim, --depth, --mlp-dim or image/patch size")
+    return problems
 
 
 # --- random streams ---------------------------------------------------------------------------
@@ -936,8 +953,13 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
     check_writable(Path(tc.out))
     with exclusive(Path(tc.out), d.main):
         saved = preflight(tc, mc)
-        device = distributed.setup(d, device)
-        result = _train(tc, mc, argv, d, device, saved, should_stop)
+        device = distributed.setup(d, device, tc.dist_timeout)
+        try:
+            result = _train(tc, mc, argv, d, device, saved, should_stop)
+        except RuntimeError as e:
+            if d.enabled and distributed.is_stall(e):
+                raise TrainingError(distributed.stall_message(d, tc.dist_timeout)) from None
+            raise
         distributed.teardown(d)
         return result
 
