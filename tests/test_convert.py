@@ -141,3 +141,14 @@ def test_an_existing_checkpoint_is_replaced_only_with_overwrite(tmp_path, capsys
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()} == before
     assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out), "--overwrite"]) == 0
     assert open_checkpoint(out).config.provenance["source"] == "timm:vit_tiny_patch16_224"
+
+
+def test_evaluate_says_in_one_line_that_a_converted_model_has_no_test_set_here(tmp_path, capsys):
+    """It took MNIST for a converted ImageNet model and ended in a traceback."""
+    from vit.evaluate import main as evaluate
+    out = tmp_path / "vit-tiny"
+    assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert evaluate(["--checkpoint", str(out), "--data-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "names no data set" in err and err.count("\n") == 1

@@ -51,6 +51,10 @@ def main(argv=None) -> int:
     try:
         ck = open_checkpoint(args.checkpoint, device)
         cfg = ck.config
+        if cfg.dataset is None:         # a converted model: its classes are not a set here
+            raise DataError(f"{args.checkpoint} names no data set (a converted model, "
+                            f"{len(cfg.class_names)} classes): there is no test set here to "
+                            f"evaluate it on")
         if cfg.dataset == FOLDER:       # an image folder's model: its own test/ (or val/)
             test = folder_split(args.data_dir, False, cfg.model.image_size, cfg.model.channels,
                                 cfg.class_names)
@@ -59,7 +63,12 @@ def main(argv=None) -> int:
     except (CheckpointError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    logits = predict_logits(ck.model, test.images, cfg.mean, cfg.std, args.batch_size)
+    try:
+        logits = predict_logits(ck.model, test.images, cfg.mean, cfg.std, args.batch_size)
+    except ValueError as e:             # a test set whose pictures this model does not take
+        print(f"error: the {cfg.title} test set does not fit {args.checkpoint} ({e})",
+              file=sys.stderr)
+        return 1
     labels = test.labels.long()
     loss, acc, preds = score(logits, labels)
     cm = confusion_matrix(labels, preds, len(cfg.class_names))
