@@ -112,8 +112,10 @@ def test_the_upload_folder_stays_under_its_cap_oldest_uploads_first(tmp_path):
         (sub / "x.png").write_bytes(b"\0" * 1000)
         os.utime(sub / "x.png", (time.time() - 100 + i, time.time() - 100 + i))
     (tmp_path / "deep_links").mkdir()                   # not an upload: never touched
-    total = uploads.make_room(tmp_path, cache_bytes=3500, incoming=1000)
-    assert total == 2000
+    each = max(size for _, size, _ in uploads.folder_bytes(tmp_path))   # on disk, with inodes
+    links = uploads.ENTRY_BYTES                         # deep_links: counted, never deleted
+    total = uploads.make_room(tmp_path, cache_bytes=3 * each + links + 500, incoming=each)
+    assert total == 2 * each + links
     assert sorted(p.name[0] for p in tmp_path.iterdir() if p.name != "deep_links") == ["3", "4"]
     assert (tmp_path / "deep_links").is_dir()
 
@@ -134,7 +136,7 @@ def test_uploads_are_limited_per_visitor_and_in_flight(tmp_path):
         async def send(message):
             sent.append(message)
         scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload",
-                 "client": (ip, 1), "headers": []}
+                 "client": (ip, 1), "headers": [(b"content-length", b"0")]}
         asyncio.run(limits(scope, None, send))
         return sent[0]["status"], sent[-1].get("body", b"").decode()
 
@@ -413,3 +415,100 @@ def test_a_request_with_too_few_values_is_one_line_not_a_crash(app_server):
     """It was logged with a traceback (the fixture checks the server's log at the end)."""
     stream = call(app_server[1], "analyse_drawing", [None, "mnist"])
     assert "event: error" in stream and "enough input values" in stream
+
+
+def test_a_drawing_is_a_png_of_canvas_size_before_anything_decodes_it():
+    """The drawing route decoded any format at any size (a 2.5 KB "PNG" that was a 40-megapixel
+    WebP cost 430 MB; a tiled TIFF, hours), for grey models even past the 2048-px limit."""
+    import base64
+    import io
+
+    from vit.preprocessing import PreprocessError
+    from vit.ui.canvas import PREFIX, read_drawing
+
+    def sent(image, fmt, **kw):
+        buf = io.BytesIO()
+        image.save(buf, fmt, **kw)
+        return {"png": PREFIX + base64.b64encode(buf.getvalue()).decode(), "final": True}
+
+    with pytest.raises(PreprocessError, match="not a PNG"):
+        read_drawing(sent(Image.new("L", (64, 64)), "WEBP"))
+    with pytest.raises(PreprocessError, match="6300x6300 pixels; the canvas is 400"):
+        read_drawing(sent(Image.new("LA", (6300, 6300)), "PNG"))
+    assert read_drawing(sent(Image.new("LA", (400, 400)), "PNG")) is not None
+
+
+def asgi_post(app, path="/gradio_api/upload", headers=(), chunks=(b"",), delay=0.0):
+    """POST through an ASGI app; returns (status, body text) of what it answered."""
+    import asyncio
+    sent, pieces = [], list(chunks)
+
+    async def receive():
+        if delay:
+            await asyncio.sleep(delay)
+        body = pieces.pop(0) if pieces else b""
+        return {"type": "http.request", "body": body, "more_body": bool(pieces)}
+
+    async def send(message):
+        sent.append(message)
+    scope = {"type": "http", "method": "POST", "path": path, "client": ("1.2.3.4", 1),
+             "headers": list(headers)}
+    asyncio.run(app(scope, receive, send))
+    return (sent[0]["status"], sent[-1].get("body", b"").decode()) if sent else (None, "")
+
+
+async def reads_all(scope, receive, send):
+    """An app that reads its whole body, then answers 200."""
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def test_an_upload_request_says_its_size_and_carries_one_file_at_most(tmp_path):
+    """300 files of 1 MB in one request passed a 200 MB cap (the limit counted requests)."""
+    limits = uploads.UploadLimits(reads_all, cache_bytes=10**9, max_file_bytes=50_000_000,
+                                  folder=tmp_path)
+    assert asgi_post(limits)[0] == 411
+    status, text = asgi_post(limits, headers=[(b"content-length", b"300000000")])
+    assert status == 413 and "this one is 300.0 MB" in text
+    assert asgi_post(limits, headers=[(b"content-length", b"5")], chunks=[b"hello"])[0] == 200
+
+
+def test_a_body_that_trickles_in_is_cut_off(monkeypatch, tmp_path):
+    """A byte every 7 seconds held an upload slot (or a connection) as long as it liked."""
+    from vit.ui import limits
+    monkeypatch.setattr(uploads, "GRACE_SECONDS", 0.2)
+    slow = [b"x"] * 20
+    up = uploads.UploadLimits(reads_all, cache_bytes=10**9, folder=tmp_path)
+    assert asgi_post(up, headers=[(b"content-length", b"20")], chunks=slow, delay=0.05) \
+        == (None, "")                                      # dropped: nothing answered
+    assert up._busy == 0
+    status, _ = asgi_post(limits.RequestLimits(reads_all), path="/gradio_api/queue/join",
+                          chunks=slow, delay=0.05)
+    assert status == 408
+
+
+def test_a_session_that_never_reads_its_answers_cannot_pile_them_up():
+    """12,000 joins of one session that never opened its stream grew memory by 140 MB."""
+    from types import SimpleNamespace
+
+    from vit.ui import limits
+    queue = SimpleNamespace(pending_event_ids_session={"greedy": set(range(limits.MAX_WAITING))})
+    app = SimpleNamespace(get_blocks=lambda: SimpleNamespace(_queue=queue))
+    body = json.dumps({"data": [], "fn_index": 1, "session_hash": "greedy"}).encode()
+    assert limits.too_many_waiting({"app": app}, body)
+    assert not limits.too_many_waiting({"app": app}, body.replace(b"greedy", b"polite"))
+
+
+def test_many_tiny_uploads_count_as_the_disk_they_take(tmp_path):
+    for i in range(100):
+        sub = tmp_path / f"{i:064x}"
+        sub.mkdir()
+        (sub / "x.bin").write_bytes(b"x" * 16)
+    assert sum(size for _, size, _ in uploads.folder_bytes(tmp_path)) >= 100 * 8192
+
+
+def test_the_visitor_is_the_address_the_proxy_added_not_the_one_the_client_wrote():
+    scope = {"headers": [(b"x-forwarded-for", b"6.6.6.6, 10.0.0.7")], "client": ("172.0.0.1", 1)}
+    assert uploads.visitor_of(scope) == "10.0.0.7"

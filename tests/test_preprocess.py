@@ -472,3 +472,56 @@ def test_a_multi_page_tiff_is_read_from_its_first_page(tmp_path):
     huge_second = Image.new("L", (100, 100), 255)
     first.save(tmp_path / "pages.tif", save_all=True, append_images=[huge_second])
     assert np.abs(to_model_image(str(tmp_path / "pages.tif")) - to_model_image(first)).max() < 1e-6
+
+
+def _tiled_tiff(w: int, h: int, tile_w: int, tile_h: int) -> bytes:
+    """A deflated greyscale TIFF of w x h in tiles of tile_w x tile_h, every tile the same blob
+    of zeros (a few KB on disk whatever the tiles declare)."""
+    import struct
+    import zlib
+    blob = zlib.compress(bytes(min(tile_w * tile_h, 1 << 22)), 9)
+    n = -(-w // tile_w) * -(-h // tile_h)
+    offs_at = 8 + len(blob) + (len(blob) % 2)
+    ifd_at = offs_at + 8 * n
+    out = bytearray(b"II*\0" + struct.pack("<I", ifd_at)) + blob
+    out += b"\0" * (offs_at - len(out))
+    out += struct.pack(f"<{n}I", *[8] * n) + struct.pack(f"<{n}I", *[len(blob)] * n)
+    tags = [(256, 4, 1, w), (257, 4, 1, h), (258, 3, 1, 8), (259, 3, 1, 8), (262, 3, 1, 1),
+            (277, 3, 1, 1), (322, 4, 1, tile_w), (323, 4, 1, tile_h),
+            (324, 4, n, offs_at if n > 1 else 8), (325, 4, n, offs_at + 4 * n if n > 1 else len(blob))]
+    out += struct.pack("<H", len(tags))
+    for tag, kind, count, value in tags:
+        out += (struct.pack("<HHIHH", tag, kind, count, value, 0) if kind == 3
+                else struct.pack("<HHII", tag, kind, count, value))
+    return bytes(out + struct.pack("<I", 0))
+
+
+@pytest.mark.parametrize("w, h, tile_w, tile_h", [
+    (6000, 6000, 32768, 65520),        # one tile of 2.1 GB (a 2 MB file took 2.1 GB)
+    (160_000, 16, 16, 16_777_216),     # 10,000 tiles of 256 MB each: hours of decoding
+])
+def test_a_tiff_whose_tiles_outgrow_its_picture_is_refused_undecoded(tmp_path, w, h, tile_w, tile_h):
+    import time
+    path = tmp_path / "tiles.tif"
+    path.write_bytes(_tiled_tiff(w, h, tile_w, tile_h))
+    t = time.perf_counter()
+    with pytest.raises(PreprocessError, match="tiles"):
+        preprocess(str(path))
+    assert time.perf_counter() - t < 1
+
+
+@pytest.mark.parametrize("fmt, kw, message", [
+    ("WEBP", {"lossless": True}, "in this format the limit is 12 megapixels"),     # +607 MB
+    ("JPEG", {"progressive": True, "quality": 30}, "in this format the limit is 20 megapixels"),
+])
+def test_formats_that_decode_expensively_have_a_lower_pixel_limit(tmp_path, fmt, kw, message):
+    path = tmp_path / f"wide.{fmt.lower()}"
+    Image.new("RGB", (6300, 6300), "white").save(path, fmt, **kw)
+    with pytest.raises(PreprocessError, match=message):
+        preprocess(str(path))
+
+
+def test_a_tiff_with_ordinary_tiles_still_reads(tmp_path):
+    seven = drawn("7", 300, 250, (25, 25))
+    seven.save(tmp_path / "tiled.tif", tile=(64, 64), compression="tiff_deflate")
+    assert np.abs(to_model_image(str(tmp_path / "tiled.tif")) - to_model_image(seven)).max() < 1e-6

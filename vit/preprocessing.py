@@ -16,6 +16,7 @@ import functools
 import io
 import math
 import os
+import threading
 import warnings
 from pathlib import Path
 
@@ -79,6 +80,14 @@ def _too_big(w: int, h: int) -> PreprocessError:
 # 13000x13000 PNG behind a 256-pixel header; EPS, which runs Ghostscript; PSD, …) is refused
 # before a decoder runs. (Many phones' JPEGs open as MPO, through the JPEG opener.)
 FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
+# What decoding costs beside the picture itself, in bytes per pixel, where it is more than the
+# decoded picture's 4 (measured on 40-megapixel files: libwebp's animation decoder holds two
+# canvases and a copy, +607 MB; a progressive JPEG keeps every component's coefficients at full
+# resolution, 2 bytes each, even when decoded at a reduced scale: +268 MB RGB, +344 MB CMYK).
+DECODE_BUDGET = 200_000_000      # bytes one decode may take
+# At most this many decodes at once in the process: each handler has its own Gradio concurrency
+# limit, so without it seven handlers could decode two pictures each at the same moment.
+_DECODES = threading.BoundedSemaphore(2)
 # EXIF orientation -> the PIL transpose that shows the picture upright (as ImageOps.exif_transpose).
 _UPRIGHT = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}   # FLIP_LEFT_RIGHT=0 … TRANSVERSE=6
 
@@ -128,10 +137,12 @@ def open_image(path, max_side: int | None = None):
             if max_side is not None and max(w, h) > max_side:
                 raise TooBigError(f"The image is {w}x{h} pixels; the limit here is {max_side} a "
                                   f"side.", (w, h))
+            _check_decode_cost(im)
             if im.format in ("JPEG", "MPO"):
                 im.draft(im.mode, (2 * WORK_SIDE, 2 * WORK_SIDE))   # decode at 1/2, 1/4, 1/8
             turn = _UPRIGHT.get(im.getexif().get(0x0112, 1))
-            im.load()
+            with _DECODES:
+                im.load()
             small = _shrink(im)
             small = small.transpose(turn) if turn is not None else small
             if small is im:                          # small already: detach it from the file
@@ -152,6 +163,46 @@ def open_image(path, max_side: int | None = None):
         reason = text.splitlines()[0][:120] if text.strip() else type(e).__name__
         raise PreprocessError(
             f"The image file is damaged or truncated and can't be read ({reason}).") from None
+
+
+def _bytes_per_pixel(im) -> float:
+    """What decoding `im` costs per pixel (see DECODE_BUDGET)."""
+    if im.format == "WEBP":
+        return 16.0
+    if im.format in ("JPEG", "MPO") and (im.info.get("progressive") or im.info.get("progression")):
+        return 4.0 + 2.0 * len(im.getbands())
+    return 4.0
+
+
+def _check_decode_cost(im) -> None:
+    """Refuse, before decoding, what would cost more than DECODE_BUDGET — and a TIFF whose tiles
+    or strips are larger than its picture, or more of them than cover it: a 1 MB file declaring
+    one 32768x65520 tile took 2.1 GB, another with 100,000 tiles over one small picture kept a
+    worker decoding for hours."""
+    w, h = im.size
+    cost = w * h * _bytes_per_pixel(im)
+    if cost > DECODE_BUDGET:
+        most = DECODE_BUDGET / _bytes_per_pixel(im) / 1e6
+        raise TooBigError(f"The image is {w}x{h} pixels; in this format the limit is "
+                          f"{most:.0f} megapixels. Please save it as PNG or a smaller JPEG.",
+                          (w, h))
+    if im.format == "TIFF":
+        tags = im.tag_v2
+        tile_w, tile_h = tags.get(322), tags.get(323)
+        if tile_w or tile_h:
+            tile_w, tile_h = int(tile_w or 0), int(tile_h or 0)
+            if not (0 < tile_w <= max(w + 16, 1024) and 0 < tile_h <= max(h + 16, 1024)):
+                raise PreprocessError(f"The TIFF's tiles ({tile_w}x{tile_h}) are larger than its "
+                                      f"picture ({w}x{h}); please save it as PNG or JPEG.")
+            offsets = tags.get(324) or ()
+            planes = len(im.getbands()) if tags.get(284, 1) == 2 else 1
+            if len(offsets) > -(-w // tile_w) * -(-h // tile_h) * planes:
+                raise PreprocessError("The TIFF has more tiles than cover its picture; please "
+                                      "save it as PNG or JPEG.")
+        rows = tags.get(278)
+        if rows is not None and len(tags.get(273) or ()) > -(-h // max(1, min(int(rows), h))) * 4:
+            raise PreprocessError("The TIFF has more strips than cover its picture; please save "
+                                  "it as PNG or JPEG.")
 
 
 def _from_file(path) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import struct
 from pathlib import Path
 
 import gradio as gr
@@ -18,6 +19,7 @@ from ..preprocessing import PreprocessError, TooBigError, on_white, open_image
 
 HERE = Path(__file__).parent
 PREFIX = "data:image/png;base64,"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_CHARS = 1_500_000        # a 400x400 drawing is a few KB, a photo on it ~0.5 MB
 CANVAS_SIDE = 400            # canvas.js's SIDE
 MAX_SIDE = 2048              # a drawing sent by an API client may be larger, not a poster
@@ -83,6 +85,14 @@ def read_drawing(value) -> dict | None:
         data = base64.b64decode(png[len(PREFIX):], validate=True)
     except (binascii.Error, ValueError):
         raise PreprocessError("The drawing's PNG data is not valid base64.") from None
+    # Its header, before any decoder sees it: a PNG (not a TIFF or WebP under a PNG's name),
+    # of at most MAX_SIDE a side, on every path (grey models read it too, not only colour ones).
+    if len(data) < 24 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
+        raise PreprocessError("The drawing's data is not a PNG.")
+    w, h = struct.unpack(">II", data[16:24])
+    if max(w, h) > MAX_SIDE:
+        raise PreprocessError(f"The drawing is {w}x{h} pixels; the canvas is {CANVAS_SIDE}. "
+                              f"Upload large pictures on the Upload tab.")
     # Ink is the alpha channel; a PNG without one (a client's black-on-white picture) is read grey.
     return {"background": None, "layers": [data], "composite": data}
 

@@ -23,9 +23,11 @@ import os
 import re
 from dataclasses import dataclass
 
+from starlette.requests import ClientDisconnect
+
 from ..preprocessing import MAX_FILE_BYTES
 from .models import StartupError
-from .uploads import UploadLimits, plain
+from .uploads import UploadLimits, paced, plain
 
 MAX_REQUEST_BYTES = 2_000_000       # a drawing's PNG is a few KB; a photo on the canvas ~0.5 MB
 FIRST_REQUEST_SECONDS = 10
@@ -78,6 +80,21 @@ class Limits:
                            max_file_bytes=MAX_FILE_BYTES)]
 
 
+MAX_WAITING = 32      # events of one session whose answers it has not read yet
+
+
+def too_many_waiting(scope, body: bytes) -> bool:
+    """Whether this join's session already has MAX_WAITING events undelivered: Gradio keeps
+    each answer until the session reads its stream, and a client that never does piled up
+    answers without end (~12 KB each)."""
+    try:
+        sid = json.loads(body).get("session_hash")
+        queue = scope["app"].get_blocks()._queue
+    except (ValueError, AttributeError, KeyError, RecursionError):
+        return False
+    return isinstance(sid, str) and len(queue.pending_event_ids_session.get(sid, ())) >= MAX_WAITING
+
+
 def event_problem(body: bytes) -> str | None:
     """Why an event request's JSON body is refused, or None. Only what Gradio would keep
     without checking: its session id (a key of the per-visitor store)."""
@@ -110,9 +127,12 @@ class RequestLimits:
         declared = dict(scope.get("headers", ())).get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > self.max_bytes:
             return await plain(send, *too_big)
-        chunks, size = [], 0
+        chunks, size, receive_paced = [], 0, paced(receive)
         while True:
-            message = await receive()
+            try:
+                message = await receive_paced()
+            except ClientDisconnect:
+                return await plain(send, 408, "The request's body came too slowly.")
             if message["type"] == "http.disconnect":
                 return
             chunks.append(message.get("body", b""))
@@ -125,6 +145,9 @@ class RequestLimits:
         problem = event_problem(body) if b"session_hash" in body else None
         if problem:
             return await plain(send, 400, problem)
+        if scope["path"].rstrip("/").endswith("/queue/join") and too_many_waiting(scope, body):
+            return await plain(send, 429, f"More than {MAX_WAITING} answers are waiting for this "
+                                          f"session to read them; read them first.")
         replayed = False
 
         async def replay():
@@ -134,4 +157,7 @@ class RequestLimits:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        return await self.app(scope, replay, send)
+        try:
+            return await self.app(scope, replay, send)
+        except ClientDisconnect:          # the client left while Gradio read or answered
+            return None
