@@ -11,10 +11,12 @@
 | VIT_UPLOADS_IN_FLIGHT   | 4       | uploads being received at once                            |
 | VIT_UPLOAD_CACHE_MB     | 1000    | the upload folder (oldest uploads deleted first)          |
 
-Fixed: an upload is at most 50 MB (`MAX_FILE_BYTES`); any other request's body at most
-`MAX_REQUEST_BYTES`; a connection that sends no complete request within
+Fixed: an upload request says its size and carries at most 50 MB (`MAX_FILE_BYTES`, one
+file's worth); any other request's body at most `MAX_REQUEST_BYTES`; a body must keep arriving
+(vit/ui/uploads.py `paced`); a connection that sends no complete request within
 `FIRST_REQUEST_SECONDS` is closed; uploads and pictures are deleted an hour after they were made
-(checked every half hour); a session id is at most 64 characters of [A-Za-z0-9_-].
+(checked every half hour); a session id is at most 64 characters of [A-Za-z0-9_-]; a session
+leaves at most `MAX_WAITING` answers unread. Decoding: vit/preprocessing.py `open_image`.
 """
 from __future__ import annotations
 
