@@ -118,3 +118,35 @@ def app_server(tiny_data):
 PEAK = ("def peak():\n"
         "    return int(next(l for l in open('/proc/self/status')"
         " if l.startswith('VmHWM')).split()[1])\n")
+
+
+# --- lanes ------------------------------------------------------------------------------------
+# Plain `python -m pytest` runs the fast lane (pyproject.toml deselects the markers below);
+# `python -m pytest -m ""` runs every lane, as CI does; `-m browser` (or server, train, data)
+# one lane. A test's lane follows from what it does, so that a new test lands in the right one:
+LANE_MODULES = {"test_browser.py": "browser", "test_bundled.py": "data", "test_skew.py": "data",
+                "test_distributed.py": "train"}
+# ...a test that starts the trainer or torchrun (in a subprocess or in-process), or uses a
+# fixture that does; one that starts `python app.py`; one that needs the full data sets.
+TRAINS = ("run_module(\"vit.train\"", "torchrun(", "cli.main(", " train(", "run_module('vit.train'")
+TRAINED_FIXTURES = {"trained", "ddp_run"}
+
+
+def pytest_collection_modifyitems(config, items):
+    import inspect
+    for item in items:
+        lane = LANE_MODULES.get(item.path.name)
+        if lane is None and "app_server" in getattr(item, "fixturenames", ()):
+            lane = "server"
+        if lane is None and getattr(item, "function", None) is not None:
+            try:
+                source = inspect.getsource(item.function)
+            except (OSError, TypeError):
+                source = ""
+            if TRAINED_FIXTURES & set(item.fixturenames) or any(t in source for t in TRAINS):
+                lane = "train"
+            elif "HAS_MNIST" in source or any("MNIST" in str(m.kwargs.get("reason", ""))
+                                              for m in item.iter_markers("skipif")):
+                lane = "data"
+        if lane:
+            item.add_marker(getattr(pytest.mark, lane))
