@@ -152,3 +152,45 @@ def test_evaluate_says_in_one_line_that_a_converted_model_has_no_test_set_here(t
     assert evaluate(["--checkpoint", str(out), "--data-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "names no data set" in err and err.count("\n") == 1
+
+
+def test_a_folder_holding_a_run_or_other_files_is_refused_and_a_file_too(tmp_path, capsys):
+    """A trainer's run in progress (train_state/, no checkpoint yet) was written into, and an
+    --out that is a file ended in a traceback."""
+    out = tmp_path / "run"
+    (out / "train_state").mkdir(parents=True)
+    (out / "train_state" / "state.safetensors").write_bytes(b"a run in progress")
+    (out / ".DS_Store").write_bytes(b"")
+    assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} already holds files (train_state): pass --overwrite" in err
+    assert err.count("\n") == 1 and not (out / "config.json").exists()
+    (tmp_path / "a-file").write_text("not a folder")
+    assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(tmp_path / "a-file")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / ".DS_Store").write_bytes(b"")               # hidden files alone: still empty
+    assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(empty)]) == 0
+
+
+def test_a_full_disk_while_converting_is_one_line_and_keeps_the_old_checkpoint(tmp_path, capsys,
+                                                                                monkeypatch):
+    """A failed write (safetensors reports a full disk as its own error) was a traceback."""
+    from safetensors import SafetensorError
+
+    import vit.checkpoint
+    out = tmp_path / "vit-tiny"
+    assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out)]) == 0
+    before = (out / "model.safetensors").read_bytes()
+    capsys.readouterr()
+
+    def save_file(tensors, filename, metadata=None):
+        raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+                              'message: "No space left on device" })')
+    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out), "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: could not write {out / 'model.safetensors'}: No space left on "
+                          f"device; free some space") and err.count("\n") == 1
+    assert (out / "model.safetensors").read_bytes() == before and not list(out.glob(".*.tmp"))

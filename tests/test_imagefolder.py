@@ -177,3 +177,51 @@ def test_a_picture_over_the_pixel_limit_in_a_folder_is_one_line(tmp_path):
     with pytest.raises(FolderError, match="megapixels") as e:
         read_image_folder(folder, 32, 3, CIFAR, cache=False)
     assert "\n" not in str(e.value)
+
+
+def test_a_full_disk_while_caching_is_not_an_error(tmp_path, monkeypatch):
+    """The cache is optional: a write that fails (atomic_write's one-line SaveError, not an
+    OSError) ended the run although the pictures were decoded."""
+    import errno
+
+    import vit.checkpoint
+    folder = write_folder(tmp_path, ext="png")
+
+    def save_file(tensors, filename, metadata=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    images, labels, _ = read_image_folder(folder, 32, 3, CIFAR)
+    assert images.shape == (12, 32, 32, 3) and not list((tmp_path / CACHE_DIR).glob("*"))
+
+
+def test_pictures_that_cannot_fit_in_memory_are_refused_before_decoding(tmp_path, monkeypatch):
+    import vit.imagefolder as imf
+    folder = write_folder(tmp_path, ext="png")
+    monkeypatch.setattr(imf, "machine_memory", lambda: 10**6)
+    monkeypatch.setattr(imf, "decode", lambda *a: pytest.fail("decoded"))
+    with pytest.raises(FolderError, match="12 pictures at 256x256 px take") as e:
+        read_image_folder(folder, 256, 3, CIFAR, cache=False)
+    assert "more than half of this machine's" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_any_decoder_failure_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    """PIL's decoders raise more than OSError (EOFError, struct.error, …): those were tracebacks."""
+    import struct
+
+    import vit.preprocessing
+    folder = write_folder(tmp_path, ext="png")
+
+    def open_image(path):
+        raise struct.error("unpack requires a buffer of 4 bytes")
+    monkeypatch.setattr(vit.preprocessing, "open_image", open_image)
+    with pytest.raises(FolderError, match="can't be read as an image") as e:
+        read_image_folder(folder, 32, 3, CIFAR, cache=False)
+    assert "0.png" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_skipped_hidden_files_are_said_once_though_read_twice(tmp_path, capsys):
+    folder = write_folder(tmp_path, ext="png")
+    (folder / CIFAR[0] / "._0.png").write_bytes(b"AppleDouble")
+    read_image_folder(folder, 32, 3, CIFAR)
+    read_image_folder(folder, 32, 3, CIFAR)
+    assert capsys.readouterr().err.count("skipped 1 hidden file") == 1

@@ -240,7 +240,7 @@ def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--epochs", "0"], "--epochs must be at least 1"),
+    (["--epochs", "0"], "--epochs must be between 1 and 100,000"),
     (["--lr", "-1"], "--lr must be in (0, 1e+06]"),
     (["--lr", "1e308"], "--lr must be in (0, 1e+06]"),
     (["--batch-size", "many"], "invalid int value"),
@@ -261,7 +261,13 @@ def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
     (["--seed", "-1"], "--seed must be between 0 and"),
     (["--device", "meta"], "unknown device 'meta'"),
     (["--threads", "100000"], "--threads must be between 0"),
-    (["--eval-batch-size", "0"], "--eval-batch-size must be at least 1"),
+    (["--eval-batch-size", "0"], "--eval-batch-size must be between 1 and 65,536"),
+    (["--batch-size", "1000000000"], "--batch-size must be between 1 and 65,536"),
+    (["--dim", "1000000"], "--dim is 1,000,000: the limit is 8,192"),
+    (["--stem-channels", "1000000"], "--stem-channels is 1,000,000: the limit is 1,024"),
+    (["--batch-size", "1e9"], "invalid int value: '1e9'"),
+    (["--negatives", "100000000"], "--negatives must be between 0 and 1,000,000"),
+    (["--dist-timeout", "0"], "--dist-timeout must be between 1 and 86400"),
     (["--weight-decay", "inf"], "--weight-decay must be a finite number"),
     (["--resume", "--overwrite"], "pass only one"),
     (["--erase", "1.5"], "--erase must be in [0, 1]"),
@@ -648,9 +654,11 @@ def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(tiny_data, tm
     argv = ["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"]
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
+    # One line: what failed, why, that the earlier files are intact, and the command to go on.
     assert err.startswith(f"error: could not write {out / 'model.safetensors'}: No space left on "
-                          f"device\n") and "Traceback" not in err
-    assert "--resume" in err.splitlines()[-1]
+                          f"device; the files saved before are intact: free some space, then "
+                          f"continue with python -m vit.train ") and "Traceback" not in err
+    assert err.count("\n") == 1 and err.rstrip().endswith("--resume")
     assert not (out / "model.safetensors").exists() and not list(out.glob(".*.tmp"))
     monkeypatch.undo()
     r = train(tiny_data, out, "--resume", "--threads", "1")
@@ -670,3 +678,89 @@ def test_resuming_on_other_training_data_is_refused(tiny_data, tmp_path):
     r = train(data, out, "--resume")
     assert r.returncode == 1 and "not the ones the run" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--batch-size", "65536", "--mlp-dim", "16384"], "--batch-size 65,536 needs at least"),
+    (["--eval-batch-size", "65536", "--batch-size", "8", "--dim", "2048", "--heads", "8",
+      "--mlp-dim", "8192"],
+     "--eval-batch-size 65,536 needs at least"),
+])
+def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_allocated(
+        flags, message, monkeypatch, capsys):
+    """Flags within their own bounds can still ask for a step larger than the machine: that was
+    an allocation traceback (or the OOM killer). Refused up front, naming the flag."""
+    import vit.imagefolder
+    from vit.train import parse_args
+    monkeypatch.setattr(vit.imagefolder, "machine_memory", lambda: 8 * 10**9)
+    with pytest.raises(SystemExit) as e:
+        parse_args(flags)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert e.value.code == 2 and message in err and "than this machine's memory (8 GB)" in err
+    assert "choose a smaller" in err
+
+
+def test_running_out_of_memory_mid_run_is_one_line(tiny_data, tmp_path, monkeypatch, capsys):
+    """What the estimate can't foresee (other programs' memory) still ends in one line."""
+    import vit.training
+    from vit import train as cli
+
+    def train_step(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
+                           "allocate memory: you tried to allocate 123456789 bytes.")
+    monkeypatch.setattr(vit.training, "train_step", train_step)
+    out = tmp_path / "oom"
+    assert cli.main(["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("error: out of memory on the cpu: --resume with a smaller --eval-batch-size "
+                   "(now 40), or start afresh (--overwrite) with a smaller --batch-size (now 32) "
+                   "or model\n")
+
+
+def test_a_folder_image_size_is_bounded_before_any_picture_is_decoded(tmp_path, monkeypatch,
+                                                                        capsys):
+    """--dataset folder decodes every picture at --image-size before the model is checked:
+    --image-size 100000 asked for 30 GB per picture."""
+    from PIL import Image
+
+    import vit.imagefolder
+    from vit.train import parse_args
+    for split in ("train", "test"):
+        for c in ("a", "b"):
+            (tmp_path / split / c).mkdir(parents=True)
+            Image.new("RGB", (8, 8)).save(tmp_path / split / c / "0.png")
+    monkeypatch.setattr(vit.imagefolder, "decode", lambda *a: pytest.fail("decoded"))
+    for size in ("100000", "0"):
+        with pytest.raises(SystemExit) as e:
+            parse_args(["--dataset", "folder", "--data-dir", str(tmp_path), "--image-size", size])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert e.value.code == 2
+        assert err.endswith("--image-size must be between 1 and 1,024 for --dataset folder")
+
+
+def test_resuming_on_a_different_number_of_images_says_how_to_start_afresh(tiny_data, tmp_path):
+    data = write_dataset(tmp_path / "data", n_train=400)
+    out = tmp_path / "ck"
+    assert train(tiny_data, out, "--max-steps", "1").returncode == 0
+    r = train(data, out, "--resume")
+    assert r.returncode == 1 and "trained on 280 images" in r.stderr
+    assert "start afresh with --overwrite" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_evaluate_says_in_one_line_that_it_cannot_read_the_test_set(tmp_path, monkeypatch, capsys):
+    """An image folder's model, with a --data-dir that can't be listed: a traceback."""
+    import vit.evaluate
+    from vit.checkpoint import save_checkpoint
+    from vit.model import ViT, ViTConfig
+    out = tmp_path / "folder-model"
+    save_checkpoint(out, ViT(ViTConfig(image_size=8, channels=3, patch_size=4, stem_channels=0,
+                                       dim=8, depth=1, heads=2, mlp_dim=8, num_classes=2)),
+                    {"dataset": "folder", "class_names": ["a", "b"],
+                     "normalization": {"mean": [0.5] * 3, "std": [0.25] * 3}})
+
+    def folder_split(*args):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "data" / "test"))
+    monkeypatch.setattr(vit.evaluate, "folder_split", folder_split)
+    assert vit.evaluate.main(["--checkpoint", str(out), "--data-dir", "data"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: can't read the test set in --data-dir data: Permission denied\n"

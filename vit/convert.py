@@ -185,6 +185,27 @@ def convert(spec: str, out, pretrained: bool = True, argv: list[str] | None = No
     return Path(out)
 
 
+def out_problem(out: Path, overwrite: bool) -> str | None:
+    """Why --out can't be written to (one line), or None. A folder that holds anything (a
+    checkpoint, a trainer's run, other files; hidden files such as .DS_Store aside) is refused
+    unless --overwrite says to write the checkpoint's two files into it, as the trainer does."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file, not a folder: choose another --out"
+    if not out.is_dir():
+        return None
+    try:
+        held = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    except OSError as e:
+        return f"can't read --out {out}: {e.strerror or e}"
+    if not held or overwrite:
+        return None
+    shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+    what = ("a checkpoint" if {"config.json", "model.safetensors"} & set(held)
+            else "files")
+    return (f"{out} already holds {what} ({shown}): pass --overwrite to write the converted "
+            f"model's config.json and model.safetensors over it, or choose another --out")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vit.convert", description=__doc__.splitlines()[0])
     ap.add_argument("source", help="torchvision:NAME (e.g. torchvision:vit_b_16) or timm:NAME")
@@ -192,19 +213,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--random", action="store_true",
                     help="convert a randomly initialised model (no download)")
     ap.add_argument("--overwrite", action="store_true",
-                    help="replace a checkpoint already in --out")
+                    help="write into an --out that is not empty, replacing a checkpoint there")
     args = ap.parse_args(argv)
-    held = [n for n in ("config.json", "model.safetensors") if (Path(args.out) / n).exists()]
-    if held and not args.overwrite:        # before anything is built or downloaded
-        print(f"error: {args.out} already holds a checkpoint ({', '.join(held)}): pass --overwrite "
-              f"to replace it, or choose another --out", file=sys.stderr)
+    problem = out_problem(Path(args.out), args.overwrite)   # before anything is built or downloaded
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
+    from .checkpoint import CheckpointError
     try:
         out = convert(args.source, args.out, pretrained=not args.random,
                       argv=sys.argv[1:] if argv is None else argv)
     except (ConvertError, OSError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
+    except CheckpointError as e:        # the write failed (a full disk): whatever was there is intact
+        print(f"error: {' '.join(str(e).split())}; free some space and run the same command "
+              f"again", file=sys.stderr)
+        return 1
     print(f"wrote {out}")
     return 0
 

@@ -63,6 +63,10 @@ def main(argv=None) -> int:
     except (CheckpointError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:                # a data folder that can't be listed or read
+        print(f"error: can't read the test set in --data-dir {args.data_dir}: "
+              f"{e.strerror or ' '.join(str(e).split())}", file=sys.stderr)
+        return 1
     try:
         logits = predict_logits(ck.model, test.images, cfg.mean, cfg.std, args.batch_size)
     except ValueError as e:             # a test set whose pictures this model does not take

@@ -26,6 +26,7 @@ import torch
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff"}
 SPLIT_DIRS = {True: ("train",), False: ("test", "val")}
 CACHE_DIR = ".vit-cache"
+_NOTED: set[tuple[str, int]] = set()      # folders whose skipped hidden files were reported
 
 
 class FolderError(RuntimeError):
@@ -89,8 +90,11 @@ def decode(path: Path, size: int, channels: int) -> np.ndarray:
             return np.asarray(im, dtype=np.uint8)
     except PreprocessError as e:
         raise FolderError(f"{path}: can't be read as an image: {e}") from None
-    except (OSError, ValueError, SyntaxError) as e:
-        raise FolderError(f"{path}: can't be read as an image ({str(e).splitlines()[0][:80]})") from None
+    except MemoryError:
+        raise
+    except Exception as e:      # PIL's decoders raise OSError, ValueError, EOFError, struct.error…
+        text = " ".join(str(e).split())[:80] or type(e).__name__
+        raise FolderError(f"{path}: can't be read as an image ({text})") from None
 
 
 def read_image_folder(folder, size: int, channels: int = 3, class_names=None,
@@ -100,7 +104,8 @@ def read_image_folder(folder, size: int, channels: int = 3, class_names=None,
     writable, else in the user's cache (cache_dir)."""
     folder = Path(folder)
     classes, files, hidden = list_images(folder, class_names)
-    if hidden:
+    if hidden and (str(folder), hidden) not in _NOTED:       # once, though read twice a run
+        _NOTED.add((str(folder), hidden))
         print(f"note: skipped {hidden} hidden file{'s' if hidden > 1 else ''} in {folder} (names "
               f"starting with '.', such as macOS's ._*.jpg)", file=sys.stderr, flush=True)
     key = fingerprint(folder, files, size, channels)
@@ -109,12 +114,34 @@ def read_image_folder(folder, size: int, channels: int = 3, class_names=None,
         got = _read_cache(path, key)
         if got is not None:
             return got
-    images = np.stack([decode(folder / rel, size, channels) for rel, _ in files])
+    check_fits(folder, len(files), size, channels)
+    images = np.empty((len(files), size, size, channels) if channels > 1 else
+                      (len(files), size, size), np.uint8)
+    for i, (rel, _) in enumerate(files):       # one picture at a time: never a list and a copy
+        images[i] = decode(folder / rel, size, channels)
     labels = torch.tensor([label for _, label in files], dtype=torch.int64)
     out = torch.from_numpy(images), labels, classes
     if cache:
         _write_cache(path, key, *out)
     return out
+
+
+def machine_memory() -> int | None:
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):      # pragma: no cover - Windows
+        return None
+
+
+def check_fits(folder: Path, n: int, size: int, channels: int) -> None:
+    """FolderError before decoding when the split's pictures, at `size` px, can't be held in this
+    machine's memory (with room for a model beside them: half of it at most)."""
+    need, total = n * size * size * channels, machine_memory()
+    if total is not None and need > total // 2:
+        raise FolderError(f"{folder}: {n:,} pictures at {size}x{size} px take {need / 1e9:.2f} GB "
+                          f"in memory, more than half of this machine's "
+                          f"({total / 1e9:.2f} GB): choose a smaller image size")
 
 
 def cache_dir(root: Path) -> Path:
@@ -140,13 +167,13 @@ def _read_cache(path: Path, key: str):
 
 
 def _write_cache(path: Path, key: str, images, labels, classes) -> None:
-    from .checkpoint import save_tensors
+    from .checkpoint import CheckpointError, save_tensors
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_tensors(path, {"images": images.contiguous(), "labels": labels},
                      metadata={"fingerprint": key, "classes": json.dumps(classes)})
-    except OSError:
-        pass                            # read-only data: decoded again next time
+    except (OSError, CheckpointError):  # read-only data or a full disk (atomic_write's SaveError):
+        pass                            # decoded again next time
 
 
 def folder_root(data_dir, name: str) -> Path | None:

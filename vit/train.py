@@ -19,6 +19,7 @@ from pathlib import Path
 from .checkpoint import CheckpointError, SaveError
 from .data import DataError
 from .datasets import FOLDER, SPECS, get_spec
+from .distributed import from_environment
 from .evaluation import pick_device
 from .finetune import ARCHITECTURE, InitError, init_config
 from .model import PRESETS, ViTConfig
@@ -29,6 +30,9 @@ from .training import (
     config_problems,
     describe_folder,
     flag_text,
+    folder_size_problem,
+    local_processes,
+    memory_problem,
     train,
 )
 
@@ -97,6 +101,9 @@ def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.Ar
     if known.dataset == FOLDER:
         size = (known.image_size if _given(argv, "--image-size")
                 else init.image_size if init else FOLDER_IMAGE_SIZE)
+        problem = folder_size_problem(size)       # every picture is decoded at this size
+        if problem:
+            parser.error(problem)
         try:
             describe_folder(known.data_dir, size)
         except DataError as e:
@@ -126,12 +133,16 @@ def parse_args(argv=None) -> tuple[TrainConfig, ViTConfig]:
     tc = TrainConfig(**{f.name: ns[f.name] for f in fields(TrainConfig)})
     try:
         mc = ViTConfig(**{f.name: ns[f.name] for f in fields(ViTConfig)})
-        pick_device(tc.device)
+        device = pick_device(tc.device)
     except ValueError as e:
         parser.error(str(e))
     problems = config_problems(tc, mc)
     if problems:
         parser.error(problems[0])
+    d = from_environment()
+    problem = memory_problem(tc, mc, device, d.world, local_processes(d, device))
+    if problem:
+        parser.error(problem)
     if not tc.out:       # an image folder's model is named after the folder
         name = Path(tc.data_dir).resolve().name if tc.dataset == FOLDER else tc.dataset
         tc.out = f"checkpoints/{name}"
@@ -175,12 +186,13 @@ class StopOnSignal:
 
 
 def after_failed_save(tc: TrainConfig, argv: list[str]) -> str:
-    """What to do after a save failed (a full disk): the files written before are intact."""
+    """What to do after a save failed (a full disk), as the end of the error's one line: the
+    files written before are intact."""
     again = shlex.join(w for w in argv if w not in ("--overwrite", "--resume"))
     if (Path(tc.out) / STATE_FILE).is_file():
-        return (f"The files saved before are intact: free some space, then continue with:\n"
-                f"  python -m vit.train {again} --resume")
-    return "Free some space, then run the same command again."
+        return (f"the files saved before are intact: free some space, then continue with "
+                f"python -m vit.train {again} --resume")
+    return "free some space, then run the same command again"
 
 
 def main(argv=None) -> int:
@@ -189,10 +201,10 @@ def main(argv=None) -> int:
         try:
             result = train(tc, mc, argv, should_stop=lambda: stopping.stop)
         except (TrainingError, DataError, CheckpointError, OSError) as e:
-            print(f"error: {e}", file=sys.stderr)
+            line = " ".join(str(e).split())
             if isinstance(e, SaveError) or isinstance(e, OSError) and e.errno == errno.ENOSPC:
-                print(after_failed_save(tc, sys.argv[1:] if argv is None else argv),
-                      file=sys.stderr)
+                line += "; " + after_failed_save(tc, sys.argv[1:] if argv is None else argv)
+            print(f"error: {line}", file=sys.stderr)
             return 1
     return 130 if result.get("reason") == "interrupted" else 0
 

@@ -65,6 +65,10 @@ RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size",
 MAX_BATCH = 1 << 16
 MAX_EPOCHS = 100_000
 MAX_NEGATIVES = 1_000_000        # drawn non-digits, 784 bytes each
+# The model's size flags, each with its ceiling (the published ViTs up to ViT-22B fit under all):
+# checked one by one so that the message names the flag, before the loader's limits on the whole.
+MODEL_FLAG_LIMITS = {"image_size": 1024, "patch_size": 1024, "dim": 8192, "depth": 256,
+                     "heads": 256, "mlp_dim": 32768, "stem_channels": 1024, "stem_layers": 16}
 # Training settings added after runs were already being saved, with the value that does what a
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
 LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "norm_eps": 1e-5, "policy": "none",
@@ -203,11 +207,85 @@ def config_problems(tc: TrainConfig, mc: ViTConfig) -> list[str]:
          f"{spec.name} has {spec.num_classes} classes, not {mc.num_classes}"),
     ]
     problems = [message for ok, message in checks if not ok]
+    problems += [f"--{k.replace('_', '-')} is {getattr(mc, k):,}: the limit is {limit:,}"
+                 for k, limit in MODEL_FLAG_LIMITS.items() if getattr(mc, k) > limit]
     try:                                  # the model the flags describe, by the loader's limits
         check_model_size(mc, "the model these flags describe")
     except CheckpointError as e:
         problems.append(f"{e}: choose a smaller --dim, --depth, --mlp-dim or image/patch size")
     return problems
+
+
+def memory_bytes(device: torch.device) -> int | None:
+    """The memory a run on `device` can have at most: the GPU's, or the machine's (None: unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    if device.type == "cpu":
+        from .imagefolder import machine_memory
+        return machine_memory()
+    return None
+
+
+def sizes_text(a: float, b: float) -> tuple[str, str]:
+    """Two byte counts as GB with as many decimals as it takes to tell them apart: "50.3 GB" and
+    "50 GB", never "50 GB" and "50 GB" for sizes that differ."""
+    for places in range(1, 4):
+        x, y = f"{a / 1e9:.{places}f}", f"{b / 1e9:.{places}f}"
+        if x != y:
+            break
+    else:
+        return f"{a:,.0f} bytes", f"{b:,.0f} bytes"
+    return (x.rstrip("0").rstrip(".") + " GB", y.rstrip("0").rstrip(".") + " GB")
+
+
+def memory_problem(tc: TrainConfig, mc: ViTConfig, device: torch.device,
+                   world: int = 1, sharing: int = 1) -> str | None:
+    """One line when a training (or test) step of this model and batch can't fit in `device`'s
+    memory, before anything is allocated: a typo such as --batch-size 60000 ended in an
+    allocation failure and a traceback, or the kernel's OOM killer. The estimate is a lower bound
+    (the weights, their gradients, AdamW's moments and the moving average, plus the activations
+    autograd keeps for backward: per block and token 8 of width --dim — both LayerNorms' inputs
+    and outputs, q, k, v, the attention's output — and 2 of width --mlp-dim, the MLP's hidden
+    layer before and after its GELU; the conv stem's outputs. Measured on a CPU: ~560 MB for the
+    default model at --batch-size 256, estimated 457), so a refused run could not have run.
+    `world`: processes sharing the global batch; `sharing`: of them, those on this memory."""
+    total = memory_bytes(device)
+    if total is None:
+        return None
+    from .checkpoint import implied_shapes
+    elem = 2 if device.type == "cuda" else 4            # bf16 activations under CUDA autocast
+    tokens = mc.num_patches + 1
+    params = sum(math.prod(shape) for shape in implied_shapes(mc).values())
+    fixed = params * 4 * (4 + (1 if tc.ema else 0)) * sharing
+    train_image = elem * (mc.depth * tokens * (8 * mc.dim + 2 * mc.mlp_dim)
+                          + (mc.stem_layers * mc.stem_channels * 2 * mc.image_size ** 2
+                             if mc.stem_channels else 0))
+    test_image = elem * tokens * (mc.dim + max(3 * mc.dim, mc.mlp_dim))
+    where = "the GPU's memory" if device.type == "cuda" else "this machine's memory"
+    if fixed >= total:
+        need, have = sizes_text(fixed, total)
+        return (f"the model these flags describe needs {need} for its weights, gradients and "
+                f"AdamW state alone, more than {where} ({have}): choose a smaller --dim, --depth "
+                f"or --mlp-dim")
+    for flag, batch, per_image, per_rank in (
+            ("--batch-size", tc.batch_size, train_image, math.ceil(tc.batch_size / world)),
+            ("--eval-batch-size", tc.eval_batch_size, test_image, tc.eval_batch_size)):
+        need = fixed + per_rank * per_image * sharing
+        if need > total:
+            fit = int((total - fixed) // (per_image * sharing)) * (world if per_rank < batch else 1)
+            need_s, have = sizes_text(need, total)
+            return (f"{flag} {batch:,} needs at least {need_s} for one step of this model, more "
+                    f"than {where} ({have}): choose a smaller {flag} (below {max(fit, 1):,} at "
+                    f"the very least), or a smaller model")
+    return None
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """An allocation that failed: torch's CPU allocator and CUDA word it so, numpy raises
+    MemoryError."""
+    text = str(e).lower()
+    return isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text))
 
 
 # --- random streams ---------------------------------------------------------------------------
@@ -897,7 +975,8 @@ def start_or_resume(s: Session, saved: SavedState | None, argv: list[str] | None
         if run.train_images != len(s.train_split):
             raise TrainingError(f"--resume: the run in {out} trained on {run.train_images:,} "
                                 f"images, --data-dir {s.tc.data_dir} has {len(s.train_split):,}: "
-                                f"point --data-dir at the same data")
+                                f"point --data-dir at the same data, or start afresh with "
+                                f"--overwrite")
         if run.data_digest and run.data_digest != digest:      # (states before it had none)
             raise TrainingError(f"--resume: the training images in --data-dir {s.tc.data_dir} are "
                                 f"not the ones the run in {out} started on (same number, other "
@@ -940,6 +1019,9 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
     this; they train one model together (vit/distributed.py). `should_stop()` true (e.g. after
     Ctrl-C) ends the run after the current step with a resumable state."""
     if tc.dataset == FOLDER:
+        problem = folder_size_problem(mc.image_size)
+        if problem:
+            raise TrainingError(problem)
         describe_folder(tc.data_dir, mc.image_size)
     problems = config_problems(tc, mc)
     if problems:
@@ -950,18 +1032,44 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
     except ValueError as e:
         raise TrainingError(str(e)) from None
     d = distributed.from_environment()
+    problem = memory_problem(tc, mc, device, d.world, local_processes(d, device))
+    if problem:
+        raise TrainingError(problem)
     check_writable(Path(tc.out))
     with exclusive(Path(tc.out), d.main):
         saved = preflight(tc, mc)
         device = distributed.setup(d, device, tc.dist_timeout)
         try:
             result = _train(tc, mc, argv, d, device, saved, should_stop)
-        except RuntimeError as e:
+        except (RuntimeError, MemoryError) as e:
             if d.enabled and distributed.is_stall(e):
                 raise TrainingError(distributed.stall_message(d, tc.dist_timeout)) from None
+            if is_out_of_memory(e):
+                # --eval-batch-size may change on --resume; the batch size and model may not.
+                resumable = (Path(tc.out) / STATE_FILE).is_file()
+                raise TrainingError(
+                    f"out of memory on the {device.type}: "
+                    + (f"--resume with a smaller --eval-batch-size (now {tc.eval_batch_size}), "
+                       f"or start afresh (--overwrite) " if resumable else "run again ")
+                    + f"with a smaller --batch-size (now {tc.batch_size}) or model") from None
             raise
         distributed.teardown(d)
         return result
+
+
+def local_processes(d: distributed.Dist, device: torch.device) -> int:
+    """How many of the job's processes share this process's memory: its machine's, on CPUs."""
+    if device.type != "cpu" or not d.enabled:
+        return 1
+    return int(os.environ.get("LOCAL_WORLD_SIZE", d.world))
+
+
+def folder_size_problem(image_size: int) -> str | None:
+    """`--dataset folder` decodes every picture at --image-size before any other check can run."""
+    limit = MODEL_FLAG_LIMITS["image_size"]
+    if not 1 <= image_size <= limit:
+        return f"--image-size must be between 1 and {limit:,} for --dataset folder"
+    return None
 
 
 def describe_folder(data_dir, image_size: int) -> DatasetSpec:
