@@ -497,8 +497,9 @@ def test_a_session_that_never_reads_its_answers_cannot_pile_them_up():
     queue = SimpleNamespace(pending_event_ids_session={"greedy": set(range(limits.MAX_WAITING))})
     app = SimpleNamespace(get_blocks=lambda: SimpleNamespace(_queue=queue))
     body = json.dumps({"data": [], "fn_index": 1, "session_hash": "greedy"}).encode()
-    assert limits.too_many_waiting({"app": app}, body)
-    assert not limits.too_many_waiting({"app": app}, body.replace(b"greedy", b"polite"))
+    assert limits.too_many_waiting({"app": app}, limits.session_of(body))
+    assert not limits.too_many_waiting({"app": app}, limits.session_of(body.replace(b"greedy",
+                                                                                   b"polite")))
 
 
 def test_many_tiny_uploads_count_as_the_disk_they_take(tmp_path):

@@ -62,18 +62,9 @@ def _never_crashes(fn):
     return guarded
 
 
-class TooBigError(PreprocessError):
-    """The picture has more pixels than allowed (`size`: its width and height)."""
-
-    def __init__(self, message: str, size: tuple[int, int]):
-        super().__init__(message)
-        self.size = size
-
-
 def _too_big(w: int, h: int) -> PreprocessError:
-    return TooBigError(f"The image is {w}x{h} pixels; the limit is "
-                           f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.",
-                       (w, h))
+    return PreprocessError(f"The image is {w}x{h} pixels; the limit is "
+                           f"{MAX_PIXELS // 1_000_000} megapixels. Please scale it down first.")
 
 
 # Formats a picture of a digit or a photo comes in. Anything else (ICO/CUR, which may hold a
@@ -92,7 +83,7 @@ _DECODES = threading.BoundedSemaphore(2)
 _UPRIGHT = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}   # FLIP_LEFT_RIGHT=0 … TRANSVERSE=6
 
 
-def open_image(path, max_side: int | None = None):
+def open_image(path):
     """Open an image file, decoded and at most 2 x WORK_SIDE pixels a side, or raise
     PreprocessError with a one-line message. Every path that reads a picture (uploads, the
     canvas, image folders for training) comes through here.
@@ -103,8 +94,7 @@ def open_image(path, max_side: int | None = None):
     decoded at a reduced scale where it is large (draft). Right after decoding, the picture is
     shrunk strip by strip (`_shrink`): a 36-megapixel 16-bit or float picture then costs its
     decoded size (≤ 160 MB) and a few MB more, not ~900 MB. The EXIF orientation is applied, so a
-    photo taken sideways is upright. Returns a PIL image (a context manager). `max_side`: a
-    picture wider or taller than this is refused too (TooBigError), before decoding.
+    photo taken sideways is upright. Returns a PIL image (a context manager).
     """
     from PIL import Image, UnidentifiedImageError
     if isinstance(path, (bytes, bytearray, memoryview)):       # an upload still in memory
@@ -134,9 +124,6 @@ def open_image(path, max_side: int | None = None):
             w, h = im.size                           # (a GIF grows to fit its first frame here)
             if w * h > MAX_PIXELS:
                 raise _too_big(w, h)
-            if max_side is not None and max(w, h) > max_side:
-                raise TooBigError(f"The image is {w}x{h} pixels; the limit here is {max_side} a "
-                                  f"side.", (w, h))
             _check_decode_cost(im)
             if im.format in ("JPEG", "MPO"):
                 im.draft(im.mode, (2 * WORK_SIDE, 2 * WORK_SIDE))   # decode at 1/2, 1/4, 1/8
@@ -183,9 +170,8 @@ def _check_decode_cost(im) -> None:
     cost = w * h * _bytes_per_pixel(im)
     if cost > DECODE_BUDGET:
         most = DECODE_BUDGET / _bytes_per_pixel(im) / 1e6
-        raise TooBigError(f"The image is {w}x{h} pixels; in this format the limit is "
-                          f"{most:.0f} megapixels. Please save it as PNG or a smaller JPEG.",
-                          (w, h))
+        raise PreprocessError(f"The image is {w}x{h} pixels; in this format the limit is "
+                              f"{most:.0f} megapixels. Please save it as PNG or a smaller JPEG.")
     if im.format == "TIFF":
         tags = im.tag_v2
         tile_w, tile_h = tags.get(322), tags.get(323)

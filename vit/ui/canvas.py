@@ -15,7 +15,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
-from ..preprocessing import PreprocessError, TooBigError, on_white, open_image
+from ..preprocessing import PreprocessError, on_white, open_image
 
 HERE = Path(__file__).parent
 PREFIX = "data:image/png;base64,"
@@ -100,14 +100,9 @@ def read_drawing(value) -> dict | None:
 def colour_picture(drawing: dict) -> np.ndarray:
     """`read_drawing`'s result -> its picture in colour, (H, W, 3) uint8 at most 400 px a side,
     transparency flattened onto white (the page under the canvas): what a colour model reads — a
-    photo put on the canvas and anything drawn over it. Over 2048 px a side is refused before
-    decoding (a small PNG can declare 40 megapixels). Raises PreprocessError."""
-    try:
-        im = open_image(drawing["composite"], max_side=MAX_SIDE)   # refused before decoding
-    except TooBigError as e:
-        raise PreprocessError(f"The drawing is {e.size[0]}x{e.size[1]} pixels; the canvas is "
-                              f"{CANVAS_SIDE}. Upload large pictures on the Upload tab.") from None
-    with im:
+    photo put on the canvas and anything drawn over it (over 2048 px a side, `read_drawing`
+    refused it from its header). Raises PreprocessError."""
+    with open_image(drawing["composite"]) as im:
         flat = on_white(im)
     flat.thumbnail((CANVAS_SIDE, CANVAS_SIDE))       # kept per visitor: the canvas's size at most
     return np.asarray(flat)

@@ -85,37 +85,40 @@ class Limits:
 MAX_WAITING = 32      # events of one session whose answers it has not read yet
 
 
-def too_many_waiting(scope, body: bytes) -> bool:
-    """Whether this join's session already has MAX_WAITING events undelivered: Gradio keeps
-    each answer until the session reads its stream, and a client that never does piled up
-    answers without end (~12 KB each)."""
+def too_many_waiting(scope, sid) -> bool:
+    """Whether session `sid` already has MAX_WAITING events undelivered: Gradio keeps each
+    answer until the session reads its stream, and a client that never does piled up answers
+    without end (~12 KB each)."""
     try:
-        sid = json.loads(body).get("session_hash")
         queue = scope["app"].get_blocks()._queue
-    except (ValueError, AttributeError, KeyError, RecursionError):
+    except (AttributeError, KeyError):
         return False
     return isinstance(sid, str) and len(queue.pending_event_ids_session.get(sid, ())) >= MAX_WAITING
 
 
-def event_problem(body: bytes) -> str | None:
-    """Why an event request's JSON body is refused, or None. Only what Gradio would keep
-    without checking: its session id (a key of the per-visitor store)."""
+def session_of(body: bytes):
+    """An event body's session id (anything a client put there), or None: parsed once, only
+    where one is named."""
+    if b"session_hash" not in body:
+        return None
     try:
-        obj = json.loads(body) if body.strip() else None
+        obj = json.loads(body)
     except (ValueError, RecursionError):
         return None                     # Gradio answers malformed JSON itself, in one line
-    if not isinstance(obj, dict) or obj.get("session_hash") is None:
+    return obj.get("session_hash") if isinstance(obj, dict) else None
+
+
+def session_problem(sid) -> str | None:
+    """Why a session id is refused, or None: it is a key of Gradio's per-visitor store."""
+    if sid is None or isinstance(sid, str) and SESSION_ID.fullmatch(sid):
         return None
-    sid = obj["session_hash"]
-    if not isinstance(sid, str) or not SESSION_ID.fullmatch(sid):
-        return "session_hash must be 1-64 letters, digits, '-' or '_'."
-    return None
+    return "session_hash must be 1-64 letters, digits, '-' or '_'."
 
 
 class RequestLimits:
-    """ASGI middleware: a POST body (other than an upload, limited by Gradio's max_file_size)
-    is at most MAX_REQUEST_BYTES, and an event's session id is well formed — before Gradio
-    parses or keeps either."""
+    """ASGI middleware: a POST body (other than an upload: vit/ui/uploads.py) is at most
+    MAX_REQUEST_BYTES and keeps arriving (`paced`), an event's session id is well formed and
+    that session has not left MAX_WAITING answers unread — before Gradio parses or keeps any."""
 
     def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES):
         self.app, self.max_bytes = app, max_bytes
@@ -144,10 +147,11 @@ class RequestLimits:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
-        problem = event_problem(body) if b"session_hash" in body else None
+        sid = session_of(body)
+        problem = session_problem(sid)
         if problem:
             return await plain(send, 400, problem)
-        if scope["path"].rstrip("/").endswith("/queue/join") and too_many_waiting(scope, body):
+        if scope["path"].rstrip("/").endswith("/queue/join") and too_many_waiting(scope, sid):
             return await plain(send, 429, f"More than {MAX_WAITING} answers are waiting for this "
                                           f"session to read them; read them first.")
         replayed = False
