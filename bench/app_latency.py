@@ -43,7 +43,7 @@ def pct(xs, q):
 
 def in_process(n: int) -> None:
 
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     from vit.ui import create_app
     page = create_app(threads=1).page            # one torch thread, as the app runs
     from vit.ui.canvas import drawing_value
@@ -116,7 +116,7 @@ def main() -> None:
 
     from gradio_client import Client
 
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     path = os.path.join(tempfile.mkdtemp(), "seven.png")
     render_digit("7").save(path)
     bare_file = os.path.join(tempfile.mkdtemp(), "bare_app.py")

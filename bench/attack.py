@@ -113,7 +113,7 @@ def wide_pictures() -> dict[str, bytes]:
 
 
 def drawing() -> dict:
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     from vit.ui.canvas import drawing_value
     return drawing_value(255 - np.asarray(render_digit("7", 400, 26)), seq=1)
 

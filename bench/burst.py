@@ -64,7 +64,7 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=80)
     p.add_argument("--queue-size", type=int, default=16)
     args = p.parse_args()
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     layer = os.path.join(tempfile.mkdtemp(), "layer.png")
     rgba = np.zeros((500, 500, 4), np.uint8)
     rgba[..., 3] = 255 - np.asarray(render_digit("4", 500, 34), np.uint8)

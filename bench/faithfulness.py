@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from vit.data import load_split
+from vit.data.loading import load_split
 from vit.inference import Predictor
 
 

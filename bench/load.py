@@ -22,7 +22,7 @@ from bench.app_latency import ROOT, pct, rss_mb, start
 
 
 def make_inputs(folder: Path) -> tuple[list[str], list[str]]:
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     uploads, layers = [], []
     for d in "0123456789":
         im = Image.new("L", (400, 400), 255)

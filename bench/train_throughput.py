@@ -3,7 +3,7 @@
     python -m bench.train_throughput --data-dir ../shared/data [--rounds 8] [--threads 0]
 
 The project loop: MNIST as one uint8 tensor, batched affine augmentation, our ViT (fused SDPA
-attention), AdamW, batch 128 — vit/training.py's own `make_batch` and `train_step`, which
+attention), AdamW, batch 128 — vit/py's own `make_batch` and `train_step`, which
 `vit.train` runs. The seeds' loop: torchvision MNIST
 through a DataLoader with per-item PIL -> ToTensor -> Normalize, a ViT built from
 nn.MultiheadAttention blocks, Adam, batch 64. A third "loop" does only the step's matrix multiplies
@@ -23,10 +23,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from vit import training
-from vit.data import load_split
+from vit.data.loading import load_split
 from vit.model import ViTConfig
-from vit.training import TrainConfig
+from vit.training.batches import epoch_order, make_batch
+from vit.training.config import TrainConfig
+from vit.training.loop import train_step
+from vit.training.session import new_session
 
 
 class SeedBlock(nn.Module):
@@ -81,21 +83,21 @@ class Loop:
 
 
 def project_loop(data_dir: str, cfg: ViTConfig) -> Loop:
-    """The trainer's own batches and step (vit/training.py), on one process."""
+    """The trainer's own batches and step (vit/py), on one process."""
     tc = TrainConfig()
-    s = training.new_session(tc, cfg, load_split("mnist", data_dir, True))
+    s = new_session(tc, cfg, load_split("mnist", data_dir, True))
 
     def batches():
         step = 0
         while True:       # epoch after epoch, as the trainer draws them
-            order = training.epoch_order(tc, len(s.train_split), step // s.plan.steps_per_epoch)
+            order = epoch_order(tc, len(s.train_split), step // s.plan.steps_per_epoch)
             for _ in range(s.plan.steps_per_epoch):
-                batch = training.make_batch(s, order, step)
+                batch = make_batch(s, order, step)
                 yield (batch, step), batch.y
                 step += 1
 
     def step_fn(batch_and_step, _labels):
-        training.train_step(s, *batch_and_step)
+        train_step(s, *batch_and_step)
 
     return Loop(step_fn, batches(), 10)             # 1,280 images per window
 

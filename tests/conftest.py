@@ -35,7 +35,7 @@ def write_idx(path: Path, array: np.ndarray, compress: bool = False) -> None:
 
 def synthetic_digits(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """n 28x28 white-on-black renderings of the project's own stroke digits, jittered."""
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, 10, n)
     images = np.empty((n, 28, 28), np.uint8)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vit.examples import render_digit
+from vit.data.examples import render_digit
 from vit.ui.canvas import drawing_value
 
 gradio_client = pytest.importorskip("gradio_client")

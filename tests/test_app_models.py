@@ -14,10 +14,10 @@ import torch
 from conftest import ROOT
 from PIL import Image
 
-from vit import explain as ex
 from vit.checkpoint import save_checkpoint
-from vit.examples import render_digit
+from vit.data.examples import render_digit
 from vit.model import ViT, ViTConfig
+from vit.pictures.attention_maps import _attention_grid_template, _factor, attention_grid_picture
 from vit.ui import NoModelsError, create_app
 from vit.ui.canvas import drawing_value as canvas_value
 from vit.ui.models import Models
@@ -152,7 +152,7 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     # A click on the last map of the layers x heads picture opens layer 2, head 2 (1-based).
     L, H = 2, 2
     tile = size * max(1, 112 // size)
-    y, x = ex._attention_grid_template(L, H, tile)[1][L - 1][H - 1]
+    y, x = _attention_grid_template(L, H, tile)[1][L - 1][H - 1]
     assert page.pick_head(name, SimpleNamespace(index=[x + 3, y + 3])) == (L, H)
     assert page.pick_head(name, SimpleNamespace(index=[float("nan"), 3])) == (gr.update(), gr.update())
     # Switch to the 7x7 model and back: the same input goes through it.
@@ -356,10 +356,10 @@ def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path
     page = create_app(root, device="cpu").page
     out = page.analyse_drawing(drawing_value(tmp_path), "deep", True, 3, 1, None)
     grid, shown = out[4], out[-2]
-    full = ex.attention_grid_picture(shown.image, np.zeros((7, 8, 7, 7)))
+    full = attention_grid_picture(shown.image, np.zeros((7, 8, 7, 7)))
     assert grid.shape[0] < full.shape[0] / 2                  # two rows of maps, not seven
     p = page.predictor("deep")
-    tile = 28 * ex._factor(28, 112)
+    tile = 28 * _factor(28, 112)
     first_row = (64 + 4 * (tile + 21) + 5, 30)              # the mean map of layer 5
     assert page.pick_head("deep", SimpleNamespace(index=list(first_row)))[0] == 5
     assert page.pick_head("deep", SimpleNamespace(index=list(first_row)))[1] == gr.update()

@@ -8,7 +8,7 @@ import torch
 from PIL import Image, ImageDraw, ImageFont
 
 from vit.checkpoint import save_checkpoint
-from vit.examples import render_digit
+from vit.data.examples import render_digit
 from vit.model import ViT, ViTConfig
 from vit.ui import create_app
 from vit.ui.app import top_label

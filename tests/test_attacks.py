@@ -212,7 +212,7 @@ def test_an_answer_that_is_not_a_number_is_one_line_on_the_page(monkeypatch):
     real = p.analyse_input(np.zeros((28, 28), np.float32))
     broken = type(real.explanation)(**{**vars(real.explanation),
                                        "probs": np.full_like(real.probs, np.nan)})
-    monkeypatch.setattr("vit.inference.ex.explain", lambda *a, **k: broken)
+    monkeypatch.setattr("vit.inference.explain", lambda *a, **k: broken)
     with pytest.raises(NonFiniteAnswer, match="not a number"):
         p.analyse_input(np.zeros((28, 28), np.float32))
 
@@ -423,7 +423,7 @@ def test_a_drawing_is_a_png_of_canvas_size_before_anything_decodes_it():
     import base64
     import io
 
-    from vit.preprocessing import PreprocessError
+    from vit.preprocessing.decode import PreprocessError
     from vit.ui.canvas import PREFIX, read_drawing
 
     def sent(image, fmt, **kw):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import ARTIFACTS, ROOT
 
-from vit import attribution as at
+from vit.explain import attribution as at
 from vit.model import ViT, ViTConfig
 
 G = 4
@@ -151,7 +151,7 @@ def test_deletion_curve_and_its_area(tiny):
 def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():
     """A drawn 7: blanking patches in the order occlusion or relevance ranks them drops the
     probability of 7 much faster than blanking them in the opposite order."""
-    from vit.examples import write_examples
+    from vit.data.examples import write_examples
     from vit.inference import Predictor
     p = Predictor(ROOT / "checkpoints" / "mnist", "cpu")
     image, _ = p.read(write_examples(ARTIFACTS / "examples")[7])
@@ -169,7 +169,7 @@ def test_a_sure_answers_occlusion_map_is_not_blank():
     """A drawn 0 read at 99.98 %: no single patch, blanked, moves P(0) by 0.05, so a map of the
     probability's drop would look empty (the page once showed "max 0.00" that way). The panel then
     maps the drop in log-odds, says so, and the patches that carry the ring stand out."""
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     from vit.inference import Predictor
     from vit.ui.why_panel import FLAT, occlusion_view
     p = Predictor(ROOT / "checkpoints" / "mnist", "cpu")

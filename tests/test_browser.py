@@ -165,7 +165,7 @@ def test_clearing_resets_the_page(page):
 def test_upload_and_example(page, tmp_path):
     from PIL import Image
 
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     img = Image.new("L", (500, 400), 255)
     img.paste(render_digit("4", 300, 24), (150, 50))
     img.save(tmp_path / "four.png")
@@ -385,7 +385,7 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
     """CIFAR-10: the page asks for a picture, its examples are the project's own scenes, a scene
     goes on the canvas and to the model in colour (not as grey ink) and is read as itself, and
     every head's map is drawn over the colour photo (the README's picture of it)."""
-    from vit.examples import SCENES
+    from vit.data.examples import SCENES
     pg = page_with_model(browser, app_server, "Photos of animals and vehicles (CIFAR-10)",
                          "Pick a picture", "horse")
     # The digit on the canvas means nothing to a photo model: its first example replaces it.

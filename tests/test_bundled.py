@@ -6,8 +6,8 @@ import pytest
 from conftest import ROOT, SHARED_DATA
 
 from vit.checkpoint import load_checkpoint, open_checkpoint
-from vit.data import DataError, load_split
-from vit.evaluation import evaluate
+from vit.data.loading import DataError, load_split
+from vit.scoring import evaluate
 
 MNIST = ROOT / "checkpoints" / "mnist"
 FASHION = ROOT / "checkpoints" / "fashion-mnist"
@@ -62,7 +62,7 @@ def test_bundled_accuracy_is_what_config_records(folder):
 def test_every_example_under_the_canvas_is_read_as_what_it_shows(folder, style, tmp_path):
     """The Draw tab's examples (vit/examples.py, drawn by the project's code) are answered as
     the class they show by the bundled model they are offered with."""
-    from vit.examples import example_name, write_examples
+    from vit.data.examples import example_name, write_examples
     from vit.inference import Predictor
     p = Predictor(str(folder), "cpu")
     for path in write_examples(tmp_path, style):

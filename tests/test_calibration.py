@@ -13,14 +13,15 @@ import torch
 from conftest import HAS_MNIST, ROOT, SHARED_DATA, run_module
 from PIL import Image
 
-from vit import explain as ex
-from vit import ood
-from vit.calibration import calibrated, ece, fit_reject_threshold, fit_temperature, reliability
 from vit.checkpoint import CheckpointError, open_checkpoint, parse_config, save_checkpoint
-from vit.examples import render_digit
+from vit.data.examples import render_digit
+from vit.explain import ood
+from vit.explain.attention import explain
+from vit.explain.calibration import calibrated, ece, fit_reject_threshold, fit_temperature, reliability
 from vit.inference import Predictor
 from vit.model import ViT, ViTConfig
-from vit.preprocessing import PreprocessError, normalize_image
+from vit.preprocessing import normalize_image
+from vit.preprocessing.decode import PreprocessError
 
 TINY = ViTConfig(dim=16, depth=2, heads=2, mlp_dim=16)
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
@@ -145,7 +146,7 @@ def test_every_probability_shown_uses_the_temperature(tmp_path):
         logits = p.model(x)[0]
     assert np.allclose(a.explanation.logits, logits.numpy(), atol=1e-5)
     assert np.allclose(a.probs, torch.softmax(logits / 2.5, 0).numpy(), atol=1e-6)
-    assert np.allclose(ex.explain(p.model, x).probs, torch.softmax(logits, 0).numpy(), atol=1e-6)
+    assert np.allclose(explain(p.model, x).probs, torch.softmax(logits, 0).numpy(), atol=1e-6)
     label = p.label(a.probs)
     assert label == pytest.approx({n: float(v) for n, v in zip(p.class_names, a.probs)})
     assert "temperature of 2.5" in p.card()
@@ -190,7 +191,7 @@ def test_evaluate_prints_ece_and_writes_a_reliability_diagram(tiny_data, tmp_pat
 
 
 def test_reliability_picture_for_the_app():
-    from vit.reliability import reliability_picture
+    from vit.pictures.reliability import reliability_picture
     rng = np.random.default_rng(0)
     probs = rng.dirichlet(np.ones(10), 300)
     pic = reliability_picture(probs, rng.integers(0, 10, 300), raw_probs=probs, title="x")
@@ -216,7 +217,7 @@ def bundled_predictor() -> Predictor:
 
 
 def mnist_test_split() -> tuple[np.ndarray, np.ndarray]:
-    from vit.data import load_split
+    from vit.data.loading import load_split
     split = load_split("mnist", SHARED_DATA, train=False)
     return split.images.numpy(), split.labels.numpy()
 
@@ -251,7 +252,7 @@ def judged(p: Predictor, drawings):
 
 
 def test_confidence_is_calibrated_on_the_mnist_test_set(bundled, mnist_test):
-    from vit.evaluation import predict_logits
+    from vit.scoring import predict_logits
     images, labels = mnist_test
     c = bundled.config
     logits = predict_logits(bundled.model, torch.from_numpy(images), c.mean, c.std, 1000)

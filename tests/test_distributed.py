@@ -13,7 +13,7 @@ from conftest import ROOT, TINY_MODEL, run_module
 from safetensors.torch import load_file
 
 from vit.checkpoint import load_checkpoint, open_checkpoint
-from vit.distributed import weights_digest
+from vit.training.distributed import weights_digest
 
 ARGS = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
         "--eval-batch-size", "40", "--val-size", "40", "--negatives", "16", *TINY_MODEL]
@@ -98,7 +98,7 @@ STALL = '''
 import os
 if os.environ.get("RANK") == "1":          # this test's rank 1 stops answering at step 3
     import time
-    import vit.training as t
+    import vit.training.loop as t
     real = t.train_step
     def train_step(s, batch, step, stop_requested=False):
         if step == 3:
@@ -110,7 +110,7 @@ if os.environ.get("RANK") == "1":          # this test's rank 1 stops answering 
 
 SLOW = '''
 import time
-import vit.training as t
+import vit.training.loop as t
 real = t.train_step
 def train_step(*args, **kwargs):
     time.sleep(0.5)
@@ -166,7 +166,7 @@ def test_a_stopped_torchrun_job_saves_a_resumable_state(tiny_data, tmp_path, how
         proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert "Stopped at step" in err and "--resume" in err, err[-3000:]
-    from vit.training import STATE_FILE, read_state
+    from vit.training.state import STATE_FILE, read_state
     step = read_state(out / STATE_FILE).run.step
     assert step >= 9                                # past epoch 1 (9 steps an epoch)
     resumed = torchrun(tiny_data, out, "--resume", "--epochs", "4")

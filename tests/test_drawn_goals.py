@@ -10,7 +10,7 @@ import pytest
 from drawings import NON_DIGIT_KINDS, non_digits, redrawn_digits
 from test_calibration import bundled_predictor, judged, mnist_test_split
 
-from vit.calibration import ece
+from vit.explain.calibration import ece
 
 
 @pytest.fixture(scope="module")

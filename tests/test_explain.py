@@ -3,8 +3,25 @@ import numpy as np
 import pytest
 import torch
 
-from vit import explain as ex
+from vit.explain.attention import explain, patch_attention_row, rollout
 from vit.model import ViT, ViTConfig
+from vit.pictures.attention_maps import (
+    BAR_HEIGHT,
+    CAPTION,
+    HEAT_ALPHA,
+    _attention_grid_template,
+    _bar_span,
+    _lut,
+    _strip_template,
+    attention_grid_picture,
+    head_at,
+    heat_overlay,
+    patch_at,
+    patch_grid_picture,
+    single_map_picture,
+    tile_caption,
+    token_strip,
+)
 
 G = 7
 
@@ -15,7 +32,7 @@ def attn():
     model = ViT(ViTConfig(dim=32, depth=3, heads=2, mlp_dim=64)).eval()
     for blk in model.blocks:
         torch.nn.init.normal_(blk.attn.qkv.weight, std=0.3)
-    return ex.explain(model, torch.randn(1, 1, 28, 28))
+    return explain(model, torch.randn(1, 1, 28, 28))
 
 
 @pytest.fixture
@@ -34,18 +51,18 @@ def test_explanation_shapes(attn):
 
 
 def test_rollout_is_row_stochastic_and_matches_definition(attn):
-    r = ex.rollout(attn.attn)
+    r = rollout(attn.attn)
     assert r.shape == (50, 50) and (r >= 0).all()
     np.testing.assert_allclose(r.sum(-1), 1, atol=1e-9)
     # by hand for the first layer alone
     a = 0.5 * attn.attn[0].mean(0) + 0.5 * np.eye(50)
-    np.testing.assert_allclose(ex.rollout(attn.attn[:1]), a / a.sum(-1, keepdims=True), atol=1e-9)
+    np.testing.assert_allclose(rollout(attn.attn[:1]), a / a.sum(-1, keepdims=True), atol=1e-9)
 
 
 def test_rollout_of_uniform_attention_is_uniform_plus_identity():
     T = 50
     uniform = np.full((4, 3, T, T), 1 / T)
-    r = ex.rollout(uniform)
+    r = rollout(uniform)
     assert r[0, 0] > r[0, 1] and np.allclose(r[0, 1:], r[0, 1])   # only [CLS] itself stands out
 
 
@@ -53,25 +70,25 @@ def test_clicked_patch_row_is_that_patchs_attention_row(attn):
     size = 336
     cell = size // G
     x, y = 3 * cell + 5, 2 * cell + 40                 # column 3, row 2 -> patch 2*7+3 = 17
-    patch = ex.patch_at(x, y, size, G)
+    patch = patch_at(x, y, size, G)
     assert patch == 17
-    row = ex.patch_attention_row(attn.attn, layer=2, head=1, patch=patch, grid=G)
+    row = patch_attention_row(attn.attn, layer=2, head=1, patch=patch, grid=G)
     np.testing.assert_allclose(row.ravel(), attn.attn[2, 1, 1 + 17, 1:])
-    assert ex.patch_at(size + 50, -3, size, G) == 6    # clicks off the edge clamp to the grid
+    assert patch_at(size + 50, -3, size, G) == 6    # clicks off the edge clamp to the grid
 
 
 def test_patch_grid_picture(img):
-    pic = ex.patch_grid_picture(img, G, 336)
+    pic = patch_grid_picture(img, G, 336)
     assert pic.shape == (336, 336, 3) and pic.dtype == np.uint8
-    marked = ex.patch_grid_picture(img, G, 336, marked=10)
+    marked = patch_grid_picture(img, G, 336, marked=10)
     diff = np.any(marked != pic, axis=2)
     ys, xs = np.nonzero(diff)                          # only patch 10's outline changed
     assert ys.min() >= 48 and ys.max() < 96 and xs.min() >= 144 and xs.max() < 192
 
 
 def test_token_strip_shows_cls_then_patches_in_order(img):
-    strip = ex.token_strip(img, G)
-    template, corners = ex._strip_template(G, 10, 36)
+    strip = token_strip(img, G)
+    template, corners = _strip_template(G, 10, 36)
     assert strip.shape == template.shape and len(corners) == 50
     y, x = corners[0]
     assert tuple(strip[y + 2, x + 2]) == (30, 90, 200)  # [CLS] is the blue box
@@ -83,13 +100,13 @@ def test_token_strip_shows_cls_then_patches_in_order(img):
 
 
 def test_attention_grid_shared_and_per_map_scale(attn, img):
-    shared = ex.attention_grid_picture(img, attn.cls_maps, shared_scale=True)
-    per_map = ex.attention_grid_picture(img, attn.cls_maps, shared_scale=False)
-    template, corners = ex._attention_grid_template(3, 2, 112)
+    shared = attention_grid_picture(img, attn.cls_maps, shared_scale=True)
+    per_map = attention_grid_picture(img, attn.cls_maps, shared_scale=False)
+    template, corners = _attention_grid_template(3, 2, 112)
     assert shared.shape[:2] == (template.shape[0] + 44, template.shape[1])
     assert shared.dtype == np.uint8 and not np.array_equal(shared, per_map)
     # In a per-map picture each map's hottest patch reaches the top of the colour map.
-    top = ex._lut()[255].astype(int)
+    top = _lut()[255].astype(int)
     y, x = corners[0][0]
     tile = per_map[y:y + 112, x:x + 112].astype(int)
     r, c = np.unravel_index(attn.cls_maps[0, 0].argmax(), (G, G))
@@ -99,17 +116,17 @@ def test_attention_grid_shared_and_per_map_scale(attn, img):
 
 def test_heat_overlay_matches_vectorised_grid(attn, img):
     """The one-map path and the all-maps path draw the same tile."""
-    pic = ex.attention_grid_picture(img, attn.cls_maps, shared_scale=False)
-    _, corners = ex._attention_grid_template(3, 2, 112)
+    pic = attention_grid_picture(img, attn.cls_maps, shared_scale=False)
+    _, corners = _attention_grid_template(3, 2, 112)
     y, x = corners[1][1]
     m = attn.cls_maps[1, 1]
-    np.testing.assert_array_equal(pic[y:y + 112, x:x + 112], ex.heat_overlay(img, m, float(m.max()), 112))
+    np.testing.assert_array_equal(pic[y:y + 112, x:x + 112], heat_overlay(img, m, float(m.max()), 112))
 
 
 def test_single_map_picture(img):
     m = np.zeros((G, G))
     m[3, 4] = 1.0
-    pic = ex.single_map_picture(img, m, "title", 336, marked=5)
+    pic = single_map_picture(img, m, "title", 336, marked=5)
     assert pic.shape == (336 + 44, 336, 3) and pic.dtype == np.uint8
 
 
@@ -119,12 +136,12 @@ def test_every_picture_works_for_any_grid(image_size, patch_size):
     crashed the app's token strip (tile 36 is not a multiple of 7) and its clicked-patch state."""
     torch.manual_seed(0)
     cfg = ViTConfig(image_size=image_size, patch_size=patch_size, dim=16, depth=2, heads=2, mlp_dim=16)
-    e = ex.explain(ViT(cfg).eval(), torch.randn(1, 1, image_size, image_size))
+    e = explain(ViT(cfg).eval(), torch.randn(1, 1, image_size, image_size))
     g, S = cfg.grid, image_size
     img = np.random.default_rng(0).random((S, S)).astype(np.float32)
     assert e.cls_maps.shape == (2, 2, g, g)
-    strip = ex.token_strip(img, g)
-    _, corners = ex._strip_template(g, max(10, g + 1), patch_size * max(1, round(36 / patch_size)))
+    strip = token_strip(img, g)
+    _, corners = _strip_template(g, max(10, g + 1), patch_size * max(1, round(36 / patch_size)))
     assert len(corners) == g * g + 1
     last = g * g - 1                                       # the last patch, bottom right, in its tile
     y, x = corners[-1]
@@ -134,15 +151,15 @@ def test_every_picture_works_for_any_grid(image_size, patch_size):
         (img[-patch_size:, -patch_size:] * 255).astype(np.uint8))
     centre = (g // 2) * g + g // 2
     for marked in (0, centre, last):
-        pic = ex.patch_grid_picture(img, g, 336, marked=marked)
+        pic = patch_grid_picture(img, g, 336, marked=marked)
         assert pic.shape[0] == pic.shape[1] == S * max(1, 336 // S)
-        row = ex.patch_attention_row(e.attn, 1, 1, marked, g)
+        row = patch_attention_row(e.attn, 1, 1, marked, g)
         assert row.shape == (g, g)
-        single = ex.single_map_picture(img, row, "t", 336, marked=marked)
+        single = single_map_picture(img, row, "t", 336, marked=marked)
         assert single.shape[1] == pic.shape[1]
         cell = pic.shape[0] / g
-        assert ex.patch_at((marked % g + 0.5) * cell, (marked // g + 0.5) * cell, pic.shape[0], g) == marked
-    grid_pic = ex.attention_grid_picture(img, e.cls_maps)
+        assert patch_at((marked % g + 0.5) * cell, (marked // g + 0.5) * cell, pic.shape[0], g) == marked
+    grid_pic = attention_grid_picture(img, e.cls_maps)
     assert grid_pic.dtype == np.uint8 and grid_pic.shape[1] > 2 * S
 
 
@@ -150,18 +167,18 @@ def test_colour_images_are_drawn_in_colour():
     """An RGB input (S, S, 3) keeps its colours under the grid and in the token strip."""
     img = np.zeros((32, 32, 3), np.float32)
     img[..., 0] = 1.0                                      # pure red
-    pic = ex.patch_grid_picture(img, 4, 320)
+    pic = patch_grid_picture(img, 4, 320)
     assert tuple(pic[20, 20]) == (255, 0, 0)
-    strip = ex.token_strip(img, 4)
-    _, corners = ex._strip_template(4, 10, 40)
+    strip = token_strip(img, 4)
+    _, corners = _strip_template(4, 10, 40)
     y, x = corners[1]
     assert tuple(strip[y + 5, x + 5]) == (255, 0, 0)
-    assert ex.heat_overlay(img, np.zeros((4, 4)), 1.0, 64).shape == (64, 64, 3)
+    assert heat_overlay(img, np.zeros((4, 4)), 1.0, 64).shape == (64, 64, 3)
 
 
 def _cell_colour(t: float, ink: float) -> np.ndarray:
     """The blended colour of a heat-map cell at scale position t over a pixel of value ink."""
-    return (ex.HEAT_ALPHA * ex._lut()[int(t * 255)] + (1 - ex.HEAT_ALPHA) * ink * 255).astype(int)
+    return (HEAT_ALPHA * _lut()[int(t * 255)] + (1 - HEAT_ALPHA) * ink * 255).astype(int)
 
 
 def test_a_nearly_even_map_stays_dull_and_the_bar_marks_the_even_level(img):
@@ -170,12 +187,12 @@ def test_a_nearly_even_map_stays_dull_and_the_bar_marks_the_even_level(img):
     the scale reaches 5x it (0.1), the patch sits at 30 % of it, and the bar's tick marks 1/50."""
     m = np.full((G, G), 0.02)
     m[0, 0] = 0.03
-    pic = ex.single_map_picture(img, m, "t", 336, uniform=1 / 50)
+    pic = single_map_picture(img, m, "t", 336, uniform=1 / 50)
     assert np.abs(pic[2, 2].astype(int) - _cell_colour(0.3, 0.0)).max() <= 1
-    stretched = ex.single_map_picture(img, m, "t", 336)           # no uniform level: its own max
+    stretched = single_map_picture(img, m, "t", 336)           # no uniform level: its own max
     assert np.abs(stretched[2, 2].astype(int) - _cell_colour(1.0, 0.0)).max() <= 1
     bar = pic[336:]
-    x0, x1 = ex._bar_span(336)
+    x0, x1 = _bar_span(336)
     tick = x0 + round(0.2 * (x1 - x0 - 1))                        # 0.02 of a 0..0.1 bar
     assert (bar[15, tick] < 60).all() and (bar[15, tick + 3] > 200).all()
 
@@ -184,29 +201,29 @@ def test_one_scale_for_all_maps_is_absolute_and_each_map_is_captioned(attn, img)
     """Evenly spread [CLS] attention (every weight 1/50) is drawn at 1/5 of the shared scale, not
     at its top; captions give each map's maximum or range and [CLS]'s own share."""
     even = np.full((3, 2, G, G), 1 / 50)
-    pic = ex.attention_grid_picture(img, even, shared_scale=True, cls_self=np.full((3, 2), 0.02))
-    _, corners = ex._attention_grid_template(3, 2, 112)
+    pic = attention_grid_picture(img, even, shared_scale=True, cls_self=np.full((3, 2), 0.02))
+    _, corners = _attention_grid_template(3, 2, 112)
     y, x = corners[2][1]
     assert np.abs(pic[y + 2, x + 2].astype(int) - _cell_colour(0.2, 0.0)).max() <= 1
-    below = pic[y + 112 + 1:y + 112 + ex.CAPTION, x:x + 112]
+    below = pic[y + 112 + 1:y + 112 + CAPTION, x:x + 112]
     assert (below < 100).any()                                     # a caption is written there
-    assert ex.tile_caption(0.354, 0.0004, True) == "max 0.35 · [CLS] <0.001"
-    assert ex.tile_caption(0.0054, 0.02, False) == "0 to 0.005 · [CLS] 0.02"
-    assert ex.tile_caption(0.5, None, True) == "max 0.50"
+    assert tile_caption(0.354, 0.0004, True) == "max 0.35 · [CLS] <0.001"
+    assert tile_caption(0.0054, 0.02, False) == "0 to 0.005 · [CLS] 0.02"
+    assert tile_caption(0.5, None, True) == "max 0.50"
 
 
 def test_a_click_on_a_map_names_its_layer_and_head(attn, img):
     """What the page uses to open a clicked thumbnail in the explorer: every map's centre and
     its caption name that map; labels, gaps and the colour bar name none."""
-    pic = ex.attention_grid_picture(img, attn.cls_maps)
-    _, corners = ex._attention_grid_template(3, 2, 112)
+    pic = attention_grid_picture(img, attn.cls_maps)
+    _, corners = _attention_grid_template(3, 2, 112)
     for layer in range(3):
         for head in range(2):
             y, x = corners[layer][head]
-            assert ex.head_at(x + 56, y + 56, 3, 2, 28) == (layer, head)
-            assert ex.head_at(x + 5, y + 112 + 5, 3, 2, 28) == (layer, head)      # its caption
-    assert ex.head_at(10, 60, 3, 2, 28) is None                                    # "layer 1"
-    assert ex.head_at(30, pic.shape[0] - 5, 3, 2, 28) is None                      # the bar
+            assert head_at(x + 56, y + 56, 3, 2, 28) == (layer, head)
+            assert head_at(x + 5, y + 112 + 5, 3, 2, 28) == (layer, head)      # its caption
+    assert head_at(10, 60, 3, 2, 28) is None                                    # "layer 1"
+    assert head_at(30, pic.shape[0] - 5, 3, 2, 28) is None                      # the bar
 
 
 def test_a_long_map_title_fits_in_the_picture(img):
@@ -216,9 +233,9 @@ def test_a_long_map_title_fits_in_the_picture(img):
     grid = np.random.default_rng(0).random((7, 7))
     for title in ("drop in log-odds of T-shirt/top, max 4.0; 2x2 squares",
                   "a title far too long to fit at any of the sizes tried, so it loses its end " * 2):
-        pic = ex.single_map_picture(img, grid, title)
-        rows = pic[-ex.BAR_HEIGHT:-ex.BAR_HEIGHT + 16]               # the title's line
+        pic = single_map_picture(img, grid, title)
+        rows = pic[-BAR_HEIGHT:-BAR_HEIGHT + 16]               # the title's line
         ink = np.flatnonzero((rows.min(axis=2) < 128).any(axis=0))
         assert ink.size and ink[-1] < pic.shape[1] - 3
-    short = ex.single_map_picture(img, grid, "relevance for 7")[-ex.BAR_HEIGHT:-ex.BAR_HEIGHT + 16]
-    assert np.flatnonzero((short.min(axis=2) < 128).any(axis=0))[0] >= ex._bar_span(336)[0]
+    short = single_map_picture(img, grid, "relevance for 7")[-BAR_HEIGHT:-BAR_HEIGHT + 16]
+    assert np.flatnonzero((short.min(axis=2) < 128).any(axis=0))[0] >= _bar_span(336)[0]

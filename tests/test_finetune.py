@@ -10,8 +10,9 @@ from PIL import Image
 from test_imagefolder import write_folder
 
 from vit.checkpoint import load_checkpoint, open_checkpoint, save_checkpoint
-from vit.finetune import InitError, load_pretrained, resize_pos_embed
+from vit.data.loading import Split
 from vit.model import ViT, ViTConfig
+from vit.training.finetune import InitError, load_pretrained, resize_pos_embed
 
 timm = pytest.importorskip("timm")
 
@@ -117,14 +118,14 @@ def test_a_converted_checkpoint_loads_unchanged_after_all_this(tmp_path):
 def test_a_folder_models_checkpoint_is_not_judged_by_another_folder(tmp_path):
     """A process that described one folder (a training run, a notebook) still opens, and can
     fine-tune from, a model trained on another folder with other classes and size."""
-    from vit.datasets import use_folder
+    from vit.data.folders import folder_spec
     model = ViT(ViTConfig(image_size=32, channels=3, dim=16, depth=1, heads=2, mlp_dim=16,
                           num_classes=3))
     save_checkpoint(tmp_path / "pets", model, {
         "dataset": "folder", "class_names": ["cat", "dog", "fox"],
         "normalization": {"mean": [0.4] * 3, "std": [0.2] * 3}})
     write_folder(tmp_path / "cars", classes=("bus", "van"), per_class=3, size=(64, 64))
-    use_folder(tmp_path / "cars", 64)
+    folder_spec(tmp_path / "cars", 64)
     assert open_checkpoint(tmp_path / "pets").class_names == ["cat", "dog", "fox"]
     bigger = ViT(ViTConfig(image_size=64, channels=3, dim=16, depth=1, heads=2, mlp_dim=16,
                            num_classes=2))
@@ -134,10 +135,11 @@ def test_a_folder_models_checkpoint_is_not_judged_by_another_folder(tmp_path):
 def test_a_resumed_run_does_not_read_its_init_checkpoint_again(tmp_path):
     """--init's weights start a run; a resume takes its own saved state, so the checkpoint it
     started from may have moved or gone since."""
-    from vit import training
-    tc = training.TrainConfig(init=str(tmp_path / "gone"))
+    from vit.training.config import TrainConfig, TrainingError
+    from vit.training.session import new_session
+    tc = TrainConfig(init=str(tmp_path / "gone"))
     mc = ViTConfig(image_size=32, channels=3, dim=16, depth=1, heads=2, mlp_dim=16)
-    split = training.Split(torch.zeros(4, 32, 32, 3, dtype=torch.uint8), torch.arange(4) % 2)
-    with pytest.raises(training.TrainingError, match="checkpoint folder not found"):
-        training.new_session(tc, mc, split)
-    assert training.new_session(tc, mc, split, fresh=False).model.cfg.dim == 16
+    split = Split(torch.zeros(4, 32, 32, 3, dtype=torch.uint8), torch.arange(4) % 2)
+    with pytest.raises(TrainingError, match="checkpoint folder not found"):
+        new_session(tc, mc, split)
+    assert new_session(tc, mc, split, fresh=False).model.cfg.dim == 16

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from PIL import Image
 
-from vit.preprocessing import PreprocessError, preprocess
+from vit.preprocessing import preprocess
+from vit.preprocessing.decode import PreprocessError
 
 DTYPES = st.sampled_from([np.uint8, np.uint16, np.int32, np.float32, np.float64, np.bool_])
 SHAPES = st.one_of(

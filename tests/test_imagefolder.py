@@ -7,11 +7,11 @@ import pytest
 import torch
 from PIL import Image
 
-from vit.data import DataError, load_split
-from vit.datasets import get_spec
-from vit.imagefolder import CACHE_DIR, FolderError, read_image_folder
+from vit.data.folders import CACHE_DIR, FolderError, read_image_folder
+from vit.data.loading import DataError, load_split
+from vit.data.specs import builtin_spec
 
-CIFAR = get_spec("cifar10").class_names
+CIFAR = builtin_spec("cifar10").class_names
 
 
 def write_folder(root, classes=CIFAR[:3], per_class=4, size=(32, 32), ext="jpg", split="train"):
@@ -44,7 +44,7 @@ def test_the_cache_is_used_and_rebuilt_when_a_file_changes(tmp_path, monkeypatch
     first = read_image_folder(folder, 32, 3, CIFAR)
     cache = tmp_path / CACHE_DIR / "train-32px-3ch.safetensors"
     assert cache.is_file()
-    import vit.imagefolder as imf
+    import vit.data.folders as imf
     real = imf.decode
     monkeypatch.setattr(imf, "decode", lambda *a: pytest.fail("decoded although cached"))
     again = read_image_folder(folder, 32, 3, CIFAR)
@@ -195,7 +195,7 @@ def test_a_full_disk_while_caching_is_not_an_error(tmp_path, monkeypatch):
 
 
 def test_pictures_that_cannot_fit_in_memory_are_refused_before_decoding(tmp_path, monkeypatch):
-    import vit.imagefolder as imf
+    import vit.data.folders as imf
     folder = write_folder(tmp_path, ext="png")
     monkeypatch.setattr(imf, "machine_memory", lambda: 10**6)
     monkeypatch.setattr(imf, "decode", lambda *a: pytest.fail("decoded"))
@@ -208,12 +208,12 @@ def test_any_decoder_failure_is_one_line_naming_the_file(tmp_path, monkeypatch):
     """PIL's decoders raise more than OSError (EOFError, struct.error, …): those were tracebacks."""
     import struct
 
-    import vit.preprocessing
+    import vit.preprocessing.decode
     folder = write_folder(tmp_path, ext="png")
 
     def open_image(path):
         raise struct.error("unpack requires a buffer of 4 bytes")
-    monkeypatch.setattr(vit.preprocessing, "open_image", open_image)
+    monkeypatch.setattr(vit.preprocessing.decode, "open_image", open_image)
     with pytest.raises(FolderError, match="can't be read as an image") as e:
         read_image_folder(folder, 32, 3, CIFAR, cache=False)
     assert "0.png" in str(e.value) and "\n" not in str(e.value)

@@ -4,7 +4,7 @@ import re
 import torch
 from conftest import ROOT
 
-from vit.examples import render_digit
+from vit.data.examples import render_digit
 
 
 def test_readme_library_example_runs_as_written():

@@ -8,9 +8,27 @@ import pytest
 import torch
 from conftest import ROOT
 
-from vit import mechanism as mech
+from vit.explain.mechanism import (
+    CLS,
+    attention_distance,
+    embed,
+    embedding_filters,
+    mean_attention_distance,
+    patch_distances,
+    position_similarity,
+    stem_rim,
+    walk_through,
+    window_tokens,
+)
 from vit.inference import Predictor
 from vit.model import ViT, ViTConfig
+from vit.pictures.mechanism_views import (
+    WALK_WIDTH,
+    attention_distance_picture,
+    filters_picture,
+    position_similarity_picture,
+    walk_through_picture,
+)
 from vit.ui import mechanism_panel as panel
 
 
@@ -42,7 +60,7 @@ def bundled():
 
 @pytest.fixture(scope="module")
 def analysed(bundled):
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     return {name: (p, p.analyse(render_digit("4"))) for name, p in bundled.items()}
 
 
@@ -60,14 +78,14 @@ def head_outputs(model, x):
     return maps, seen
 
 
-@pytest.mark.parametrize("patch", [mech.CLS, 0, 24, 48])
+@pytest.mark.parametrize("patch", [CLS, 0, 24, 48])
 def test_hand_computed_attention_is_the_models_own(model, x, patch):
     maps, outs = head_outputs(model, x)
     Dh = model.cfg.dim // model.cfg.heads
     for layer in range(model.cfg.depth):
         for head in range(model.cfg.heads):
-            w = mech.walk_through(model, x, patch, layer, head)
-            assert w.token == (0 if patch == mech.CLS else patch + 1)
+            w = walk_through(model, x, patch, layer, head)
+            assert w.token == (0 if patch == CLS else patch + 1)
             np.testing.assert_allclose(w.weights, maps[layer][0, head, w.token].numpy(), atol=1e-5)
             np.testing.assert_allclose(w.out, outs[layer][0, w.token, head * Dh:(head + 1) * Dh].numpy(),
                                        atol=1e-5)
@@ -77,23 +95,23 @@ def test_hand_computed_attention_is_the_models_own(model, x, patch):
 
 
 def test_the_token_is_embedding_plus_position(model, x):
-    for patch in (mech.CLS, 10):
-        w = mech.walk_through(model, x, patch)
+    for patch in (CLS, 10):
+        w = walk_through(model, x, patch)
         np.testing.assert_allclose(w.start, w.embedding + w.position, atol=1e-6)
         np.testing.assert_array_equal(w.token_in, w.start)          # layer 1 reads it as it is
-    w = mech.walk_through(model, x, mech.CLS)
+    w = walk_through(model, x, CLS)
     np.testing.assert_allclose(w.embedding, model.cls_token[0, 0].detach().numpy())
     assert w.pixels is None and w.patch is None
-    w = mech.walk_through(model, x, 10)                             # row 1, column 3 of the 7x7 grid
+    w = walk_through(model, x, 10)                             # row 1, column 3 of the 7x7 grid
     np.testing.assert_array_equal(w.pixels, x[0, :, 4:8, 12:16].numpy())
-    later = mech.walk_through(model, x, 10, layer=2)
+    later = walk_through(model, x, 10, layer=2)
     assert not np.allclose(later.token_in, later.start)             # two blocks changed it since
 
 
 # --- Figure 7 numbers -----------------------------------------------------------------------------
 
 def test_position_similarity_is_a_cosine_similarity(model):
-    sim = mech.position_similarity(model)
+    sim = position_similarity(model)
     assert sim.shape == (49, 7, 7)
     flat = sim.reshape(49, 49)
     np.testing.assert_allclose(np.diag(flat), 1, atol=1e-5)
@@ -103,8 +121,8 @@ def test_position_similarity_is_a_cosine_similarity(model):
 
 def test_the_bundled_models_learned_that_neighbours_are_alike(bundled):
     for p in bundled.values():
-        sim = mech.position_similarity(p.model).reshape(p.grid ** 2, -1)
-        d = mech.patch_distances(p.grid, 1)
+        sim = position_similarity(p.model).reshape(p.grid ** 2, -1)
+        d = patch_distances(p.grid, 1)
         assert sim[d == 1].mean() > 0.3 > 0 > sim[d >= 3].mean()
 
 
@@ -129,11 +147,11 @@ def test_mean_attention_distance_of_constructed_patterns():
         attn[:, :, 2, 1 + i, 0] = 0.5
         attn[:, :, 2, 1 + i, 1 + (i + 1 if c < G - 1 else i)] = 0.5
     attn[:, :, 2, 0, 0] = 1
-    d = mech.attention_distance(attn, G, P)
+    d = attention_distance(attn, G, P)
     assert d.shape == (1, 3)
     assert d[0, 0] == pytest.approx(0)
     assert d[0, 1] == pytest.approx(brute_mean_distance(lambda i: [1.0] * (G * G), G, P))
-    assert d[0, 1] == pytest.approx(mech.patch_distances(G, P).mean())
+    assert d[0, 1] == pytest.approx(patch_distances(G, P).mean())
     # [CLS]'s half is dropped and the rest renormalised: P px for 4 patches in 5 of each row.
     assert d[0, 2] == pytest.approx(P * (G - 1) / G)
 
@@ -143,16 +161,16 @@ def test_mean_attention_distance_averages_the_models_own_maps_over_images(model)
     xs = torch.randn(5, 1, 28, 28)
     with torch.no_grad():
         maps = torch.stack(model.tokens_and_maps(xs, return_attention=True)[1], 1).numpy()
-    want = mech.attention_distance(maps, 7, 4)
-    np.testing.assert_allclose(mech.mean_attention_distance(model, xs), want, rtol=1e-5)
-    np.testing.assert_allclose(mech.mean_attention_distance(model, xs, batch=2), want, rtol=1e-5)
-    one = [mech.mean_attention_distance(model, xs[i:i + 1]) for i in range(5)]
+    want = attention_distance(maps, 7, 4)
+    np.testing.assert_allclose(mean_attention_distance(model, xs), want, rtol=1e-5)
+    np.testing.assert_allclose(mean_attention_distance(model, xs, batch=2), want, rtol=1e-5)
+    one = [mean_attention_distance(model, xs[i:i + 1]) for i in range(5)]
     np.testing.assert_allclose(np.mean(one, 0), want, rtol=1e-5)
 
 
 def test_linear_patch_embedding_filters_are_its_principal_components():
     model = tiny(stem_channels=0)
-    f = mech.embedding_filters(model, k=6)
+    f = embedding_filters(model, k=6)
     assert f.stem is None and f.rim == 0 and f.components.shape == (6, 1, 4, 4)
     _, s, vh = torch.linalg.svd(model.patch_embed.weight.detach().flatten(1), full_matrices=False)
     got = f.components.reshape(6, -1)
@@ -162,12 +180,12 @@ def test_linear_patch_embedding_filters_are_its_principal_components():
 
 def test_hybrid_filters_linearise_the_real_pixels_to_token_map(x):
     model = tiny(stem_channels=4)
-    assert mech.stem_rim(model) == 2
-    emb, _ = mech.embed(model, x)
+    assert stem_rim(model) == 2
+    emb, _ = embed(model, x)
     window = x[:, :, 2 * 4 - 2:3 * 4 + 2, 3 * 4 - 2:4 * 4 + 2]        # patch (2, 3) and its rim
-    np.testing.assert_allclose(mech.window_tokens(model, window)[0].detach().numpy(),
+    np.testing.assert_allclose(window_tokens(model, window)[0].detach().numpy(),
                                emb[0, 2 * 7 + 3].numpy(), atol=1e-5)
-    f = mech.embedding_filters(model, k=8, x=x)
+    f = embedding_filters(model, k=8, x=x)
     assert f.components.shape == (8, 1, 8, 8) and f.stem.shape == (4, 1, 3, 3)
     assert f.linearised_at == 25                                       # the 5x5 inner patches
     c = f.components.reshape(8, -1)
@@ -188,7 +206,7 @@ def test_render_for_cls_and_a_corner_patch(analysed, name):
     p, a = analysed[name]
     for patch, cls in ((None, True), (0, False), (p.grid ** 2 - 1, False)):
         pic, text = panel.render(p, a, 1, 1, patch, cls)
-        assert pic.shape == (590, mech.WALK_WIDTH, 3)
+        assert pic.shape == (590, WALK_WIDTH, 3)
         not_blank(pic)
         assert text.startswith("**[CLS], layer 1" if cls else f"**Patch {patch + 1}, layer 1")
 
@@ -199,7 +217,7 @@ def test_render_every_layer_and_head_and_its_text_names_the_top_token(analysed):
     for layer in range(1, cfg.depth + 1):
         for head in range(1, cfg.heads + 1):
             pic, text = panel.render(p, a, layer, head, 17)
-            w = mech.walk_through(p.model, p.tensor(a.image), 17, layer - 1, head - 1)
+            w = walk_through(p.model, p.tensor(a.image), 17, layer - 1, head - 1)
             top = int(w.weights.argmax())
             assert f"layer {layer}, head {head}" in text
             assert f"The largest weights: **{'[CLS]' if top == 0 else f'patch {top}'}**" in text
@@ -240,11 +258,11 @@ def test_model_pictures_from_the_test_set(bundled, tiny_data):
 
 def test_figure7_pictures_of_a_model_without_a_stem():
     model = tiny(stem_channels=0)
-    pic = mech.filters_picture(mech.embedding_filters(model, 16), 4)
+    pic = filters_picture(embedding_filters(model, 16), 4)
     not_blank(pic)
-    sim = mech.position_similarity_picture(mech.position_similarity(model))
+    sim = position_similarity_picture(position_similarity(model))
     not_blank(sim)
-    dist = mech.attention_distance_picture(np.full((3, 2), 5.0), 7, 4, "averaged over nothing")
+    dist = attention_distance_picture(np.full((3, 2), 5.0), 7, 4, "averaged over nothing")
     not_blank(dist)
 
 
@@ -259,16 +277,16 @@ def test_pictures_for_other_models(cfg):
     S, C, G = model.cfg.image_size, model.cfg.channels, model.cfg.grid
     image = np.random.default_rng(0).random((S, S, C) if C == 3 else (S, S)).astype(np.float32)
     x = torch.from_numpy(image).permute(2, 0, 1)[None] if C == 3 else torch.from_numpy(image)[None, None]
-    for patch in (mech.CLS, G * G - 1):
-        w = mech.walk_through(model, x, patch, 1, 1)
-        pic = mech.walk_through_picture(w, image, model.cfg.patch_size, mech.stem_rim(model))
-        assert pic.shape == (590, mech.WALK_WIDTH, 3)
+    for patch in (CLS, G * G - 1):
+        w = walk_through(model, x, patch, 1, 1)
+        pic = walk_through_picture(w, image, model.cfg.patch_size, stem_rim(model))
+        assert pic.shape == (590, WALK_WIDTH, 3)
         not_blank(pic)
-    f = mech.embedding_filters(model, 16, x)
-    R = model.cfg.patch_size + 2 * mech.stem_rim(model)
+    f = embedding_filters(model, 16, x)
+    R = model.cfg.patch_size + 2 * stem_rim(model)
     assert f.components.shape == (min(16, C * R * R), C, R, R)
-    not_blank(mech.filters_picture(f, model.cfg.patch_size))
-    not_blank(mech.position_similarity_picture(mech.position_similarity(model)))
+    not_blank(filters_picture(f, model.cfg.patch_size))
+    not_blank(position_similarity_picture(position_similarity(model)))
 
 
 def test_the_panel_builds_and_its_outputs_match_what_the_handlers_return(analysed):
@@ -286,4 +304,4 @@ def test_walk_through_refuses_what_is_not_in_the_model(x):
     model = tiny()
     for patch, layer, head in ((49, 0, 0), (-2, 0, 0), (0, 3, 0), (0, -1, 0), (0, 0, 2)):
         with pytest.raises(ValueError):
-            mech.walk_through(model, x, patch, layer, head)
+            walk_through(model, x, patch, layer, head)

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from vit.model import ViT, ViTConfig
-from vit.training import param_groups
+from vit.training.session import param_groups
 
 
 @pytest.fixture

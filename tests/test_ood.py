@@ -7,9 +7,9 @@ import torch
 from conftest import ROOT, run_module
 from PIL import Image, ImageDraw
 
-from vit import ood
 from vit.checkpoint import parse_config, save_checkpoint
-from vit.examples import render_digit
+from vit.data.examples import render_digit
+from vit.explain import ood
 from vit.inference import Predictor
 from vit.model import ViT, ViTConfig
 

@@ -16,16 +16,11 @@ import torch
 from conftest import HAS_MNIST, ROOT, SHARED_DATA
 from PIL import Image, ImageFilter
 
-from vit.examples import render_digit
-from vit.preprocessing import (
-    NO_INK_IN_PHOTO,
-    PreprocessError,
-    _photo_ink,
-    connected_runs,
-    decode,
-    normalize_image,
-    to_model_image,
-)
+from vit.data.examples import render_digit
+from vit.preprocessing import normalize_image
+from vit.preprocessing.decode import PreprocessError, decode
+from vit.preprocessing.layout import to_model_image
+from vit.preprocessing.paper import NO_INK_IN_PHOTO, _photo_ink, connected_runs
 
 
 def _smooth_noise(rng, h: int, w: int, cells: int) -> np.ndarray:
@@ -98,7 +93,7 @@ def paper_photo(digit: np.ndarray | None, rng: np.random.Generator, size=None) -
 
 def _mnist_photos(n: int, seed: int):
     """n MNIST test digits (a fixed draw), each photographed on paper."""
-    from vit.data import load_split
+    from vit.data.loading import load_split
     test = load_split("mnist", SHARED_DATA, train=False)
     rng = np.random.default_rng(seed)
     idx = rng.choice(len(test), n, replace=False)
@@ -267,8 +262,8 @@ def test_a_photo_on_the_canvas_reaches_a_colour_model_in_colour():
     is the white page, the stroke stays black, the sea stays blue."""
     import base64
 
-    from vit.examples import render_scene
-    from vit.preprocessing import to_rgb_image
+    from vit.data.examples import render_scene
+    from vit.preprocessing.colour import to_rgb_image
     from vit.ui.canvas import colour_picture, load_value, read_drawing
     scene = render_scene("ship", 400).convert("RGBA")
     pixels = np.asarray(scene).copy()
@@ -293,7 +288,7 @@ def test_a_huge_colour_drawing_is_refused_and_a_big_one_kept_small():
     in one line; a 1200 px one is kept at the canvas's 400 px."""
     import base64
 
-    from vit.preprocessing import PreprocessError
+    from vit.preprocessing.decode import PreprocessError
     from vit.ui.canvas import colour_picture, read_drawing
 
     def value(side):

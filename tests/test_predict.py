@@ -4,7 +4,7 @@ from conftest import ROOT, run_module
 from PIL import Image
 from test_preprocess import _png_header_only
 
-from vit.examples import render_digit
+from vit.data.examples import render_digit
 
 
 def test_a_bomb_in_the_batch_does_not_stop_the_others(tmp_path):

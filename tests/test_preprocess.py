@@ -7,8 +7,10 @@ import torch
 from conftest import HAS_MNIST, PEAK, ROOT, SHARED_DATA
 from PIL import Image
 
-from vit.examples import render_digit
-from vit.preprocessing import PreprocessError, compact, preprocess, to_model_image
+from vit.data.examples import render_digit
+from vit.preprocessing import preprocess
+from vit.preprocessing.decode import PreprocessError
+from vit.preprocessing.layout import compact, to_model_image
 
 
 def centre_of_mass(img):
@@ -63,7 +65,7 @@ def test_laying_out_a_laid_out_digit_changes_nothing(digit):
 def test_mnist_test_digits_are_their_own_layout():
     """What the app makes of an MNIST digit is that digit: the bundled model then reads the test
     digits the same whether fed raw or through the app (tests/test_skew.py)."""
-    from vit.data import load_split
+    from vit.data.loading import load_split
     images = load_split("mnist", SHARED_DATA, train=False).images[:1000].numpy()
     diff = np.array([np.abs(to_model_image(im) - im / 255.0).max() for im in images])
     assert np.median(diff) <= 2 / 255 and np.percentile(diff, 99) < 0.05
@@ -223,7 +225,7 @@ def test_mnist_digits_redrawn_as_big_off_centre_drawings_are_recognised():
     """1,000 MNIST test digits, upscaled 6-25x and placed anywhere on an 800x800 canvas as black
     ink on white: the preprocessing must hand the model what it would have seen."""
     from vit.checkpoint import load_checkpoint
-    from vit.data import load_split, normalize
+    from vit.data.loading import load_split, normalize
     test = load_split("mnist", SHARED_DATA, train=False)
     model = load_checkpoint(ROOT / "checkpoints" / "mnist", "cpu")
     rng = np.random.default_rng(0)
@@ -295,7 +297,7 @@ def test_hostile_files_get_one_line_without_paths(tmp_path, name, data, message)
 
 
 def test_oversized_file_is_refused_before_it_is_opened(tmp_path, monkeypatch):
-    import vit.preprocessing as pp
+    import vit.preprocessing.decode as pp
     monkeypatch.setattr(pp, "MAX_FILE_BYTES", 1_000)
     path = tmp_path / "big.png"
     drawn("3", 600, 300, (100, 100)).save(path)
@@ -390,7 +392,7 @@ def test_a_small_file_of_many_pixels_is_read_at_reduced_size(tmp_path):
 def test_decoding_once_gives_what_the_input_gives(tmp_path):
     """The app decodes a drawing's files once and lays out both the model input and the session
     copy from that: it must be exactly what passing the drawing itself gives."""
-    from vit.preprocessing import decode
+    from vit.preprocessing.decode import decode
     ink = 255 - np.asarray(drawn("4", 500, 280, (110, 110)), np.uint8)
     layer = np.zeros((500, 500, 4), np.uint8)
     layer[..., 3] = ink

@@ -8,9 +8,9 @@ import torch
 from conftest import ROOT, SHARED_DATA
 
 from vit.checkpoint import open_checkpoint
-from vit.data import DataError, load_split
-from vit.evaluation import predict_logits
-from vit.preprocessing import to_model_image
+from vit.data.loading import DataError, load_split
+from vit.preprocessing.layout import to_model_image
+from vit.scoring import predict_logits
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,10 @@ import torch
 from conftest import ROOT, run_module, write_dataset
 
 from vit.checkpoint import open_checkpoint, save_checkpoint
-from vit.data import DataError
+from vit.data.loading import DataError
 from vit.model import ViT, ViTConfig
-from vit.testset import CACHE, CELL, LEFT, TOP, Answers, cell_at, confusion_picture, load_results
+from vit.pictures.confusion import CELL, LEFT, TOP, cell_at, confusion_picture
+from vit.testset import CACHE, TestResults, load_results
 
 TINY = ViTConfig(dim=16, depth=2, heads=2, mlp_dim=32)
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
@@ -27,9 +28,9 @@ def make_checkpoint(folder, seed=0):
     return open_checkpoint(folder)
 
 
-def results(labels, probs) -> Answers:
+def results(labels, probs) -> TestResults:
     labels = np.asarray(labels)
-    return Answers("mnist", [str(i) for i in range(3)], np.zeros((len(labels), 28, 28), np.uint8),
+    return TestResults("mnist", [str(i) for i in range(3)], np.zeros((len(labels), 28, 28), np.uint8),
                        labels, np.asarray(probs, np.float32))
 
 

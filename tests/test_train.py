@@ -12,8 +12,12 @@ from conftest import ROOT, TINY_MODEL, run_module, synthetic_digits, write_datas
 from safetensors.torch import load_file
 
 from vit.checkpoint import open_checkpoint
-from vit.data import DataError, check_split, load_split
-from vit.datasets import get_spec
+from vit.data.loading import DataError, check_split, load_split
+from vit.data.specs import builtin_spec
+from vit.training.batches import epoch_order, make_batch
+from vit.training.config import TrainConfig
+from vit.training.seeds import STREAM_DROPOUT, mix_seed
+from vit.training.session import TrainData, new_session
 
 BASE = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
         "--eval-batch-size", "40", "--val-size", "40", "--negatives", "16", *TINY_MODEL]
@@ -48,7 +52,7 @@ def test_training_end_to_end(trained, tiny_data):
     assert prov["device"].startswith("cpu") and len(prov["commit"]) >= 7
     assert cfg["test_accuracy"] == pytest.approx(float(rows[-1]["test_acc"]), abs=1e-5)
     # What a data set is comes from its spec; normalisation is written per channel.
-    assert cfg["dataset"] == "mnist" and cfg["class_names"] == list(get_spec("mnist").class_names)
+    assert cfg["dataset"] == "mnist" and cfg["class_names"] == list(builtin_spec("mnist").class_names)
     assert cfg["normalization"] == {"mean": [0.1307], "std": [0.3081]}
     ck = open_checkpoint(out)
     assert ck.model.cfg.dim == 16 and ck.config.num_parameters == ck.model.num_parameters()
@@ -64,7 +68,7 @@ def test_evaluate_cli_matches_recorded_accuracy(trained, tiny_data):
 
 
 def test_predict_cli(trained, tmp_path):
-    from vit.examples import render_digit
+    from vit.data.examples import render_digit
     out, _ = trained
     render_digit("7").save(tmp_path / "seven.png")
     (tmp_path / "junk.png").write_bytes(b"not an image at all")
@@ -207,15 +211,16 @@ def test_a_run_saved_before_the_newer_flags_existed_still_resumes(tmp_path):
     teacher and no erasing, so resuming with those values goes on; other values are refused."""
     from dataclasses import asdict, replace
 
-    from vit import training
     from vit.model import ViTConfig
-    tc, mc = training.TrainConfig(), ViTConfig()
+    from vit.training.config import RUNTIME_FIELDS, TrainConfig, TrainingError
+    from vit.training.state import check_same_settings
+    tc, mc = TrainConfig(), ViTConfig()
     train_part = {k: v for k, v in asdict(tc).items()
-                  if k not in training.RUNTIME_FIELDS | {"teacher_width", "erase"}}
+                  if k not in RUNTIME_FIELDS | {"teacher_width", "erase"}}
     saved = {"train": train_part, "model": mc.to_dict()}
-    training.check_same_settings(saved, tc, mc, tmp_path)                  # no refusal
-    with pytest.raises(training.TrainingError, match=r"--erase 0.0 \(now --erase 0.5\)"):
-        training.check_same_settings(saved, replace(tc, erase=0.5), mc, tmp_path)
+    check_same_settings(saved, tc, mc, tmp_path)                  # no refusal
+    with pytest.raises(TrainingError, match=r"--erase 0.0 \(now --erase 0.5\)"):
+        check_same_settings(saved, replace(tc, erase=0.5), mc, tmp_path)
 
 
 def test_an_old_or_damaged_state_gets_a_clear_message(tiny_data, tmp_path):
@@ -323,16 +328,15 @@ def test_presets_are_the_published_vit_sizes_and_flags_still_win():
 def test_random_erasing_replaces_one_rectangle_with_noise(tiny_data):
     """--erase 1: every digit of a batch has one rectangle (2-25 % of it) of noise and is
     untouched elsewhere; the non-digit rows are never erased."""
-    from vit import training
     from vit.model import ViTConfig
     split = load_split("mnist", tiny_data, True)
-    order = training.epoch_order(training.TrainConfig(), len(split), 0)
+    order = epoch_order(TrainConfig(), len(split), 0)
     batches = []
     for erase in (0.0, 1.0):
-        tc = training.TrainConfig(batch_size=16, erase=erase, serve_view=0)
-        s = training.new_session(tc, ViTConfig(dim=16, depth=1, heads=2, mlp_dim=16), split)
-        s.data = training.TrainData(None, None, None, torch.zeros(4, 28, 28, dtype=torch.uint8), None)
-        batches.append(training.make_batch(s, order, 5).x)
+        tc = TrainConfig(batch_size=16, erase=erase, serve_view=0)
+        s = new_session(tc, ViTConfig(dim=16, depth=1, heads=2, mlp_dim=16), split)
+        s.data = TrainData(None, None, None, torch.zeros(4, 28, 28, dtype=torch.uint8), None)
+        batches.append(make_batch(s, order, 5).x)
     plain, erased = batches
     changed = (plain != erased).flatten(1)
     digits = changed[:16].float().mean(1)
@@ -401,7 +405,7 @@ def test_negative_labels_are_refused():
     """IDX labels are uint8, so only other sources can have them; the check is the same."""
     with pytest.raises(DataError, match="labels run from -1 to 3"):
         check_split(torch.zeros(4, 28, 28, dtype=torch.uint8), torch.tensor([0, -1, 3, 2]),
-                    get_spec("mnist"), "somewhere")
+                    builtin_spec("mnist"), "somewhere")
 
 
 def test_unwritable_out_is_refused_before_the_data_is_read(tmp_path):
@@ -430,16 +434,16 @@ def test_random_streams_are_mixed_integers_and_shared_across_ranks(tiny_data):
     every rank: the two ranks' rows, interleaved, are the single process's batch."""
     from dataclasses import replace
 
-    from vit import distributed, training
     from vit.model import ViTConfig
-    assert training.mix_seed(0, 1, 2) == 3384391416029321617          # fixed for good
-    assert len({training.mix_seed(7, training.STREAM_DROPOUT, 3, r) for r in range(4)}) == 4
-    tc = training.TrainConfig(batch_size=8, erase=0.5)
+    from vit.training import distributed
+    assert mix_seed(0, 1, 2) == 3384391416029321617          # fixed for good
+    assert len({mix_seed(7, STREAM_DROPOUT, 3, r) for r in range(4)}) == 4
+    tc = TrainConfig(batch_size=8, erase=0.5)
     split = load_split("mnist", tiny_data, True)
-    s = training.new_session(tc, ViTConfig(dim=16, depth=1, heads=2, mlp_dim=16), split)
-    order = training.epoch_order(tc, len(split), 0)
-    whole = training.make_batch(s, order, 3)
-    parts = [training.make_batch(replace(s, d=distributed.Dist(r, 2)), order, 3)
+    s = new_session(tc, ViTConfig(dim=16, depth=1, heads=2, mlp_dim=16), split)
+    order = epoch_order(tc, len(split), 0)
+    whole = make_batch(s, order, 3)
+    parts = [make_batch(replace(s, d=distributed.Dist(r, 2)), order, 3)
              for r in (0, 1)]
     assert [p.size for p in parts] == [8, 8]
     torch.testing.assert_close(torch.stack([parts[0].x, parts[1].x], 1).flatten(0, 1), whole.x)
@@ -512,7 +516,7 @@ def test_a_tampered_state_is_refused_in_one_line(tiny_data, tmp_path, edit, mess
 
 def test_a_second_trainer_on_the_same_out_is_refused(tiny_data, tmp_path):
     """Two runs writing one folder left one run's weights beside the other's best/ and state."""
-    from vit.training import exclusive
+    from vit.training.state import exclusive
     out = tmp_path / "shared"
     out.mkdir()
     with exclusive(out, True):                       # a trainer is running on `out`
@@ -590,7 +594,7 @@ def test_a_teacher_file_is_only_reused_by_resume(tiny_data, tmp_path):
 def test_cifar_shifts_are_whole_pixels_so_photos_stay_sharp():
     """CIFAR-10's "pad 4, random crop": shifts of -4..4 whole pixels, each about equally likely,
     and every shifted pixel is one of the photo's own (or the black border), never a blend."""
-    from vit.datasets import SPECS
+    from vit.data.specs import SPECS
     aug = SPECS["cifar10"].augment
     x = torch.rand(900, 3, 32, 32)
     theta = aug.draw(900, torch.Generator().manual_seed(0))
@@ -690,9 +694,9 @@ def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_allocate
         flags, message, monkeypatch, capsys):
     """Flags within their own bounds can still ask for a step larger than the machine: that was
     an allocation traceback (or the OOM killer). Refused up front, naming the flag."""
-    import vit.imagefolder
+    import vit.data.folders
     from vit.train import parse_args
-    monkeypatch.setattr(vit.imagefolder, "machine_memory", lambda: 8 * 10**9)
+    monkeypatch.setattr(vit.data.folders, "machine_memory", lambda: 8 * 10**9)
     with pytest.raises(SystemExit) as e:
         parse_args(flags)
     err = capsys.readouterr().err.strip().splitlines()[-1]
@@ -702,13 +706,13 @@ def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_allocate
 
 def test_running_out_of_memory_mid_run_is_one_line(tiny_data, tmp_path, monkeypatch, capsys):
     """What the estimate can't foresee (other programs' memory) still ends in one line."""
-    import vit.training
+    import vit.training.loop
     from vit import train as cli
 
     def train_step(*args, **kwargs):
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
                            "allocate memory: you tried to allocate 123456789 bytes.")
-    monkeypatch.setattr(vit.training, "train_step", train_step)
+    monkeypatch.setattr(vit.training.loop, "train_step", train_step)
     out = tmp_path / "oom"
     assert cli.main(["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"]) == 1
     err = capsys.readouterr().err
@@ -723,13 +727,13 @@ def test_a_folder_image_size_is_bounded_before_any_picture_is_decoded(tmp_path, 
     --image-size 100000 asked for 30 GB per picture."""
     from PIL import Image
 
-    import vit.imagefolder
+    import vit.data.folders
     from vit.train import parse_args
     for split in ("train", "test"):
         for c in ("a", "b"):
             (tmp_path / split / c).mkdir(parents=True)
             Image.new("RGB", (8, 8)).save(tmp_path / split / c / "0.png")
-    monkeypatch.setattr(vit.imagefolder, "decode", lambda *a: pytest.fail("decoded"))
+    monkeypatch.setattr(vit.data.folders, "decode", lambda *a: pytest.fail("decoded"))
     for size in ("100000", "0"):
         with pytest.raises(SystemExit) as e:
             parse_args(["--dataset", "folder", "--data-dir", str(tmp_path), "--image-size", size])

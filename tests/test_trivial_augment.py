@@ -7,7 +7,7 @@ import torch
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as TF
 
-from vit import trivial_augment as ta
+from vit.data import trivial_augment as ta
 
 NEAREST = InterpolationMode.NEAREST
 
@@ -80,20 +80,22 @@ def test_every_image_draws_its_own_operation_reproducibly():
 
 
 def test_trainer_policy_changes_only_the_photos_and_is_the_same_after_resume(tmp_path):
-    from vit import training
-    from vit.data import Split
+    from vit.data.loading import Split
     from vit.model import ViTConfig
+    from vit.training.batches import epoch_order, make_batch
+    from vit.training.config import TrainConfig
+    from vit.training.session import new_session
     g = torch.Generator().manual_seed(0)
     split = Split(torch.randint(0, 256, (40, 32, 32, 3), generator=g, dtype=torch.uint8),
                   torch.arange(40) % 10, "test")
     mc = ViTConfig(image_size=32, channels=3, dim=16, depth=1, heads=2, mlp_dim=16)
-    order = training.epoch_order(training.TrainConfig(), len(split), 0)
+    order = epoch_order(TrainConfig(), len(split), 0)
     batches = []
     for policy in ("none", "trivialaugment", "trivialaugment"):
-        tc = training.TrainConfig(dataset="cifar10", batch_size=16, policy=policy, serve_view=0,
+        tc = TrainConfig(dataset="cifar10", batch_size=16, policy=policy, serve_view=0,
                                   negatives=0)
-        s = training.new_session(tc, mc, split)
-        batches.append(training.make_batch(s, order, 3).x)
+        s = new_session(tc, mc, split)
+        batches.append(make_batch(s, order, 3).x)
     plain, policy, again = batches
     assert torch.equal(policy, again)
     assert 8 <= (plain != policy).flatten(1).any(1).sum() <= 16

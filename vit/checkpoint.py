@@ -23,8 +23,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from .calibration import TEMPERATURE_RANGE
-from .datasets import DatasetSpec, builtin_spec
+from vit.data.specs import DatasetSpec, builtin_spec
+from vit.explain.calibration import TEMPERATURE_RANGE
+
+from .device import pick_device
 from .model import ViT, ViTConfig
 
 WEIGHTS = "model.safetensors"
@@ -72,7 +74,7 @@ class CheckpointConfig:
     num_parameters: int | None = None
     training: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
-    # {"temperature": T, "reject_below": p, ...}: fitted on the validation split (vit/calibration.py)
+    # {"temperature": T, "reject_below": p, ...}: fitted on the validation split (vit/explain/calibration.py)
     calibration: dict = field(default_factory=dict)
 
     @property
@@ -490,25 +492,6 @@ def check_weights(folder, config: CheckpointConfig) -> None:
         raise CheckpointError(f"{prefix}: unexpected tensor {extra[0]} in {WEIGHTS}")
 
 
-def resolve_device(name: str | None = None) -> torch.device:
-    """'auto' / None -> cuda, then mps, then cpu; anything else is taken as given."""
-    name = name or os.environ.get("VIT_DEVICE") or "auto"
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ValueError(f"unknown device {name!r} (use auto, cpu, cuda, cuda:N or mps)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} asked for, but CUDA is not available here")
-    if device.type == "mps" and not (getattr(torch.backends, "mps", None)
-                                     and torch.backends.mps.is_available()):
-        raise ValueError(f"device {name!r} asked for, but MPS is not available here")
-    return device
 
 
 def open_checkpoint(folder, device=None) -> Checkpoint:
@@ -532,7 +515,7 @@ def open_checkpoint(folder, device=None) -> Checkpoint:
         model.load_state_dict(weights, assign=True)
     except RuntimeError as e:     # only if the file changed since check_weights read its header
         raise CheckpointError(f"{folder / WEIGHTS}: {_line(e)}") from None
-    device = device if isinstance(device, torch.device) else resolve_device(device)
+    device = device if isinstance(device, torch.device) else pick_device(device)
     model = model.to(device).eval()
     check_answers_finite(model, folder / WEIGHTS)
     return Checkpoint(model=model, folder=folder, config=config)

@@ -7,12 +7,14 @@ import sys
 
 import torch
 
-from .calibration import calibrated, ece
+from vit.data.loading import DataError, folder_split, load_split
+from vit.data.specs import FOLDER
+from vit.device import pick_device
+from vit.explain.calibration import calibrated, ece
+from vit.explain.ood import not_label
+from vit.scoring import confusion_matrix, predict_logits, score
+
 from .checkpoint import CheckpointError, open_checkpoint
-from .data import DataError, folder_split, load_split
-from .datasets import FOLDER
-from .evaluation import confusion_matrix, pick_device, predict_logits, score
-from .ood import not_label
 
 
 def format_confusion(cm: torch.Tensor, names: list[str]) -> str:
@@ -84,7 +86,7 @@ def main(argv=None) -> int:
     raw, probs = logits.softmax(1), calibrated(logits, cfg.temperature)
     print(calibration_report(cfg, probs, raw, labels))
     if args.reliability:
-        from .reliability import save_reliability_diagram
+        from vit.pictures.reliability import save_reliability_diagram
         title = f"{cfg.title} test set, {len(test):,} images"
         try:
             path = save_reliability_diagram(args.reliability, probs, labels,

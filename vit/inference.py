@@ -16,10 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import attribution, ood
-from . import explain as ex
+from vit.explain import attribution, ood
+from vit.explain.attention import Explanation, explain
+from vit.preprocessing import normalize_image
+from vit.preprocessing.colour import to_rgb_image
+from vit.preprocessing.decode import PreprocessError, decode, open_image
+from vit.preprocessing.layout import to_model_image
+
 from .checkpoint import Checkpoint, open_checkpoint
-from .preprocessing import PreprocessError, decode, normalize_image, open_image, to_model_image, to_rgb_image
 from .text import md
 
 BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squares (see below)
@@ -28,7 +32,7 @@ BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squa
 @dataclass
 class Analysis:
     image: np.ndarray             # (S, S) or (S, S, 3) in [0, 1]: what the model sees
-    explanation: ex.Explanation
+    explanation: Explanation
     verdict: ood.Verdict = ood.ACCEPT     # is it one of the model's classes at all?
 
     @property
@@ -104,13 +108,13 @@ class Predictor:
         ink map (`read`, `ink`), for the checks that need the drawing before it was shrunk;
         without it (a test-set image) only the calibrated probability can refuse."""
         x = normalize_image(image, self.config.mean, self.config.std)
-        e = ex.explain(self.model, x, self.config.temperature)
+        e = explain(self.model, x, self.config.temperature)
         if not np.isfinite(e.probs).all():     # overflowing weights: never "9 (nan %)"
             raise NonFiniteAnswer("This model's answer for that input is not a number (its "
                                   "weights overflow); try another model.")
         return Analysis(image, e, ood.judge(ink, e.probs, self.config))
 
-    # --- what drove the answer (vit/attribution.py) --------------------------------------------
+    # --- what drove the answer (vit/explain/attribution.py) --------------------------------------------
     def tensor(self, image: np.ndarray) -> torch.Tensor:
         """A prepared input (S, S) or (S, S, 3) in [0, 1] -> the normalised (1, C, S, S) batch."""
         return normalize_image(image, self.config.mean, self.config.std)

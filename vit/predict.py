@@ -1,14 +1,15 @@
 """Classify image files: `python -m vit.predict IMAGE... --checkpoint checkpoints/mnist`.
 Probabilities are calibrated (the checkpoint's temperature); an input that is not one of the
-model's classes is answered "not a digit: <why>" (vit/ood.py), its best guesses still listed."""
+model's classes is answered "not a digit: <why>" (vit/explain/ood.py), its best guesses still listed."""
 from __future__ import annotations
 
 import argparse
 import sys
 
+from vit.preprocessing.decode import PreprocessError
+
 from .checkpoint import CheckpointError
 from .inference import Predictor
-from .preprocessing import PreprocessError
 
 
 def main(argv=None) -> int:

@@ -1,6 +1,6 @@
 """Train a ViT on MNIST or Fashion-MNIST: `python -m vit.train --help`.
 
-The command line of vit/training.py: flags generated from the two config dataclasses, Ctrl-C
+The command line of vit/training/: flags generated from the two config dataclasses, Ctrl-C
 handling, and one-line errors. Every random draw of a step comes from a generator seeded by
 (seed, stream, step), so a run stopped anywhere and resumed with --resume ends with exactly the
 weights of an uninterrupted run.
@@ -16,25 +16,25 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from .checkpoint import CheckpointError, SaveError
-from .data import DataError
-from .datasets import FOLDER, SPECS, get_spec
-from .distributed import from_environment
-from .evaluation import pick_device
-from .finetune import ARCHITECTURE, InitError, init_config
-from .model import PRESETS, ViTConfig
-from .training import (
-    STATE_FILE,
+from vit.data.loading import DataError
+from vit.data.specs import FOLDER, SPECS, DatasetSpec, builtin_spec
+from vit.device import pick_device
+from vit.training.config import (
     TrainConfig,
     TrainingError,
     config_problems,
-    describe_folder,
     flag_text,
     folder_size_problem,
     local_processes,
     memory_problem,
-    train,
 )
+from vit.training.distributed import from_environment
+from vit.training.finetune import ARCHITECTURE, InitError, init_config
+from vit.training.loop import describe_folder, train
+from vit.training.state import STATE_FILE
+
+from .checkpoint import CheckpointError, SaveError
+from .model import PRESETS, ViTConfig
 
 FOLDER_IMAGE_SIZE = 32      # --dataset folder's pictures, unless --image-size or --init says
 FINETUNE_LR = 1e-4          # --init's default: a tenth of training from scratch
@@ -88,9 +88,11 @@ def _given(argv, flag: str) -> bool:
     return any(a == flag or a.startswith(flag + "=") for a in args)
 
 
-def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.ArgumentParser:
-    """The data set's own defaults (vit/datasets.py) for the flags not given; with --init, the
-    checkpoint's architecture and image size, and a fine-tuning learning rate."""
+def _with_dataset_defaults(parser: argparse.ArgumentParser, argv
+                           ) -> tuple[argparse.ArgumentParser, DatasetSpec | None]:
+    """The data set's own defaults (vit/data/specs.py; an image folder's, described here) for the
+    flags not given; with --init, the checkpoint's architecture and image size, and a fine-tuning
+    learning rate. Returns the parser and the data set's spec."""
     known, _ = parser.parse_known_args(argv)
     init = None
     if known.init:
@@ -98,6 +100,7 @@ def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.Ar
             init = init_config(known.init)
         except InitError as e:
             parser.error(str(e))
+    spec = builtin_spec(known.dataset)
     if known.dataset == FOLDER:
         size = (known.image_size if _given(argv, "--image-size")
                 else init.image_size if init else FOLDER_IMAGE_SIZE)
@@ -105,10 +108,9 @@ def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.Ar
         if problem:
             parser.error(problem)
         try:
-            describe_folder(known.data_dir, size)
+            spec = describe_folder(known.data_dir, size)
         except DataError as e:
             parser.error(str(e))
-    spec = get_spec(known.dataset)
     if spec is not None:
         # The images' shape and the classes come from the data set: 32x32 colour for cifar10.
         parser.set_defaults(image_size=spec.image_size, channels=spec.channels,
@@ -123,12 +125,12 @@ def _with_dataset_defaults(parser: argparse.ArgumentParser, argv) -> argparse.Ar
         if init is not None:
             parser.error("--preset and --init both set the architecture: pass only one")
         parser.set_defaults(**PRESETS[known.preset])
-    return parser
+    return parser, spec
 
 
 def parse_args(argv=None) -> tuple[TrainConfig, ViTConfig]:
     """Flags -> configs; a bad flag exits with argparse's one-line message and status 2."""
-    parser = _with_dataset_defaults(build_parser(), argv)
+    parser, spec = _with_dataset_defaults(build_parser(), argv)
     ns = vars(parser.parse_args(argv))
     tc = TrainConfig(**{f.name: ns[f.name] for f in fields(TrainConfig)})
     try:
@@ -136,7 +138,7 @@ def parse_args(argv=None) -> tuple[TrainConfig, ViTConfig]:
         device = pick_device(tc.device)
     except ValueError as e:
         parser.error(str(e))
-    problems = config_problems(tc, mc)
+    problems = config_problems(tc, mc, spec)
     if problems:
         parser.error(problems[0])
     d = from_environment()
@@ -151,7 +153,7 @@ def parse_args(argv=None) -> tuple[TrainConfig, ViTConfig]:
 
 class StopOnSignal:
     """The first Ctrl-C (SIGINT) or SIGTERM asks the run to stop after the current step, on
-    every process of a torchrun job at the same step (vit/training.py), which then saves a
+    every process of a torchrun job at the same step (vit/training/), which then saves a
     resumable state; another one more than REPEAT_S later interrupts at once. A repeat within
     REPEAT_S is the same request: under torchrun a Ctrl-C reaches each worker twice, from the
     terminal and forwarded by the launcher, and aborting on the second saved nothing."""

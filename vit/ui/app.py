@@ -21,15 +21,18 @@ import gradio as gr
 import numpy as np
 import torch
 
-from .. import explain as ex
-from .. import testset as ts
+from vit.data.examples import example_name, write_examples
+from vit.data.loading import DataError
+from vit.data.specs import STYLES
+from vit.device import pick_device
+from vit.pictures.attention_maps import patch_at
+from vit.pictures.confusion import cell_at
+from vit.preprocessing.decode import MAX_FILE_BYTES, BlankInputError, PreprocessError, decode
+from vit.preprocessing.layout import compact
+from vit.testset import data_dir_for_app
+
 from ..checkpoint import CheckpointError
-from ..data import DataError
-from ..datasets import STYLES
-from ..evaluation import pick_device
-from ..examples import example_name, write_examples
 from ..inference import Analysis, Predictor
-from ..preprocessing import MAX_FILE_BYTES, BlankInputError, PreprocessError, compact, decode
 from ..text import md
 from . import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
 from .canvas import colour_picture, load_value, read_drawing, seq
@@ -310,7 +313,7 @@ class Page:
             x = y = float("nan")
         if not (math.isfinite(x) and math.isfinite(y)):        # a click can't be at NaN or inf
             return gr.update(), gr.update(), gr.update()
-        patch = ex.patch_at(x, y, views.PICK_SIZE, p.grid)
+        patch = patch_at(x, y, views.PICK_SIZE, p.grid)
         if not isinstance(shown, Shown):
             return patch, None, None
         _, a = self._reanalysis(shown, name)
@@ -420,7 +423,7 @@ class Page:
         """A click on the confusion matrix filters the gallery to that cell."""
         p = self.predictor(name)
         try:
-            cell = ts.cell_at(float(evt.index[0]), float(evt.index[1]), len(p.class_names))
+            cell = cell_at(float(evt.index[0]), float(evt.index[1]), len(p.class_names))
         except (TypeError, ValueError, IndexError, KeyError, OverflowError):
             cell = None
         if cell is None:
@@ -594,7 +597,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         raise StartupError(f"VIT_DEVICE: {e}") from None
     models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"),
                               device)
-    data_dir = Path(data_dir) if data_dir else ts.data_dir_for_app()
+    data_dir = Path(data_dir) if data_dir else data_dir_for_app()
     # A fresh private folder (0700) per process, removed at exit: a fixed /tmp path could be
     # another user's.
     if examples_dir is None:

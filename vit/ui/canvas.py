@@ -15,7 +15,8 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
-from ..preprocessing import PreprocessError, on_white, open_image
+from vit.preprocessing.colour import on_white
+from vit.preprocessing.decode import PreprocessError, open_image
 
 HERE = Path(__file__).parent
 PREFIX = "data:image/png;base64,"

@@ -16,7 +16,7 @@ file's worth); any other request's body at most `MAX_REQUEST_BYTES`; a body must
 (vit/ui/uploads.py `paced`); a connection that sends no complete request within
 `FIRST_REQUEST_SECONDS` is closed; uploads and pictures are deleted an hour after they were made
 (checked every half hour); a session id is at most 64 characters of [A-Za-z0-9_-]; a session
-leaves at most `MAX_WAITING` answers unread. Decoding: vit/preprocessing.py `open_image`.
+leaves at most `MAX_WAITING` answers unread. Decoding: vit/preprocessing/ `open_image`.
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 from starlette.requests import ClientDisconnect
 
-from ..preprocessing import MAX_FILE_BYTES
+from vit.preprocessing.decode import MAX_FILE_BYTES
+
 from .models import StartupError
 from .uploads import UploadLimits, paced, plain
 

@@ -31,8 +31,24 @@ import gradio as gr
 import numpy as np
 import torch
 
-from .. import explain as ex
-from .. import mechanism as mech
+from vit.explain.mechanism import (
+    CLS,
+    Filters,
+    WalkThrough,
+    embedding_filters,
+    mean_attention_distance,
+    position_similarity,
+    stem_rim,
+    walk_through,
+)
+from vit.pictures.attention_maps import number
+from vit.pictures.mechanism_views import (
+    attention_distance_picture,
+    filters_picture,
+    position_similarity_picture,
+    walk_through_picture,
+)
+
 from ..inference import Analysis, Predictor
 from ..text import md
 from . import views
@@ -141,20 +157,20 @@ def _name(token: int) -> str:
     return "[CLS]" if token == 0 else f"patch {token}"
 
 
-def walk_text(w: mech.WalkThrough) -> str:
+def walk_text(w: WalkThrough) -> str:
     """The walk-through's numbers in words."""
     T, Dh = len(w.weights), len(w.q)
     order = np.argsort(w.weights)[::-1]
-    top = ", ".join(f"**{_name(int(j))}** {ex.number(float(w.weights[j]))}" for j in order[:3])
+    top = ", ".join(f"**{_name(int(j))}** {number(float(w.weights[j]))}" for j in order[:3])
     share = float(w.weights[order[:3]].sum())
     me = _name(w.token)
-    own = "" if w.token == 0 else f"; itself {ex.number(float(w.weights[w.token]))}"
+    own = "" if w.token == 0 else f"; itself {number(float(w.weights[w.token]))}"
     where = (f"\"Explore one patch\" shows for {me}" if w.token else
              "\"Where each head looks\" shows for [CLS]")
     return (f"**{me[0].upper() + me[1:]}, layer {w.layer + 1}, head {w.head + 1}.** The largest "
             f"weights: {top} (together {100 * share:.0f} % of the output's mix). [CLS] gets "
-            f"{ex.number(float(w.weights[0]))}{own}. Spread evenly, each of the {T} tokens would "
-            f"get 1/{T} = {ex.number(1 / T)}. The output (step 10) is {Dh} numbers: the values "
+            f"{number(float(w.weights[0]))}{own}. Spread evenly, each of the {T} tokens would "
+            f"get 1/{T} = {number(1 / T)}. The output (step 10) is {Dh} numbers: the values "
             f"v of all {T} tokens, mixed in these proportions. These weights are row "
             f"{w.token + 1} of the attention matrix of layer {w.layer + 1}, head {w.head + 1} "
             f"(row 1 is [CLS]'s): the numbers {where}, computed here by hand from the model's "
@@ -166,8 +182,8 @@ def render(p: Predictor, a: Analysis, layer, head, patch, cls=False) -> tuple[np
     sliders, the clicked patch (0-based; None: the centre) and whether to follow [CLS] instead.
     Values out of range are clamped; anything else falls back to layer 1, head 1, the centre."""
     layer, head, patch = clamp(p, layer, head, patch)
-    w = mech.walk_through(p.model, p.tensor(a.image), mech.CLS if cls else patch, layer, head)
-    pic = mech.walk_through_picture(w, a.image, p.model.cfg.patch_size, mech.stem_rim(p.model))
+    w = walk_through(p.model, p.tensor(a.image), CLS if cls else patch, layer, head)
+    pic = walk_through_picture(w, a.image, p.model.cfg.patch_size, stem_rim(p.model))
     return pic, walk_text(w)
 
 
@@ -185,9 +201,9 @@ class ModelPictures:
 
 
 def drawn_inputs(p: Predictor) -> np.ndarray:
-    """(30, S, S) or (30, S, S, 3): the project's own drawn digits (vit/examples.py), each in
+    """(30, S, S) or (30, S, S, 3): the project's own drawn digits (vit/data/examples.py), each in
     three fixed placements, laid out as this model's input. Needs no data set."""
-    from ..examples import STROKES, render_digit
+    from vit.data.examples import STROKES, render_digit
     out = []
     for d in STROKES:
         for offset, angle in (((0, 0), 0.0), ((-6, 4), -10.0), ((5, -3), 8.0)):
@@ -198,7 +214,7 @@ def drawn_inputs(p: Predictor) -> np.ndarray:
 def testset_inputs(p: Predictor, data_dir, n: int = TEST_IMAGES) -> np.ndarray | None:
     """`n` images spread evenly over the model's test split as its inputs, or None if the split
     is not under `data_dir` (or is not this model's input shape)."""
-    from ..data import DataError, load_split
+    from vit.data.loading import DataError, load_split
     try:
         split = load_split(p.config.dataset or "mnist", data_dir, train=False)
     except (DataError, OSError, ValueError):
@@ -208,7 +224,7 @@ def testset_inputs(p: Predictor, data_dir, n: int = TEST_IMAGES) -> np.ndarray |
     return images if p.fits(images[0]) else None
 
 
-def caption(p: Predictor, f: mech.Filters, about: str) -> str:
+def caption(p: Predictor, f: Filters, about: str) -> str:
     cfg = p.model.cfg
     G, P = cfg.grid, cfg.patch_size
     if f.rim:
@@ -266,10 +282,10 @@ def _model_images(p: Predictor, data_dir) -> ModelPictures:
         about = f"{len(images)} drawn digits (the app's own examples" + "".join(
             f"; {w}" for w in why) + ")"
     x = torch.cat([p.tensor(im) for im in images])                             # (B, C, S, S)
-    dist = mech.mean_attention_distance(p.model, x)
-    f = mech.embedding_filters(p.model, COMPONENTS, x)
+    dist = mean_attention_distance(p.model, x)
+    f = embedding_filters(p.model, COMPONENTS, x)
     return ModelPictures(
-        mech.position_similarity_picture(mech.position_similarity(p.model)),
-        mech.attention_distance_picture(dist, cfg.grid, cfg.patch_size, f"averaged over {about}"),
-        mech.filters_picture(f, cfg.patch_size),
+        position_similarity_picture(position_similarity(p.model)),
+        attention_distance_picture(dist, cfg.grid, cfg.patch_size, f"averaged over {about}"),
+        filters_picture(f, cfg.patch_size),
         caption(p, f, about))

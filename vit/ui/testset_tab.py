@@ -8,9 +8,11 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
-from .. import explain as ex
-from .. import testset as ts
-from ..data import DataError, load_split
+from vit.data.loading import DataError, load_split
+from vit.pictures.attention_maps import digit_picture
+from vit.pictures.confusion import confusion_picture
+from vit.testset import KINDS, TestResults, load_results
+
 from ..text import md
 from .models import Models
 
@@ -56,7 +58,7 @@ def build(models: Models, data_dir: Path, visible: bool) -> Tab:
         status = gr.Markdown("Loading the test set…", elem_id="testset-status")
         # Without a test set on disk the status says how to get one, and no empty boxes show.
         with gr.Column(elem_id="testset-body") as body:
-            kind = gr.Radio(list(ts.KINDS), value="mistakes", label="Show", elem_id="testset-kind")
+            kind = gr.Radio(list(KINDS), value="mistakes", label="Show", elem_id="testset-kind")
             with gr.Row():
                 choices = class_choices(models.configs[models.default].class_names)
                 true = gr.Dropdown(choices, value=-1, label="True class", elem_id="testset-true")
@@ -80,23 +82,23 @@ class Answers:
 
     def __init__(self, models: Models, data_dir: Path):
         self.models, self.data_dir = models, data_dir
-        self._results: dict[str, ts.Answers] = {}
+        self._results: dict[str, TestResults] = {}
         self._reliability: dict[str, np.ndarray] = {}
 
-    def get(self, name: str, progress=None) -> ts.Answers:
+    def get(self, name: str, progress=None) -> TestResults:
         if name not in self._results:
             p = self.models.get(name)
-            self._results[name] = ts.load_results(p.checkpoint, self.data_dir, progress)
+            self._results[name] = load_results(p.checkpoint, self.data_dir, progress)
         return self._results[name]
 
     def ready(self, name: str) -> bool:
         """Whether model `name`'s test answers are in (its test set was found and scored)."""
         return isinstance(name, str) and name in self._results
 
-    def reliability(self, name: str, r: ts.Answers) -> np.ndarray:
+    def reliability(self, name: str, r: TestResults) -> np.ndarray:
         """The reliability diagram of a model's calibrated test answers (drawn once per model)."""
         if name not in self._reliability:
-            from ..reliability import reliability_picture
+            from vit.pictures.reliability import reliability_picture
             self._reliability[name] = reliability_picture(
                 r.probs, r.labels, title=f"{self.models.get(name).config.title} test set")
         return self._reliability[name]
@@ -113,7 +115,7 @@ class Answers:
                     f"{config.dataset if config.spec else 'NAME'}` (it lands in `data/`), or start "
                     f"the app with `VIT_DATA_DIR` naming a folder that holds it; then reload this page.",
                     None, None, [], [], gr.update(visible=False))
-        kind = kind if kind in ts.KINDS else "mistakes"
+        kind = kind if kind in KINDS else "mistakes"
         names = r.class_names
         true = int(true) if isinstance(true, (int, float)) and 0 <= true < len(names) else None
         pred = int(pred) if isinstance(pred, (int, float)) and 0 <= pred < len(names) else None
@@ -134,6 +136,6 @@ class Answers:
                        f"\"all\", or set a class filter back to \"any\".")
         selected = (true, pred) if true is not None and pred is not None else None
         shown = [int(i) for i in idx[:GALLERY_SIZE]]
-        gallery = [(ex.digit_picture(r.images[i] / 255.0, 84), r.caption(i)) for i in shown]
-        return (status, ts.confusion_picture(conf, names, selected), self.reliability(name, r),
+        gallery = [(digit_picture(r.images[i] / 255.0, 84), r.caption(i)) for i in shown]
+        return (status, confusion_picture(conf, names, selected), self.reliability(name, r),
                 gallery, shown, gr.update(visible=True))

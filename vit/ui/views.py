@@ -8,7 +8,17 @@ from dataclasses import astuple, dataclass
 import gradio as gr
 import numpy as np
 
-from .. import explain as ex
+from vit.explain.attention import patch_attention_row
+from vit.pictures.attention_maps import (
+    attention_grid_picture,
+    grid_picture_height,
+    head_at,
+    patch_grid_picture,
+    single_map_picture,
+    token_strip,
+    uniform_level,
+)
+
 from ..inference import Analysis, Predictor
 from .gradio_patches import FreeSlider
 
@@ -69,11 +79,11 @@ def snapped(p: Predictor, layer, head, first_layer: bool = False) -> tuple:
 
 def explorer(p: Predictor, a: Analysis, layer, head, patch) -> tuple[np.ndarray, np.ndarray]:
     layer, head, patch = clamp(p, layer, head, patch)
-    row = ex.patch_attention_row(a.explanation.attn, layer, head, patch, p.grid)
-    return (ex.patch_grid_picture(a.image, p.grid, PICK_SIZE, marked=patch),
-            ex.single_map_picture(a.image, row, f"patch {patch + 1}, layer {layer + 1}, "
+    row = patch_attention_row(a.explanation.attn, layer, head, patch, p.grid)
+    return (patch_grid_picture(a.image, p.grid, PICK_SIZE, marked=patch),
+            single_map_picture(a.image, row, f"patch {patch + 1}, layer {layer + 1}, "
                                                 f"head {head + 1}", marked=patch,
-                                  uniform=ex.uniform_level(p.grid)))
+                                  uniform=uniform_level(p.grid)))
 
 
 def big(p: Predictor) -> bool:
@@ -95,16 +105,16 @@ def attention_grid(p: Predictor, a: Analysis, shared: bool, layer=None) -> np.nd
     every layer's mean over its heads, and below it the heads of `layer` (the explorer's)."""
     e, shared = a.explanation, bool(shared)
     if not big(p):
-        return ex.attention_grid_picture(a.image, e.cls_maps, shared_scale=shared,
+        return attention_grid_picture(a.image, e.cls_maps, shared_scale=shared,
                                          cls_self=e.attn[:, :, 0, 0])
     L, H = e.cls_maps.shape[:2]
     chosen, _, _ = clamp(p, layer, None, None)
     img = _small(a.image, p.grid)
-    every = ex.attention_grid_picture(
+    every = attention_grid_picture(
         img, e.cls_maps.mean(axis=1)[None], shared, cls_self=e.attn[:, :, 0, 0].mean(axis=1)[None],
         rows=("mean",), cols=tuple(f"layer {i + 1}" for i in range(L)),
         title="each layer's mean over its heads")
-    heads = ex.attention_grid_picture(
+    heads = attention_grid_picture(
         img, e.cls_maps[chosen][None], shared, cls_self=e.attn[chosen, :, 0, 0][None],
         rows=(f"layer {chosen + 1}",), title=f"layer {chosen + 1}'s heads")
     width = max(every.shape[1], heads.shape[1])
@@ -118,23 +128,23 @@ def grid_hit(p: Predictor, x: float, y: float) -> tuple[int | None, int | None] 
     as it is" (the big layout's mean row picks a layer only); None for a click on no map."""
     cfg = p.model.cfg
     if not big(p):
-        return ex.head_at(x, y, cfg.depth, cfg.heads, p.size)
+        return head_at(x, y, cfg.depth, cfg.heads, p.size)
     side = _small(np.zeros((p.size, p.size)), p.grid).shape[0]
-    hit = ex.head_at(x, y, 1, cfg.depth, side)
+    hit = head_at(x, y, 1, cfg.depth, side)
     if hit is not None:
         return hit[1], None
-    hit = ex.head_at(x, y - ex.grid_picture_height(1, cfg.depth, side), 1, cfg.heads, side)
+    hit = head_at(x, y - grid_picture_height(1, cfg.depth, side), 1, cfg.heads, side)
     return None if hit is None else (None, hit[1])
 
 
 def render(p: Predictor, a: Analysis, shared: bool, layer, head, patch) -> Pictures:
     grid = p.grid
     return Pictures(
-        ex.patch_grid_picture(a.image, grid),
-        ex.token_strip(a.image, grid),
+        patch_grid_picture(a.image, grid),
+        token_strip(a.image, grid),
         attention_grid(p, a, shared, layer),
-        ex.single_map_picture(a.image, a.explanation.rollout_map, "rollout into the final [CLS]",
-                              uniform=ex.uniform_level(grid)),
+        single_map_picture(a.image, a.explanation.rollout_map, "rollout into the final [CLS]",
+                              uniform=uniform_level(grid)),
         *explorer(p, a, layer, head, patch))
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import gradio as gr
 import numpy as np
 
-from .. import explain as ex
+from vit.pictures.attention_maps import single_map_picture
+
 from ..inference import Analysis, Predictor
 from ..text import md
 
@@ -138,15 +139,15 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
     raw, answer = p.class_names[t], t == best        # pictures take the name as it is;
     name = md(raw)                                   # Markdown, escaped (vit/text.py)
     rel = p.relevance(image, t)
-    rel_pic = ex.single_map_picture(image, rel, f"relevance for {raw}")
+    rel_pic = single_map_picture(image, rel, f"relevance for {raw}")
     occ, title, top, note = occlusion_view(p, image, t, answer)
-    occ_pic = ex.single_map_picture(image, occ, title, top=top)
+    occ_pic = single_map_picture(image, occ, title, top=top)
     text = (f"Explaining **{name}**"
             + ("" if answer else f" (the model's answer is {md(p.class_names[best])}: occlusion shows "
                                  f"which patches, blanked, would make it more of a {name})")
             + "." + note + " Press the button to test which map — rollout, relevance or "
               "occlusion — finds what the answer rests on.")
-    glance = ex.single_map_picture(image, rel, f"relevance for {raw}", size=GLANCE)
+    glance = single_map_picture(image, rel, f"relevance for {raw}", size=GLANCE)
     return rel_pic, occ_pic, text, switch_heads(p, a, heads), glance
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .model import ViT, ViTConfig
+from vit.model import ViT, ViTConfig
 
 # What --init takes from the checkpoint: the architecture. Image size may change (the grid then
 # follows); the classes come from the new data set.
@@ -28,7 +28,7 @@ class InitError(ValueError):
 
 def init_config(folder) -> ViTConfig:
     """The checkpoint's model config (validated, without reading its weights)."""
-    from .checkpoint import CheckpointError, read_config
+    from vit.checkpoint import CheckpointError, read_config
     try:
         return read_config(Path(folder)).model
     except CheckpointError as e:
@@ -51,7 +51,7 @@ def load_pretrained(model: ViT, folder) -> list[str]:
     """Copy a checkpoint's weights into `model` (built with the same architecture), except the
     head; position embeddings resized to the model's grid. Returns the names not copied (the
     head's). Raises InitError."""
-    from .checkpoint import CheckpointError, load_checkpoint
+    from vit.checkpoint import CheckpointError, load_checkpoint
     try:
         source = load_checkpoint(Path(folder), "cpu")
     except CheckpointError as e:

@@ -3,7 +3,7 @@
 Each split is one uint8 tensor of images — (N, S, S) for grey data sets, (N, S, S, C) for colour —
 plus int64 labels: no per-sample PIL work in the training loop (that alone costs ~12 s per MNIST
 epoch on a 2-core machine). What a data set *is* (class names, size, normalisation, augmentation)
-lives in vit/datasets.py; this module only finds, reads and checks the files.
+lives in vit/data/specs.py; this module only finds, reads and checks the files.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .datasets import FOLDER, SPECS, DatasetSpec, get_spec
-from .imagefolder import FolderError, folder_root, read_image_folder, split_dir
+from vit.data.folders import FolderError, folder_root, read_image_folder, split_dir
+from vit.data.specs import FOLDER, SPECS, DatasetSpec, builtin_spec
 
 # Where the trainer downloads data sets and the app's test-set explorer looks for them.
 DEFAULT_DATA_DIR = "data"
@@ -107,15 +107,16 @@ def _flat_idx_folder(folder: Path, train: bool):
     return found if len(found) == 2 else None
 
 
-def load_split(dataset: str, data_dir: str | os.PathLike, train: bool,
+def load_split(dataset: str | DatasetSpec, data_dir: str | os.PathLike, train: bool,
                download: bool = False) -> Split:
-    """One split of `dataset` as tensors, checked against its spec.
+    """One split of `dataset` (a built-in data set's name, or any spec such as an image folder's
+    `folder_spec`) as tensors, checked against its spec.
 
     Looks in the torchvision layout (`data_dir/MNIST/raw/…`, downloading there if asked) and, for
     a folder that holds the IDX files directly (such as Debian's /usr/share/datasets/fashion-mnist),
     reads them from there.
     """
-    spec = get_spec(dataset)
+    spec = dataset if isinstance(dataset, DatasetSpec) else builtin_spec(dataset)
     if spec is None:
         raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPECS)}")
     folder = Path(data_dir)
@@ -146,7 +147,7 @@ def _folder_split(spec: DatasetSpec, root: Path, train: bool) -> Split:
 
 def folder_split(root, train: bool, size: int, channels: int, class_names) -> Split:
     """An image folder's split (`root/train/<class>/…`, or test/ or val/) at `size` pixels, for
-    these classes, decoded once and cached (vit/imagefolder.py). Raises DataError."""
+    these classes, decoded once and cached (vit/data/folders.py). Raises DataError."""
     root = Path(root)
     where = split_dir(root, train)
     if where is None:

@@ -2,7 +2,7 @@
 
 The trainer shows the model these beside the digits and asks for a flat (uniform) answer on them,
 so that a letter, a scribble, a dot, a dash, a shape or two digits side by side get a low top
-probability, which the app reads as "not a digit" (vit/calibration.py fits the threshold).
+probability, which the app reads as "not a digit" (vit/explain/calibration.py fits the threshold).
 
 Each drawing is made the way a person would make it on the page's canvas (black pen on white, a
 few hundred pixels, a pen of some width) and then laid out by `vit.preprocessing.to_model_image`
@@ -20,7 +20,8 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
-from .preprocessing import PreprocessError, to_model_image
+from vit.preprocessing.decode import PreprocessError
+from vit.preprocessing.layout import to_model_image
 
 # Capital letters as pen strokes in a unit box (y down), chosen not to look like digits.
 LETTERS = {

@@ -10,7 +10,7 @@ stays a single process. Semantics the trainer keeps (see the README):
   optimiser sees exactly the batch and learning rate a single process would, so `--lr` needs no
   rescaling and a run can be resumed with a different number of processes.
 - Batch order and augmentation come from generators seeded the same on every rank; dropout has
-  a stream per rank (vit/training.py mixes the rank into its seed), since each rank drops units
+  a stream per rank (vit/training/ mixes the rank into its seed), since each rank drops units
   of its own images.
 - Gradients are averaged by DistributedDataParallel; only rank 0 writes files and prints.
 """

@@ -10,20 +10,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from .checkpoint import resolve_device
-from .data import normalize
-
-RUNNABLE_DEVICES = ("cpu", "cuda", "mps")
-
-
-def pick_device(name: str | None) -> torch.device:
-    """resolve_device, limited to devices a model can really run on: torch also knows 'meta'
-    (shapes without data) and others, on which a forward pass fails deep inside torch."""
-    device = resolve_device(name)
-    if device.type not in RUNNABLE_DEVICES:
-        raise ValueError(f"unknown device {name!r} for running a model "
-                         "(use auto, cpu, cuda, cuda:N or mps)")
-    return device
+from vit.data.loading import normalize
 
 
 @torch.no_grad()

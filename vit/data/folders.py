@@ -23,6 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vit.data.affine import Augment
+from vit.data.specs import FOLDER, DatasetSpec
+
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff"}
 SPLIT_DIRS = {True: ("train",), False: ("test", "val")}
 CACHE_DIR = ".vit-cache"
@@ -77,7 +80,7 @@ def decode(path: Path, size: int, channels: int) -> np.ndarray:
     """One image file -> uint8 (size, size, C), or (size, size) for C = 1, upright."""
     from PIL import Image
 
-    from .preprocessing import PreprocessError, open_image
+    from vit.preprocessing.decode import PreprocessError, open_image
     try:
         with open_image(path) as im:
             im = im.convert("RGB" if channels == 3 else "L")
@@ -167,7 +170,7 @@ def _read_cache(path: Path, key: str):
 
 
 def _write_cache(path: Path, key: str, images, labels, classes) -> None:
-    from .checkpoint import CheckpointError, save_tensors
+    from vit.checkpoint import CheckpointError, save_tensors
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_tensors(path, {"images": images.contiguous(), "labels": labels},
@@ -182,4 +185,59 @@ def folder_root(data_dir, name: str) -> Path | None:
         if split_dir(root, True) is not None or split_dir(root, False) is not None:
             return root
     return None
+
+
+
+
+def folder_spec(root, image_size: int = 32) -> DatasetSpec:
+    """The spec of an image folder: its classes are train/'s sub-folders (sorted), its per-channel
+    mean and std those of its training pictures at `image_size` (decoded once and cached, see
+    vit/data/folders.py), laid out as photos (shorter side resized, centre cropped). Raises
+    FolderError when it is not such a folder."""
+    root = Path(root)
+    train = split_dir(root, True)
+    if train is None:
+        raise FolderError(f"{root} has no train/ folder (expected train/<class>/<images>, and "
+                          f"test/ or val/ alike, inside it)")
+    images, labels, classes = read_image_folder(train, image_size, 3)
+    counts = labels.bincount(minlength=len(classes))
+    if len(classes) < 2:
+        raise FolderError(f"{train.name}/ has one class folder ({classes[0]}): a classifier needs "
+                          f"at least two")
+    if (counts == 0).any():
+        raise FolderError(f"{train.name}/{classes[int((counts == 0).nonzero()[0])]}/ holds no images")
+    mean, std = _channel_stats(images)
+    # A tenth held out to choose best/ and fit the temperature: only where that is at least 100
+    # pictures (a temperature fitted on a handful swings to 0.05 or 20); else none (--val-size).
+    val = min(5000, len(images) // 10) if len(images) >= 1000 else 0
+    return DatasetSpec(
+        FOLDER, root.resolve().name or "folder", f"Your images ({root.resolve().name})",
+        tuple(classes), mean, std, image_size=image_size,
+        channels=3, augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0,
+                                    flip=True, size=image_size),
+        style="photos", noun="picture",
+        # No CNN teacher (a fine-tuned ViT already knows images), TrivialAugment as for CIFAR-10.
+        train_defaults=(("negatives", 0), ("serve_view", 0.0), ("distill", 0.0),
+                        ("policy", "trivialaugment"),
+                        ("val_size", val)))
+
+
+def _channel_stats(images) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel mean and std in [0, 1] of (N, S, S, 3) uint8 pictures, summed in chunks: a big
+    folder is never copied whole as floats."""
+    total = torch.zeros(3, dtype=torch.float64)
+    squares = torch.zeros(3, dtype=torch.float64)
+    for chunk in images.split(1024):
+        x = chunk.reshape(-1, 3).double() / 255
+        total += x.sum(0)
+        squares += (x * x).sum(0)
+    n = images[..., 0].numel()
+    mean = total / n
+    std = (squares / n - mean * mean).clamp_min(1e-6).sqrt()
+    return (tuple(round(v, 4) for v in mean.tolist()),
+            tuple(round(max(v, 1e-3), 4) for v in std.tolist()))
+
+
+
+
 

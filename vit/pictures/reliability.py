@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .calibration import ECE_BINS, ece, reliability
+from vit.explain.calibration import ECE_BINS, ece, reliability
 
 
 def reliability_figure(probs, labels, raw_probs=None, title: str = "", bins: int = ECE_BINS):

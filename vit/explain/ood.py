@@ -12,7 +12,7 @@ Two kinds of evidence, combined in one function, `judge`, that the Predictor cal
    two strokes that don't touch is still one digit (two marks refuse only when both are
    digit-sized, side by side, with a clear gap), a dot beside a stroke is not a mark.
 2. The learned score: the model's calibrated top probability below the checkpoint's
-   `calibration.reject_below` (fitted by the trainer on held-out digits; vit/calibration.py).
+   `calibration.reject_below` (fitted by the trainer on held-out digits; vit/explain/calibration.py).
 
 The ink map is `vit.preprocessing.compact` of the input (white ink on black, at most INK_SIDE
 pixels a side): what the app keeps per visitor to lay a drawing out again, so a model switch
@@ -27,7 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .preprocessing import COMPACT_SIDE, INK_THRESHOLD, compact, connected_runs, contrast_range, dilate
+from vit.preprocessing.layout import COMPACT_SIDE, INK_THRESHOLD, compact, contrast_range
+from vit.preprocessing.paper import connected_runs, dilate
 
 INK_SIDE = COMPACT_SIDE          # the ink map's longer side (160 px): enough to see strokes
 CLEAN_SHARE = 0.3                # a drawing or clean scan: this share of pixels has one exact level

@@ -1,11 +1,11 @@
 """One description per data set: everything the trainer, the preprocessing, the app and the CLIs
 need to know about it. Adding a data set is adding one `DatasetSpec` to `SPECS` (and, if its files
-are in a new format, a reader in vit/data.py)."""
+are in a new format, a reader in vit/data/loading.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .augment import Augment
+from vit.data.affine import Augment
 
 
 @dataclass(frozen=True)
@@ -19,10 +19,10 @@ class DatasetSpec:
     image_size: int = 28
     channels: int = 1
     augment: Augment | None = Augment()
-    # How any picture is laid out like the training data (vit/preprocessing.py):
+    # How any picture is laid out like the training data (vit/preprocessing/):
     # "digits": ink cropped, fitted into 20/28 of the frame, centred by mass (how MNIST was made);
     # "objects": the object's box fills the frame, centred (how Fashion-MNIST was made);
-    # "photos": colour pictures, the centre square resized (vit.preprocessing.to_rgb_image).
+    # "photos": colour pictures, the centre square resized (vit.preprocessing.colour.to_rgb_image).
     style: str = "digits"
     noun: str = "digit"             # "Draw a digit", "not a digit"
     torchvision: str = ""           # torchvision.datasets class that downloads it
@@ -78,85 +78,12 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
 STYLES = ("digits", "objects", "photos")
 
 # `--dataset folder --data-dir D`: any image folder in torchvision's ImageFolder layout
-# (D/train/<class>/*, D/test/ or D/val/), described when a run starts: see `use_folder`.
+# (D/train/<class>/*, D/test/ or D/val/), described when a run starts: see vit/data/folders.py.
 FOLDER = "folder"
-_FOLDERS: dict[tuple[str, int], DatasetSpec] = {}     # (folder, image size) -> its spec
-_current: DatasetSpec | None = None                    # what get_spec("folder") answers
-
-
-def folder_spec(root, image_size: int = 32) -> DatasetSpec:
-    """The spec of an image folder: its classes are train/'s sub-folders (sorted), its per-channel
-    mean and std those of its training pictures at `image_size` (decoded once and cached, see
-    vit/imagefolder.py), laid out as photos (shorter side resized, centre cropped). Raises
-    FolderError when it is not such a folder."""
-    from pathlib import Path
-
-    from .imagefolder import FolderError, read_image_folder, split_dir
-    root = Path(root)
-    train = split_dir(root, True)
-    if train is None:
-        raise FolderError(f"{root} has no train/ folder (expected train/<class>/<images>, and "
-                          f"test/ or val/ alike, inside it)")
-    images, labels, classes = read_image_folder(train, image_size, 3)
-    counts = labels.bincount(minlength=len(classes))
-    if len(classes) < 2:
-        raise FolderError(f"{train.name}/ has one class folder ({classes[0]}): a classifier needs "
-                          f"at least two")
-    if (counts == 0).any():
-        raise FolderError(f"{train.name}/{classes[int((counts == 0).nonzero()[0])]}/ holds no images")
-    mean, std = _channel_stats(images)
-    # A tenth held out to choose best/ and fit the temperature: only where that is at least 100
-    # pictures (a temperature fitted on a handful swings to 0.05 or 20); else none (--val-size).
-    val = min(5000, len(images) // 10) if len(images) >= 1000 else 0
-    return DatasetSpec(
-        FOLDER, root.resolve().name or "folder", f"Your images ({root.resolve().name})",
-        tuple(classes), mean, std, image_size=image_size,
-        channels=3, augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0,
-                                    flip=True, size=image_size),
-        style="photos", noun="picture",
-        # No CNN teacher (a fine-tuned ViT already knows images), TrivialAugment as for CIFAR-10.
-        train_defaults=(("negatives", 0), ("serve_view", 0.0), ("distill", 0.0),
-                        ("policy", "trivialaugment"),
-                        ("val_size", val)))
-
-
-def _channel_stats(images) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel mean and std in [0, 1] of (N, S, S, 3) uint8 pictures, summed in chunks: a big
-    folder is never copied whole as floats."""
-    import torch
-    total = torch.zeros(3, dtype=torch.float64)
-    squares = torch.zeros(3, dtype=torch.float64)
-    for chunk in images.split(1024):
-        x = chunk.reshape(-1, 3).double() / 255
-        total += x.sum(0)
-        squares += (x * x).sum(0)
-    n = images[..., 0].numel()
-    mean = total / n
-    std = (squares / n - mean * mean).clamp_min(1e-6).sqrt()
-    return (tuple(round(v, 4) for v in mean.tolist()),
-            tuple(round(max(v, 1e-3), 4) for v in std.tolist()))
-
-
-def use_folder(root, image_size: int = 32) -> DatasetSpec:
-    """Describe an image folder and make it what get_spec("folder") answers in this process."""
-    global _current
-    key = (str(root), image_size)
-    if key not in _FOLDERS:
-        _FOLDERS[key] = folder_spec(root, image_size)
-    _current = _FOLDERS[key]
-    return _current
 
 
 def builtin_spec(name: str | None) -> DatasetSpec | None:
     """A data set described in this file, else None — never a run's image folder: a folder
-    model's checkpoint carries its own classes, size and normalisation, and what a process last
-    described with `use_folder` says nothing about it."""
-    return SPECS.get(name or "")
-
-
-def get_spec(name: str | None) -> DatasetSpec | None:
-    """The spec for a data-set name, or None for a data set this code does not know (or for
-    "folder" before `use_folder` described one)."""
-    if name == FOLDER:
-        return _current
+    model's checkpoint carries its own classes, size and normalisation (an image folder is described
+    by vit/data/folders.py's `folder_spec`, and that description travels with the run)."""
     return SPECS.get(name or "")

@@ -15,7 +15,7 @@ class Augment:
     Digits tolerate small rotations, scalings, shifts and shears (people write that way);
     flips would turn a 2 into something else, so they are off by default. Clothes photographed
     upright are mirror-symmetric classes but are not written at a slant: each data set's spec
-    (vit/datasets.py) says which it trains with.
+    (vit/data/specs.py) says which it trains with.
     """
     degrees: float = 10.0
     scale: tuple = (0.9, 1.1)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .model import ViT
+from vit.model import ViT
 
 
 def relevance(model: ViT, x: torch.Tensor, target: int) -> np.ndarray:

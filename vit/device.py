@@ -1,0 +1,34 @@
+"""Where a model runs: one choice of device for the app, the trainer and the CLIs."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+RUNNABLE_DEVICES = ("cpu", "cuda", "mps")
+
+
+def pick_device(name: str | None = None) -> torch.device:
+    """'auto' / None ($VIT_DEVICE, else auto) -> cuda, then mps, then cpu; anything else must name a
+    device a model can really run on here: torch also knows 'meta' (shapes without data) and
+    others, on which a forward pass fails deep inside torch. Raises ValueError saying why."""
+    name = name or os.environ.get("VIT_DEVICE") or "auto"
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"unknown device {name!r} (use auto, cpu, cuda, cuda:N or mps)") from None
+    if device.type not in RUNNABLE_DEVICES:
+        raise ValueError(f"unknown device {name!r} for running a model "
+                         "(use auto, cpu, cuda, cuda:N or mps)")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} asked for, but CUDA is not available here")
+    if device.type == "mps" and not (getattr(torch.backends, "mps", None)
+                                     and torch.backends.mps.is_available()):
+        raise ValueError(f"device {name!r} asked for, but MPS is not available here")
+    return device

@@ -1,0 +1,134 @@
+"""The data a run trains on (validation carved out, the served view, non-digits) and the
+batch of each step (`make_batch`), the same on every rank.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from vit.data import trivial_augment
+from vit.data.affine import draw_erasing, erase
+from vit.data.loading import Split, normalize, to_unit_float
+from vit.data.specs import DatasetSpec
+from vit.training import distributed
+from vit.training.config import TrainConfig, TrainingError
+from vit.training.seeds import (
+    STREAM_AUGMENT,
+    STREAM_ERASE,
+    STREAM_NEG,
+    STREAM_ORDER,
+    STREAM_POLICY,
+    STREAM_VAL,
+    STREAM_VIEW,
+    _generator,
+    mix_seed,
+)
+from vit.training.session import Session, TrainData
+
+# Held-out synthetic non-digits (never trained on) that measure "not a digit" on validation.
+HELD_OUT_NEGATIVES = 1000
+
+
+def carve_validation(split: Split, size: int) -> tuple[Split, Split | None]:
+    """(training part, validation part): `size` images drawn by a fixed generator, the same for
+    every seed, so runs with different seeds are compared on the same held-out images."""
+    if size == 0:
+        return split, None
+    if size > len(split) // 5:
+        raise TrainingError(f"--val-size {size} is more than a fifth of the {len(split):,} "
+                            f"training images: choose at most {len(split) // 5}")
+    perm = torch.randperm(len(split), generator=_generator(STREAM_VAL))
+    val_idx, train_idx = perm[:size].sort().values, perm[size:].sort().values
+    return (Split(split.images[train_idx], split.labels[train_idx], split.source),
+            Split(split.images[val_idx], split.labels[val_idx], split.source))
+
+
+def as_served(images: torch.Tensor, style: str, size: int) -> torch.Tensor:
+    """uint8 images -> the same images laid out by vit.preprocessing.to_model_image, as the app
+    does to every drawing and upload (an image it can't lay out, e.g. a blank one, stays as is)."""
+    from vit.preprocessing.decode import PreprocessError
+    from vit.preprocessing.layout import to_model_image
+    out = images.clone()
+    for i, img in enumerate(images.numpy()):
+        try:
+            out[i] = torch.from_numpy(np.round(to_model_image(img, style, size) * 255).astype(np.uint8))
+        except PreprocessError:
+            pass
+    return out
+
+
+def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable) -> tuple[Split, TrainData]:
+    """Carve the validation split and build the laid-out views and the non-digit bank. Pure
+    functions of the data and the seed-independent streams: a resumed run rebuilds the same."""
+    from vit.data.negatives import make_bank
+    train_split, val = carve_validation(split, tc.val_size)
+    grey = spec.channels == 1
+    served = val_served = negatives = held_out = None
+    if grey and (tc.serve_view > 0 or val is not None):
+        t0 = time.time()
+        served = as_served(train_split.images, spec.style, spec.image_size) if tc.serve_view else None
+        val_served = as_served(val.images, spec.style, spec.image_size) if val is not None else None
+        say(f"Laid out {len(split):,} images as the app would in {time.time() - t0:.0f} s", flush=True)
+    if tc.negatives and spec.style == "digits":
+        t0 = time.time()
+        digits = train_split.images[:5000]        # for "two digits side by side": training images only
+        negatives = make_bank(tc.negatives, mix_seed(STREAM_NEG, 0), digits, spec.image_size)
+        held_out = make_bank(min(HELD_OUT_NEGATIVES, max(1, tc.negatives // 10)),
+                             mix_seed(STREAM_NEG, 1), digits, spec.image_size)
+        say(f"Drew {len(negatives) + len(held_out):,} non-digit drawings in "
+            f"{time.time() - t0:.0f} s", flush=True)
+    return train_split, TrainData(served, val, val_served, negatives, held_out)
+
+
+@dataclass
+class Batch:
+    x: torch.Tensor       # (b + n, C, S, S) normalised: this rank's digits, then its non-digits
+    y: torch.Tensor       # (b,) labels of the digits
+    size: int             # digits in the global batch, all ranks together
+    negatives: int = 0    # non-digits in the global batch (this rank's: len(x) - len(y))
+
+
+def epoch_order(tc: TrainConfig, n: int, epoch: int) -> torch.Tensor:
+    """The epoch's shuffle of the training set: the same on every rank."""
+    return torch.randperm(n, generator=_generator(tc.seed, STREAM_ORDER, epoch))
+
+
+def make_batch(s: Session, order: torch.Tensor, step: int) -> Batch:
+    """The batch of global step `step` (in the epoch `order` shuffles), this rank's share of it."""
+    i = step % s.plan.steps_per_epoch
+    batch = order[i * s.tc.batch_size:(i + 1) * s.tc.batch_size]    # the global batch
+    mine = distributed.shard(s.d, len(batch))                        # this rank's rows of it
+    idx = batch[mine]
+    images = s.train_split.images[idx]
+    data = s.data
+    if data is not None and data.served is not None:     # some images as the app lays them out
+        view = torch.rand(len(batch), generator=_generator(s.tc.seed, STREAM_VIEW, step))[mine]
+        images = torch.where(view.to(images.device)[:, None, None] < s.tc.serve_view,
+                             data.served[idx], images)
+    n_neg, neg_mine = 0, slice(0, 0)
+    if data is not None and data.negatives is not None:
+        n_neg = max(1, len(batch) // 8)
+        pick = torch.randint(len(data.negatives), (n_neg,),
+                             generator=_generator(s.tc.seed, STREAM_NEG, step))
+        neg_mine = distributed.shard(s.d, n_neg)
+        images = torch.cat([images, data.negatives[pick[neg_mine]]])
+    x = to_unit_float(images, s.spec.channels)                       # (b + n, C, S, S) in [0, 1]
+    if s.augment is not None:   # drawn for the global batch: every rank draws the same numbers
+        theta = s.augment.draw(len(batch) + n_neg, _generator(s.tc.seed, STREAM_AUGMENT, step))
+        x = s.augment.apply(x, torch.cat([theta[:len(batch)][mine], theta[len(batch):][neg_mine]]))
+    if s.tc.policy == "trivialaugment":     # the digits only, like erasing
+        drawn = trivial_augment.draw(len(batch), _generator(s.tc.seed, STREAM_POLICY, step))
+        x[:len(idx)] = trivial_augment.apply(x[:len(idx)], drawn.rows(mine))
+    if s.tc.erase:              # the digits only: a non-digit with a hole is still one
+        gen = _generator(s.tc.seed, STREAM_ERASE, step)
+        S = s.spec.image_size
+        mask = draw_erasing(len(batch), S, s.tc.erase, gen)           # for the global batch
+        noise = torch.rand(len(batch), s.spec.channels, S, S, generator=gen)
+        x[:len(idx)] = erase(x[:len(idx)], mask[mine], noise[mine])
+    x = normalize(x, s.spec.mean, s.spec.std)
+    return Batch(x.to(s.device, non_blocking=True),
+                 s.train_split.labels[idx].to(s.device, non_blocking=True), len(batch), n_neg)
