@@ -1,6 +1,21 @@
 """The app built by `create_app` over test folders of checkpoints: bad checkpoints are skipped at
 start-up with one line, a folder without a usable one says how to get one, a broken model is
-refused at a switch while the previous one stays, and every view works for any patch grid."""
+refused at a switch while the previous one stays, and every view works for any patch grid.
+
+Also: a bad default replaced by a good one; no usable checkpoint (empty, misspelt, all bad) is
+one line from `python app.py` too; every view for 2x2, 4x4, 14x14 grids and 56-px inputs; hostile
+slider, patch and model values, model names of any JSON type; the canvas: hostile drawing values
+one line each, Sketchpad-style file paths never read, live answers overtaken by a newer drawing
+change nothing, a 13000x13000 drawing refused undecoded, a canvas inked all over says so;
+examples and the first view; the step-by-step panel works only while open; a big model's
+attention picture (each layer's mean and the chosen layer's heads, clicks); small session state;
+model switches: a test image kept as is and keeping its origin, a re-read never replacing a newer
+drawing or a Clear, drawing <-> photo models putting the new model's example on the canvas, the
+open test-set gallery emptied until the new answers are in; the answer follows the tab in view
+and the headline is the tab's own (Upload with nothing uploaded, back on Draw after an upload or
+a removed upload, back on a tab whose input is on screen, answers landing on another tab, Test
+set with and without data); Gradio's repeated upload event answered once (and a removed file
+uploaded again answered); a layer or head typed out of range put back in range on its slider."""
 import json
 import pickle
 import subprocess
@@ -123,8 +138,8 @@ def grids_page(tmp_path_factory):
     return create_app(root, device="cpu").page
 
 
-def drawing_value(tmp_path, digit="4"):
-    ink = 255 - np.asarray(render_digit(digit, 500, 34), np.uint8)
+def drawing_value(tmp_path, digit="4", angle=0.0):
+    ink = 255 - np.asarray(render_digit(digit, 500, 34, angle=angle), np.uint8)
     layer = np.zeros((500, 500, 4), np.uint8)
     layer[..., 3] = ink
     Image.fromarray(layer, "RGBA").save(tmp_path / "layer.png")
@@ -556,3 +571,32 @@ def test_a_typed_layer_or_head_out_of_range_puts_the_slider_back_in_range(grids_
     assert layer == gr.update() and head == gr.update()
     *_, layer, head = grids_page.explore(shown, "mnist", "x", 1.5, None)
     assert layer["value"] == depth and head["value"] == 1
+
+
+def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, monkeypatch):
+    """A drawing's lift, its explanations, the step-by-step panel, sliders, a patch click and a
+    switch away and back reuse one forward pass with attention (vit.inference.Recent); while the
+    pen moves, the answer comes from the fused path, which keeps no maps. A new drawing is one
+    more pass."""
+    import vit.inference
+    calls = []
+    real = vit.inference.explain
+    monkeypatch.setattr(vit.inference, "explain", lambda *a, **k: calls.append(1) or real(*a, **k))
+    page = grids_page
+    four = {**drawing_value(tmp_path, "4", angle=7.0), "seq": 901}      # drawn by no other test
+    page.follow_drawing({**four, "final": False}, "grid4")          # pen still down
+    assert calls == []
+    *_, shown, _ = page.analyse_drawing(four, "grid4", True, 2, 1, None)
+    page.why(shown, "grid4", None, [])
+    page.mechanism(True, shown, "grid4", 1, 1, 3, False)
+    page.explore(shown, "grid4", 2, 2, 5)
+    page.explore(shown, "grid4", 1, 1, 6)
+    page.rescale(shown, "grid4", False, 1)
+    page.pick_patch(shown, "grid4", 1, 1, SimpleNamespace(index=[10.0, 10.0]))
+    assert len(calls) == 1
+    switched = page.reanalyse(shown, "grid2", True, 1, 1, None)[-1]
+    page.reanalyse(switched, "grid4", True, 1, 1, None)
+    assert len(calls) == 2                       # grid2's pass; grid4's came back from memory
+    page.analyse_drawing({**drawing_value(tmp_path, "7", angle=7.0), "seq": 902}, "grid4", True, 2, 1,
+                         None)
+    assert len(calls) == 3

@@ -1,11 +1,22 @@
 """The public page as an attacker meets it: raw HTTP against `python app.py`, and the pure
-functions behind each defence.
+functions behind each defence (docs/hosting.md lists them).
 
 - Only files this server received by upload are read; a server path (with or without Gradio's
   `meta` marker), an output picture or a link placed in the upload folder is refused in one line
   that does not tell whether the path exists; `data:` URLs are never decoded by Gradio.
 - Uploads: a per-visitor rate, a cap on uploads in flight, and the upload folder kept under its
-  size by deleting the oldest uploads (vit/ui/uploads.py).
+  size by deleting the oldest uploads (vit/ui/uploads.py); an upload request says its size and
+  carries one file at most; tiny uploads count as the disk they take; the visitor is the address
+  the proxy added, not the one the client wrote.
+- Requests: a drawing is a PNG of canvas size before anything decodes it; a body that trickles in
+  is cut off; a session cannot pile up unread answers; a request with too few values is one line;
+  a 100 KB bad value is not echoed back.
+- Models: configs that would allocate gigabytes refused before building; overflowing weights and
+  NaN answers one line; the weights held once at load; an unreadable config.json at start-up
+  leaves that model out with one line; class names and provenance escaped on the page.
+- Handlers and sessions: every handler takes any value in any parameter; a session keeps no copy
+  of the page or of what a client sent, and only a small copy of a colour picture; examples go to
+  a private folder of this process.
 """
 import json
 import os
@@ -213,8 +224,8 @@ def test_an_answer_that_is_not_a_number_is_one_line_on_the_page(monkeypatch):
     broken = type(real.explanation)(**{**vars(real.explanation),
                                        "probs": np.full_like(real.probs, np.nan)})
     monkeypatch.setattr("vit.inference.explain", lambda *a, **k: broken)
-    with pytest.raises(NonFiniteAnswer, match="not a number"):
-        p.analyse_input(np.zeros((28, 28), np.float32))
+    with pytest.raises(NonFiniteAnswer, match="not a number"):      # a new input: a new pass
+        p.analyse_input(np.full((28, 28), 0.5, np.float32))
 
 
 def test_loading_holds_the_weights_once_not_three_times(tmp_path):

@@ -3,14 +3,17 @@
 `Predictor` wraps a `Checkpoint`: it lays any picture out the way the checkpoint's training data
 was made (its data set's preprocessing style, at its image size), runs the model once with
 attention, and hands back an `Analysis`: calibrated probabilities (the checkpoint's temperature),
-attention, and the verdict of `vit.ood.judge` — one of the model's classes, or "not a digit" and
+attention, and the verdict of `vit.explain.ood.judge` — one of the model's classes, or "not a digit" and
 why. The app calls it; so do `vit.predict` and notebooks, so all three agree.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,22 +30,60 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .text import md
 
 BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squares (see below)
+# Per model, the attention of the inputs seen last is kept, so that a slider, a patch click, a
+# panel or a switch back to this model reuses their one forward pass: at most this many bytes of
+# maps (one ViT-B/16 input holds 22 MB; one MNIST-sized model's, 0.24 MB), and always the newest.
+EXPLAINED_BYTES = 128 << 20
 
 
 @dataclass
 class Analysis:
     image: np.ndarray             # (S, S) or (S, S, 3) in [0, 1]: what the model sees
-    explanation: Explanation
+    probs: np.ndarray             # calibrated class probabilities (softmax of logits / temperature)
     verdict: ood.Verdict = ood.ACCEPT     # is it one of the model's classes at all?
-
-    @property
-    def probs(self) -> np.ndarray:
-        """Calibrated class probabilities (softmax of the logits over the fitted temperature)."""
-        return self.explanation.probs
+    # Every head's attention (vit/explain/attention.py); None from the quick path while the pen
+    # moves (`Predictor.glance`), which computes the probabilities alone.
+    explanation: Explanation | None = None
 
     @property
     def is_class(self) -> bool:
         return self.verdict.is_class
+
+
+class Recent:
+    """The newest values by key, at most `budget` bytes of them (the newest always kept); safe to
+    share between a server's threads. Values are shared, so callers must not change them."""
+
+    def __init__(self, budget: int):
+        self.budget, self._items, self._bytes = budget, OrderedDict(), 0
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            return self._items[key][0]
+
+    def put(self, key, value, size: int) -> None:
+        with self._lock:
+            if key in self._items:
+                self._bytes -= self._items.pop(key)[1]
+            self._items[key] = (value, size)
+            self._bytes += size
+            while self._bytes > self.budget and len(self._items) > 1:
+                self._bytes -= self._items.popitem(last=False)[1][1]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def array_key(image: np.ndarray) -> bytes:
+    """The identity of an array (a prepared input, say): its bytes, shape and type."""
+    a = np.ascontiguousarray(image)
+    h = hashlib.blake2b(f"{a.dtype}{a.shape}".encode(), digest_size=16)
+    h.update(memoryview(a).cast("B"))
+    return h.digest()
 
 
 class NonFiniteAnswer(PreprocessError):
@@ -60,6 +101,7 @@ class Predictor:
         self.grid = self.model.cfg.grid
         self.size = self.model.cfg.image_size
         self._parameters = self.model.num_parameters()
+        self._explained = Recent(EXPLAINED_BYTES)
 
     @property
     def device(self):
@@ -74,12 +116,12 @@ class Predictor:
 
     @property
     def reads_ink(self) -> bool:
-        """Whether inputs get vit.ood's ink checks: grey models of digit-style data sets."""
+        """Whether inputs get vit.explain.ood's ink checks: grey models of digit-style data sets."""
         return self.model.cfg.channels == 1 and self.config.style == "digits"
 
     def read(self, image) -> tuple[np.ndarray, np.ndarray | None]:
         """Any image -> (this model's input, as `prepare` gives it; its ink map for the checks
-        of vit.ood, or None when this model has none or the input is a photo). The input is
+        of vit.explain.ood, or None when this model has none or the input is a photo). The input is
         decoded once for both. Raises PreprocessError."""
         if not self.reads_ink:
             return self.prepare(image), None
@@ -107,12 +149,28 @@ class Predictor:
         """An already prepared input (see `prepare`) -> Analysis. `ink`: the original input's
         ink map (`read`, `ink`), for the checks that need the drawing before it was shrunk;
         without it (a test-set image) only the calibrated probability can refuse."""
-        x = normalize_image(image, self.config.mean, self.config.std)
-        e = explain(self.model, x, self.config.temperature)
-        if not np.isfinite(e.probs).all():     # overflowing weights: never "9 (nan %)"
-            raise NonFiniteAnswer("This model's answer for that input is not a number (its "
-                                  "weights overflow); try another model.")
-        return Analysis(image, e, ood.judge(ink, e.probs, self.config))
+        e = self.explanation(image)
+        return Analysis(image, _finite(e.probs), ood.judge(ink, e.probs, self.config), e)
+
+    def explanation(self, image: np.ndarray) -> Explanation:
+        """The forward pass with every head's attention for a prepared input: computed once per
+        input, then reused from `Recent` (its arrays are shared: read-only)."""
+        key = array_key(image)
+        e = self._explained.get(key)
+        if e is None:
+            e = explain(self.model, self.tensor(image), self.config.temperature)
+            for v in (e.probs, e.attn, e.logits):
+                v.setflags(write=False)
+            self._explained.put(key, e, e.attn.nbytes)
+        return e
+
+    @torch.no_grad()
+    def glance(self, image: np.ndarray, ink: np.ndarray | None = None) -> Analysis:
+        """The answer alone, while the pen still moves: the fused attention path (no maps kept),
+        a fraction of `analyse_input`'s time on a big model. Same probabilities, up to rounding."""
+        logits = self.model(self.tensor(image).to(self.device)).float()[0].cpu()
+        probs = _finite(torch.softmax(logits / self.config.temperature, -1).numpy())
+        return Analysis(image, probs, ood.judge(ink, probs, self.config))
 
     # --- what drove the answer (vit/explain/attribution.py) --------------------------------------------
     def tensor(self, image: np.ndarray) -> torch.Tensor:
@@ -226,6 +284,13 @@ class Predictor:
                      f"class")
         fitted_on = c.calibration.get("fitted_on")
         return text + (f" (fitted on the {md(fitted_on, 160)})" if isinstance(fitted_on, str) else "")
+
+
+def _finite(probs: np.ndarray) -> np.ndarray:
+    if not np.isfinite(probs).all():     # overflowing weights: never "9 (nan %)"
+        raise NonFiniteAnswer("This model's answer for that input is not a number (its "
+                              "weights overflow); try another model.")
+    return probs
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ from vit.preprocessing.layout import compact
 from vit.testset import data_dir_for_app
 
 from ..checkpoint import CheckpointError
-from ..inference import Analysis, Predictor
+from ..inference import Analysis, Predictor, Recent, array_key
 from ..text import md
 from . import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
 from .canvas import colour_picture, load_value, read_drawing, seq
@@ -75,6 +75,10 @@ class Page:
         self._loads = itertools.count(1)       # each canvas load differs, so the page redraws it
         self._latest: OrderedDict[str, int] = OrderedDict()    # session -> newest drawing number
         self._uploads: OrderedDict[str, tuple] = OrderedDict()  # session -> (file, model, time)
+        # (an input's kept source, model) -> the model input laid out from the original, so a
+        # switch back to a model shows exactly its first answer (and reuses its forward pass)
+        # rather than one laid out again from the session's smaller copy.
+        self._laid_out = Recent(LAID_OUT_BYTES)
 
     # --- helpers ----------------------------------------------------------------------------
     def predictor(self, name) -> Predictor:
@@ -115,8 +119,9 @@ class Page:
                      f"draw a {p.config.noun}.")
             gr.Warning(str(e))
             return PageUpdate(f"### ⚠️ {e}")
-        a = p.analyse_input(image, ink)
+        a = p.analyse_input(image, ink) if pictures else p.glance(image, ink)
         shown = Shown(kind, kept, image, name, number)
+        self._laid_out.put(_source_key(shown, name), image, image.nbytes)
         if not pictures:
             return PageUpdate("", p.label(a.probs, a.verdict), KEEP, shown).with_headline(
                 headline(p, a))
@@ -131,7 +136,14 @@ class Page:
         if shown.model == name or (shown.kind == "test" and p.fits(shown.image)):
             ink = p.ink(shown.source) if judged and shown.kind != "test" else None
             return p, p.analyse_input(shown.image, ink)
-        return p, p.analyse(shown.source)
+        key = _source_key(shown, name)
+        image = self._laid_out.get(key)
+        if image is None:
+            image, ink = p.read(shown.source)
+            self._laid_out.put(key, image, image.nbytes)
+        else:
+            ink = p.ink(shown.source)
+        return p, p.analyse_input(image, ink)
 
     # --- events -----------------------------------------------------------------------------
     def follow_drawing(self, value, name, request: gr.Request = None):
@@ -473,6 +485,15 @@ class Page:
         # No thumbnail highlighted: the one clicked before was another model's test image.
         return (choices, choices, status, confusion, reliability,
                 gr.update(value=gallery, selected_index=None), *rest)
+
+
+LAID_OUT_BYTES = 32 << 20     # model inputs laid out per (source, model): ~10,000 MNIST-sized ones
+
+
+def _source_key(shown: Shown, name: str) -> tuple:
+    """An input's identity across models: its kept source (an upload's path, or an array's bytes)."""
+    src = shown.source
+    return (shown.kind, src if isinstance(src, str) else array_key(np.asarray(src)), name)
 
 
 def _progress(progress):
