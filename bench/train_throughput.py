@@ -3,7 +3,7 @@
     python -m bench.train_throughput --data-dir ../shared/data [--rounds 8] [--threads 0]
 
 The project loop: MNIST as one uint8 tensor, batched affine augmentation, our ViT (fused SDPA
-attention), AdamW, batch 128 — vit/py's own `make_batch` and `train_step`, which
+attention), AdamW, batch 128 — vit/training/'s own `make_batch` and `train_step`, which
 `vit.train` runs. The seeds' loop: torchvision MNIST
 through a DataLoader with per-item PIL -> ToTensor -> Normalize, a ViT built from
 nn.MultiheadAttention blocks, Adam, batch 64. A third "loop" does only the step's matrix multiplies
@@ -83,7 +83,7 @@ class Loop:
 
 
 def project_loop(data_dir: str, cfg: ViTConfig) -> Loop:
-    """The trainer's own batches and step (vit/py), on one process."""
+    """The trainer's own batches and step (vit/training/), on one process."""
     tc = TrainConfig()
     s = new_session(tc, cfg, load_split("mnist", data_dir, True))
 

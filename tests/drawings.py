@@ -2,8 +2,8 @@
 drawings, and things that are not digits at all.
 
 Everything is black ink on white, as a person draws on the app's canvas. The non-digits are made
-here, independently of the trainer's own negatives (vit/negatives.py, deliberately not imported):
-a test set built from the generator a model was trained on would only measure memory.
+here, independently of the trainer's own negatives (vit/data/negatives.py, deliberately not
+imported): a test set built from the generator a model was trained on would only measure memory.
 """
 from __future__ import annotations
 

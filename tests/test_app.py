@@ -1,4 +1,9 @@
-"""The app as a client sees it: `python app.py` on a free port, called with gradio_client."""
+"""The app as a client sees it: `python app.py` on a free port, called with gradio_client.
+
+Drawings (the canvas's PNG values), an empty canvas, odd formats, EXIF, hostile and over-size
+files, a file the client did not upload, out-of-range sliders and unknown models: an answer or
+one line without a server path, and the server keeps serving, never printing a traceback. The API
+page leads with /classify; two digits side by side are "not a digit", and the page says why."""
 import io
 
 import numpy as np

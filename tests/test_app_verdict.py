@@ -1,7 +1,9 @@
 """The page and /classify when the input is not one of the model's classes: "not a digit" on the
 Label with every class's calibrated probability below it, one sentence saying why, the same
 verdict after a model switch; over small checkpoints whose config.json carries a calibration
-object (a random tiny model is unsure of everything, so its threshold refuses anything drawn)."""
+object (a random tiny model is unsure of everything, so its threshold refuses anything drawn).
+Also: a letter through /classify, two digits refused by the ink checks even without calibration,
+"not one of these classes" for a model of an unknown data set."""
 import numpy as np
 import pytest
 import torch

@@ -1,6 +1,21 @@
 """A person in a real browser: headless Chromium draws digits on the page's canvas with the mouse
 and a finger, on a desktop and a phone, uploads a file, clicks an example. Screenshots of each
-step go to artifacts/browser/ (the README's picture of the page is 0-first-view.png)."""
+step go to artifacts/browser/ (the README's picture of the page is 0-first-view.png,
+docs/app.md's photo-attention.png is 10-photo-attention.png).
+
+Checked: the first view (example on the canvas, its answer and relevance map above the fold,
+brush selected, friendly model name); the answer changing while the pen is down and the finished
+drawing's answer after it lifts; drawing 1, 7 and 0 with the mouse, clearing, uploading (the
+Upload tab asks for a picture first; back on Draw the upload's answer goes), clicking an example;
+a switch to the photo model on the Upload tab answering the upload, not the hidden canvas's new
+example; the clothing model (its wording and examples; an outline filled with Fill becomes solid
+and is read as a trouser); the CIFAR-10 model (its example captions whole, not "aut…"; a scene
+on the canvas read in colour as itself, the eraser over a brush stroke bringing the photo back,
+every head's map over the colour photo); the step-by-step panel; the Test set tab (the headline
+asking for a click, gallery, an image in every view, a click on the confusion matrix); a finger
+on a 390x844 phone (the answer pinned in view while drawing, the canvas full width and not
+covered, only the headline pinned once scrolled down to the panels); "What drove the answer" for
+the answer and another class, the deletion test and a head switched off."""
 import os
 import shutil
 
@@ -384,7 +399,7 @@ COLOURFUL = """(sel) => { const im = document.querySelector(sel);
 def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser, app_server):
     """CIFAR-10: the page asks for a picture, its examples are the project's own scenes, a scene
     goes on the canvas and to the model in colour (not as grey ink) and is read as itself, and
-    every head's map is drawn over the colour photo (the README's picture of it)."""
+    every head's map is drawn over the colour photo (docs/app.md's picture of it)."""
     from vit.data.examples import SCENES
     pg = page_with_model(browser, app_server, "Photos of animals and vehicles (CIFAR-10)",
                          "Pick a picture", "horse")

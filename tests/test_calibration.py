@@ -1,8 +1,13 @@
-"""Answers a person can believe: calibrated confidence (vit/calibration.py, vit/reliability.py) —
-the pieces against reference computations, every probability shown through the temperature,
-then the bundled checkpoint against the goals: ECE <= 1.5 % on the MNIST test set, a clean digit
->= 99 %. (Its goals on drawings — redrawn test digits calibrated and almost never refused,
-non-digits refused — are in tests/test_drawn_goals.py: each file stays well under a minute.)"""
+"""Answers a person can believe: calibrated confidence (vit/explain/calibration.py,
+vit/pictures/reliability.py) — the pieces against reference computations, every probability shown
+through the temperature, then the bundled checkpoint against the goals: ECE <= 1.5 % on the MNIST
+test set, a clean digit >= 99 %. (Its goals on drawings — redrawn test digits calibrated and
+almost never refused, non-digits refused — are in tests/test_drawn_goals.py: each file stays well
+under a minute.)
+
+The pieces: ECE, the temperature fit and the rejection threshold against reference computations;
+the calibration object through config.json, bad ones refused in one line; the Test set tab's
+calibrated answers; `vit.evaluate`'s ECE and reliability diagram."""
 import json
 import os
 from pathlib import Path
@@ -41,7 +46,7 @@ def reference_ece(probs, labels, bins=15):
     return total / len(labels)
 
 
-# --- vit/calibration.py against reference computations ------------------------------------------
+# --- vit/explain/calibration.py against reference computations ------------------------------------------
 
 def test_ece_of_hand_made_cases():
     right = [[0.8, 0.2]] * 10

@@ -1,3 +1,7 @@
+"""Checkpoint folders (vit/checkpoint.py): a save/load round trip, and every load error as one
+line — a missing folder or file, truncated weights, a pickle in place of the weights (refused
+without being run), a config whose shapes, layers or stem do not match the weights, unknown keys,
+a config that is not JSON; a killed write leaves the old checkpoint."""
 import json
 import os
 import pickle

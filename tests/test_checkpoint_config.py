@@ -1,6 +1,11 @@
 """config.json and model.safetensors as untrusted input: whatever they hold, loading either works
 or fails with a one-line CheckpointError that names the file and the field; a config can't make
-the loader allocate a model the weights file does not hold."""
+the loader allocate a model the weights file does not hold.
+
+Each malformed config in `BAD`, one line naming its field; a huge `dim` refused before any model
+is built; NaN/Inf and integer weights refused, half precision loaded; deep JSON, configs over
+1 MB, non-UTF-8, integers too long for Python; the bundled checkpoints load; hypothesis over any
+config value and any weight bytes."""
 import json
 import math
 import shutil

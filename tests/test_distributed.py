@@ -1,6 +1,8 @@
 """`torchrun --nproc_per_node=2 -m vit.train` on the CPU (gloo), on the tiny IDX data set the tests
 write: it trains, rank 0 alone writes a checkpoint that loads, both processes end with identical
-weights, and the result is the single-process run's (the global batch is the same)."""
+weights, and the result is the single-process run's (the global batch is the same); --resume
+under torchrun is exact; a stalled process is named after --dist-timeout; a stopped job saves a
+resumable state."""
 import csv
 import os
 import subprocess
@@ -20,7 +22,7 @@ ARGS = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
 
 
 def torchrun(data, out, *extra, nproc=2):
-    """`torchrun --standalone --nproc_per_node=N -m vit.train …`, as the README writes it."""
+    """`torchrun --standalone --nproc_per_node=N -m vit.train …`, as docs/training.md writes it."""
     exe = Path(sys.executable).with_name("torchrun")
     launcher = [str(exe)] if exe.is_file() else [sys.executable, "-m", "torch.distributed.run"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

@@ -1,8 +1,10 @@
 """The bundled checkpoint on canvas-style drawings, against the goals of "answers a person can
 believe": 1,000 MNIST test digits redrawn as big off-centre drawings (tests/drawings.py) are
 calibrated (ECE <= 1.5 %) and almost never refused (< 0.5 %); >= 80 % of 280 drawings of seven
-kinds of non-digits are answered "not a digit". Skipped until checkpoints/mnist has a
-calibration object (VIT_GOALS_CHECKPOINT=FOLDER measures another checkpoint)."""
+kinds of non-digits (font letters, scribbles, dots, dashes, two digits, shapes, near-empty marks:
+made independently of the trainer's own generator) are answered "not a digit". Skipped until
+checkpoints/mnist has a calibration object (VIT_GOALS_CHECKPOINT=FOLDER measures another
+checkpoint)."""
 from collections import Counter, defaultdict
 
 import numpy as np

@@ -1,4 +1,10 @@
-"""Attention maps, rollout and every picture the app shows, as pure functions."""
+"""Attention maps, rollout and every picture the app shows, as pure functions
+(vit/explain/attention.py, vit/pictures/attention_maps.py).
+
+Rollout and attention rows against their definitions; every picture for grids from 2x2 to 14x14,
+other image sizes and colour input; honest scales: a nearly even map stays dull, the bar's tick
+sits at 1/T, captions give each map's max (or range) and [CLS]'s self-share; a click on a map
+names its layer and head; a title too long for its bar fits inside the picture."""
 import numpy as np
 import pytest
 import torch

@@ -1,5 +1,10 @@
 """Fine-tuning (`python -m vit.train --init CHECKPOINT --dataset folder --data-dir D`): a new head
-for the folder's classes, the rest from the checkpoint, position embeddings resized with the grid."""
+for the folder's classes, the rest from the checkpoint, position embeddings resized with the grid.
+
+Position embeddings resized as a grid with [CLS] kept; every weight but the head copied; a
+converted timm ViT fine-tuned on a folder the test writes (the loss falls, the folder's classes
+and normalisation, `vit.evaluate` scores it, the app answers with it); bad --init and --dataset
+folder flags one line each; --resume never reads the --init checkpoint again."""
 import csv
 
 import numpy as np

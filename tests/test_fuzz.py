@@ -1,5 +1,7 @@
 """Property tests: whatever array or image comes in, vit.preprocess returns a valid input tensor or
-raises PreprocessError (the documented, human-readable error) — nothing else."""
+raises PreprocessError (the documented, human-readable error) — nothing else. Hypothesis draws
+arrays of any shape, dtype and values (NaN, inf and huge floats included), PIL images of any
+mode, Sketchpad-like dicts and other Python values."""
 import numpy as np
 import pytest
 import torch

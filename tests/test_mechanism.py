@@ -1,6 +1,9 @@
-"""The step-by-step attention walk-through and the Figure 7 views (vit/mechanism.py, the panel in
-vit/ui/mechanism_panel.py): the hand computation must give the very weights the model uses,
-distances must match a computation written out by hand, and every picture must be drawn."""
+"""The step-by-step attention walk-through and the Figure 7 views (vit/explain/mechanism.py, the
+pictures in vit/pictures/mechanism_views.py, the panel in vit/ui/mechanism_panel.py): the hand
+computation must give the very weights the model uses (<= 1e-5, with and without the stem),
+distances must match a computation written out by hand, and every picture must be drawn — for
+every layer and head, [CLS] and a corner patch, models without a stem, drawn digits or the test
+set; position-embedding similarity is a cosine similarity."""
 import math
 
 import numpy as np

@@ -1,3 +1,8 @@
+"""The model (vit/model.py): logits and attention shapes, attention rows that are distributions,
+the fused (SDPA) and explicit attention paths agreeing within 1e-5, the features/head split, the
+default config, initialisation, weight decay on weight matrices only, config checks; the conv
+stem keeps one token per patch and each stem layer widens a token's view by one pixel; a plain
+ViT has no stem parameters."""
 import pytest
 import torch
 

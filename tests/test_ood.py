@@ -1,6 +1,7 @@
-"""Not a digit (vit/ood.py): the ink checks on drawings people make — real digits drawn in odd
-ways pass, dots, dashes, specks, scattered marks and two digits side by side are refused — the
-decision with the learned threshold, the label the app shows, and `vit.predict`'s answer."""
+"""Not a digit (vit/explain/ood.py): the ink checks on drawings people make — real digits drawn in
+odd ways pass (two-stroke 4s and 5s, thin 1s, ring 0s), dots, dashes, specks, scattered marks and
+two digits side by side are refused — the decision with the learned threshold, the label the app
+shows, and `vit.predict`'s answer; photos are judged by the model alone."""
 import numpy as np
 import pytest
 import torch
@@ -150,7 +151,7 @@ def test_predictor_label_keeps_the_classes_under_the_verdict(tmp_path):
 
 
 def test_the_ink_checks_cost_little():
-    """< 5 ms a request in all (measured in the app: see README); here, the checks on an ink map
+    """< 5 ms a request in all (measured in the app: see docs/reliability.md); here, the checks on an ink map
     alone: a scribble of 16 segments on a 160-px map, the costliest kind."""
     import time
 

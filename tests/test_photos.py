@@ -3,8 +3,13 @@
 `paper_photo` makes such a photo from an MNIST test digit (numpy and PIL, seeded), so the tests
 know the right answer: the digit's ink, scaled up, laid as dark grey or blue ink onto light paper
 under a strong light gradient, with one or two soft shadow bands, grain, blur and JPEG. Before
-the photo path in vit/preprocessing.py the bundled model read such photos right one time in ten
-(it was reading the shadows).
+the photo path in vit/preprocessing/paper.py the bundled model read such photos right one time in
+ten (it was reading the shadows).
+
+Checked: 300 such photos >= 97 % right; blank pages refused in one line; canvas drawings and scans
+never take the photo path; a 1024-px photo is quick; a colour model's canvas picture read in colour
+(erased parts white, strokes black), one over 2048 px refused from its header and a big one kept
+at 400 px.
 """
 import io
 import time

@@ -1,5 +1,5 @@
-"""`python -m vit.predict` over a batch of files, some of them hostile: each bad file gets one line,
-the others still get their answers."""
+"""`python -m vit.predict` over a batch of files, some of them hostile (a bomb, an empty file):
+each bad file gets one line, the others still get their answers."""
 from conftest import ROOT, run_module
 from PIL import Image
 from test_preprocess import _png_header_only

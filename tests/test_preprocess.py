@@ -1,4 +1,11 @@
-"""vit.preprocess: any input -> an MNIST-like 28x28, or a PreprocessError with a human message."""
+"""vit.preprocess: any input -> an MNIST-like 28x28, or a PreprocessError with a human message.
+
+Every input kind, size, position, stroke width, PIL mode and file format; a laid-out digit laid
+out again unchanged, MNIST test digits their own layout, thin pens on big pictures read; blank,
+broken and huge input; hostile files (empty, random, HEIC, bombs by pixel count and by text
+chunk, over-size, containers hiding a bigger picture) refused in one line without paths; EXIF
+orientation; Sketchpad layers as files; any output size; 1,000 MNIST test digits redrawn as big
+off-centre drawings."""
 import io
 
 import numpy as np

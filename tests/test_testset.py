@@ -1,6 +1,9 @@
 """The test-set explorer's library: the model's answers on a test split, cached beside the
 checkpoint and invalidated when the weights or the data change; selections; the clickable
-confusion matrix."""
+confusion matrix.
+
+Also: the tab hidden on a Space without data, and elsewhere without data saying how to get it with
+no empty boxes; an empty selection says what to do; `python -m vit.data` says where the data is."""
 import os
 import shutil
 import subprocess

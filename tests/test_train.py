@@ -1,5 +1,13 @@
 """The trainer, evaluator and predictor CLIs, run as a user runs them, on a tiny IDX data set the
-tests write themselves (so the real loading code is exercised)."""
+tests write themselves (so the real loading code is exercised).
+
+End to end, then `vit.evaluate` / `vit.predict`; bit-identical resume (mid-epoch, after
+Ctrl-C/SIGINT, after a kill while saving) with unique, whole-epoch metrics rows; no overwrite
+without `--overwrite`; `--resume` refused with changed settings, other data or a tampered state;
+a second trainer on the same `--out` refused; a diverging loss; bad flags, a step that cannot fit
+in memory, an unwritable `--out`, bad, missing or gzip-bomb data files, Debian's flat `.gz`
+folder; each data set's defaults and the presets; random erasing; random streams mixed from
+integers and shared across ranks; a full disk during a save. (docs/training.md describes these.)"""
 import csv
 import hashlib
 import json

@@ -6,7 +6,7 @@ app's test-set tab) then reads one safetensors file instead. The cache is keyed 
 path, size, modification and change times and inode, so adding, removing, editing or replacing an
 image rebuilds it — also a file replaced within the same second by one of the same size, or copied
 over with its old modification time kept (the change time can't be set back). Pictures are read
-by the app's guarded decoder (vit.preprocessing.open_image: size and pixel limits, EXIF
+by the app's guarded decoder (vit.preprocessing.decode.open_image: size and pixel limits, EXIF
 orientation), then resized (shorter side) and centre-cropped to the requested size, as the app
 does with a photo. Hidden files (names starting with ".", such as macOS's `._*.jpg`) are skipped,
 and how many is said.

@@ -5,7 +5,7 @@ so that a letter, a scribble, a dot, a dash, a shape or two digits side by side 
 probability, which the app reads as "not a digit" (vit/explain/calibration.py fits the threshold).
 
 Each drawing is made the way a person would make it on the page's canvas (black pen on white, a
-few hundred pixels, a pen of some width) and then laid out by `vit.preprocessing.to_model_image`
+few hundred pixels, a pen of some width) and then laid out by `vit.preprocessing.layout.to_model_image`
 itself: the model trains on exactly what the app would hand it for that drawing. Every drawing
 comes from its own seed, so a bank is the same whatever order or process makes it.
 

@@ -29,7 +29,7 @@ class DatasetSpec:
     folder: str = ""                # an image-folder copy's name under --data-dir (train/, test/)
     system_dir: str = ""            # a system package's folder of its raw files, if any
     # `python -m vit.train` defaults that differ for this data set (TrainConfig or ViTConfig field
-    # names): what its bundled checkpoint was trained with, measured in the README.
+    # names): what its bundled checkpoint was trained with, measured in docs/training.md.
     train_defaults: tuple[tuple[str, object], ...] = ()
 
     @property
@@ -62,7 +62,7 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
                 augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0, flip=True,
                                 size=32),
                 style="photos", noun="photo", torchvision="CIFAR10", folder="CIFAR-10-images",
-                # Measured on an H100 (README, "What each idea bought"): without TrivialAugment
+                # Measured on an H100 (docs/training.md, "What each idea bought"): without TrivialAugment
                 # the model overfits from epoch 65 (validation peaks at 75.7 %); with it, +2.1
                 # points at epoch 72 and still rising; distilling the CNN teacher, +4.8 at epoch
                 # 51; 180 epochs with whole-pixel shifts: 87.0 % on the test set.

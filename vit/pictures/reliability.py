@@ -1,6 +1,6 @@
 """The reliability diagram: does "90 %" mean right nine times in ten?
 
-Per bin of top probability (vit.calibration's 15 equal-width bins): the share of right answers
+Per bin of top probability (vit.explain.calibration's 15 equal-width bins): the share of right answers
 against the bin's mean confidence, the gap to the diagonal shaded, the raw softmax beside the
 calibrated probabilities when both are given, and how many answers fall in each bin below. Drawn
 with matplotlib's object API (no pyplot, no global state), so servers and tests can call it from

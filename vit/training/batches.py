@@ -48,7 +48,7 @@ def carve_validation(split: Split, size: int) -> tuple[Split, Split | None]:
 
 
 def as_served(images: torch.Tensor, style: str, size: int) -> torch.Tensor:
-    """uint8 images -> the same images laid out by vit.preprocessing.to_model_image, as the app
+    """uint8 images -> the same images laid out by vit.preprocessing.layout.to_model_image, as the app
     does to every drawing and upload (an image it can't lay out, e.g. a blank one, stays as is)."""
     from vit.preprocessing.decode import PreprocessError
     from vit.preprocessing.layout import to_model_image

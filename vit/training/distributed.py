@@ -2,7 +2,7 @@
 
 `torchrun --nproc_per_node=N -m vit.train …` starts N copies of the trainer with RANK, WORLD_SIZE,
 LOCAL_RANK and a rendezvous address in their environment; `python -m vit.train` has none of them and
-stays a single process. Semantics the trainer keeps (see the README):
+stays a single process. Semantics the trainer keeps (see docs/training.md):
 
 - `--batch-size` is the *global* batch: every step, all processes draw the same global batch from
   the same per-epoch permutation and each takes every N-th image of it (rank r: images r, r+N, …).
