@@ -7,6 +7,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,6 +62,11 @@ def write_dataset(root: Path, folder: str = "MNIST", n_train: int = 320, n_test:
 @pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory) -> Path:
     return write_dataset(tmp_path_factory.mktemp("data"))
+
+
+# The trainer's prepared-data cache (vit/training/prepared.py): one per test session, never the
+# user's own, so no test reads what another session (or a person) left there.
+os.environ["VIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="vit-test-cache-")
 
 
 def run_module(module: str, *args, timeout: float = 300, cwd=None, **kw) -> subprocess.CompletedProcess:

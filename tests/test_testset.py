@@ -18,7 +18,7 @@ from vit.checkpoint import open_checkpoint, save_checkpoint
 from vit.data.loading import DataError
 from vit.model import ViT, ViTConfig
 from vit.pictures.confusion import CELL, LEFT, TOP, cell_at, confusion_picture
-from vit.testset import CACHE, TestResults, load_results
+from vit.testset import CACHE, Results, load_results
 
 TINY = ViTConfig(dim=16, depth=2, heads=2, mlp_dim=32)
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
@@ -31,9 +31,9 @@ def make_checkpoint(folder, seed=0):
     return open_checkpoint(folder)
 
 
-def results(labels, probs) -> TestResults:
+def results(labels, probs) -> Results:
     labels = np.asarray(labels)
-    return TestResults("mnist", [str(i) for i in range(3)], np.zeros((len(labels), 28, 28), np.uint8),
+    return Results("mnist", [str(i) for i in range(3)], np.zeros((len(labels), 28, 28), np.uint8),
                        labels, np.asarray(probs, np.float32))
 
 

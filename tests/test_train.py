@@ -776,3 +776,33 @@ def test_evaluate_says_in_one_line_that_it_cannot_read_the_test_set(tmp_path, mo
     assert vit.evaluate.main(["--checkpoint", str(out), "--data-dir", "data"]) == 1
     err = capsys.readouterr().err
     assert err == "error: can't read the test set in --data-dir data: Permission denied\n"
+
+
+def test_a_second_run_takes_its_preparation_from_the_cache_and_trains_the_same(tiny_data, tmp_path):
+    """The laid-out view, the non-digit bank and the CNN teacher are kept (vit/training/prepared.py):
+    a second run of the same data and settings takes all three from the cache, each phase saying
+    so in a line with its time, and ends with exactly the weights of a run that kept nothing. A
+    damaged cache file is rebuilt, never read; another --teacher-epochs trains a new teacher."""
+    cache = tmp_path / "cache"
+    first = train(tiny_data, tmp_path / "a", "--cache-dir", cache)
+    assert first.returncode == 0, first.stderr
+    assert "taken from the cache" not in first.stdout and "Done in" in first.stdout
+    assert len(list(cache.glob("*.safetensors"))) == 3       # laid-out, non-digits, teacher
+    second = train(tiny_data, tmp_path / "b", "--cache-dir", cache)
+    assert second.returncode == 0, second.stderr
+    for phase in ("Laid out", "non-digit drawings", "Teacher CNN"):
+        line = next(x for x in second.stdout.splitlines() if phase in x)
+        assert "taken from the cache" in line and " s" in line, line
+    nothing = train(tiny_data, tmp_path / "c", "--cache-dir", "none")
+    assert nothing.returncode == 0, nothing.stderr
+    weights = [load_file(tmp_path / d / "model.safetensors") for d in "bc"]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    for f in cache.glob("*.safetensors"):
+        f.write_bytes(f.read_bytes()[:100])                      # truncated
+    again = train(tiny_data, tmp_path / "d", "--cache-dir", cache, "--max-steps", "1")
+    assert again.returncode == 0, again.stderr
+    assert "taken from the cache" not in again.stdout and "Traceback" not in again.stderr
+    other = train(tiny_data, tmp_path / "e", "--cache-dir", cache, "--max-steps", "1",
+                  "--teacher-epochs", "2")
+    teacher = next(x for x in other.stdout.splitlines() if "Teacher CNN" in x)
+    assert "taken from the cache" not in teacher and "2 epochs" in teacher

@@ -26,13 +26,11 @@ from vit.explain.calibration import calibrated
 from vit.scoring import confusion_matrix, predict_logits
 
 CACHE = Path(".cache") / "test-predictions.safetensors"
-
-
 KINDS = ("mistakes", "least confident", "all")
 
 
 @dataclass
-class TestResults:
+class Results:
     dataset: str
     class_names: list[str]
     images: np.ndarray         # (N, 28, 28) uint8, as stored in the data set
@@ -93,7 +91,7 @@ def _sha256(*arrays: bytes) -> str:
     return h.hexdigest()
 
 
-def load_results(checkpoint, data_dir, progress=None) -> TestResults:
+def load_results(checkpoint, data_dir, progress=None) -> Results:
     """The model's answers on the test split of its data set, from the cache when it is current.
     Raises DataError when the test split is not in `data_dir`."""
     folder, model, config = Path(checkpoint.folder), checkpoint.model, checkpoint.config
@@ -113,7 +111,7 @@ def load_results(checkpoint, data_dir, progress=None) -> TestResults:
         # (A cache from before calibration holds "probs", not "logits": recomputed.)
         if meta == key and stored["logits"].shape == (len(labels), len(names)):
             probs = calibrated(stored["logits"], t).numpy()
-            return TestResults(dataset, names, images, labels, probs, True)
+            return Results(dataset, names, images, labels, probs, True)
     except (CheckpointError, KeyError, ValueError):
         pass                                 # no cache, or an outdated or damaged one: recompute
     logits = predict_logits(model, split.images, config.mean, config.std, 500, progress)
@@ -122,7 +120,7 @@ def load_results(checkpoint, data_dir, progress=None) -> TestResults:
         save_tensors(cache, {"logits": logits, "key": key_bytes})
     except OSError:
         pass            # a read-only checkpoint folder: the answers still serve this process
-    return TestResults(dataset, names, images, labels, calibrated(logits, t).numpy())
+    return Results(dataset, names, images, labels, calibrated(logits, t).numpy())
 
 
 # --- the confusion matrix as a clickable picture --------------------------------------------

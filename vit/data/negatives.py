@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 
 import numpy as np
 import torch
@@ -151,12 +152,16 @@ def draw(seed, digits: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     return np.array(im), kind
 
 
-def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int = 28) -> torch.Tensor:
+def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int = 28,
+              desc: str | None = None) -> torch.Tensor:
     """n non-digit drawings laid out as the app lays out a drawing: uint8 (n, size, size).
-    `digits` (uint8 (N, 28, 28) training digits, white on black) feed the "two digits" kind."""
+    `digits` (uint8 (N, 28, 28) training digits, white on black) feed the "two digits" kind.
+    `desc`: a progress bar's title (on a terminal)."""
+    from tqdm import tqdm
     pool = None if digits is None else digits.cpu().numpy()
     out = torch.zeros(n, size, size, dtype=torch.uint8)
-    for i in range(n):
+    for i in tqdm(range(n), desc=desc, leave=False, dynamic_ncols=True, disable=None if desc else True,
+                  file=sys.stderr):
         for attempt in range(10):       # a mark too faint to lay out is drawn again
             canvas, _ = draw(f"{seed}-{i}-{attempt}", pool)   # str seeds: sha512, stable
             try:

@@ -14,11 +14,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 CMAP = "inferno"
-
-
 GRID_COLOUR = (0, 150, 255)
-
-
 MARK_COLOUR = (0, 255, 120)
 
 

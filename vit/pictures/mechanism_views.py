@@ -23,17 +23,9 @@ from vit.pictures.attention_maps import (
 )
 
 DIVERGING = "RdBu_r"                     # red = positive, blue = negative, white = 0
-
-
 POSITIVE, NEGATIVE = (192, 57, 43), (33, 102, 172)
-
-
 INK, FAINT = (25, 25, 25), (120, 120, 120)
-
-
 OUTLINE = (110, 255, 110)                # the input's strokes, outlined on the heat maps
-
-
 UNIFORM = (0, 229, 255)                  # the uniform level 1/T on a colour bar
 
 

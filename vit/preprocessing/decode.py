@@ -16,11 +16,7 @@ import torch
 from PIL import Image
 
 MAX_PIXELS = 40_000_000      # ~6300x6300: beyond this we refuse before decoding (memory, time)
-
-
 MAX_FILE_BYTES = 50_000_000  # larger files are refused before they are opened
-
-
 WORK_SIDE = 1024             # larger inputs are area-downscaled to this first: no visible change at 28 px
 
 
@@ -62,18 +58,15 @@ def _too_big(w: int, h: int) -> PreprocessError:
 # before a decoder runs. (Many phones' JPEGs open as MPO, through the JPEG opener.)
 FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
 
-
 # What decoding costs beside the picture itself, in bytes per pixel, where it is more than the
 # decoded picture's 4 (measured on 40-megapixel files: libwebp's animation decoder holds two
 # canvases and a copy, +607 MB; a progressive JPEG keeps every component's coefficients at full
 # resolution, 2 bytes each, even when decoded at a reduced scale: +268 MB RGB, +344 MB CMYK).
 DECODE_BUDGET = 200_000_000      # bytes one decode may take
 
-
 # At most this many decodes at once in the process: each handler has its own Gradio concurrency
 # limit, so without it seven handlers could decode two pictures each at the same moment.
 _DECODES = threading.BoundedSemaphore(2)
-
 
 # EXIF orientation -> the PIL transpose that shows the picture upright (as ImageOps.exif_transpose).
 _UPRIGHT = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}   # FLIP_LEFT_RIGHT=0 … TRANSVERSE=6

@@ -18,14 +18,8 @@ from vit.preprocessing.decode import WORK_SIDE, BlankInputError, _never_crashes,
 from vit.preprocessing.paper import _photo_ink, _pil_resize, dilate
 
 INK_THRESHOLD = 0.25         # fraction of the ink's contrast that counts as "ink" for the bounding box
-
-
 RIM = 1                      # pixels kept around that box: the strokes' fainter edges...
-
-
 RIM_OUT = 1 if RIM else 0    # ...which end as one pixel of the model's input, at any scale
-
-
 MIN_CONTRAST = 0.08          # below this (on a 0..1 scale) the image is taken as blank
 
 
@@ -118,14 +112,8 @@ def _morph(ink: np.ndarray, radius: int, grow: bool) -> np.ndarray:
 # MNIST digits have strokes ~1.3-3.9 px wide in their 20x20 box; drawings made with a thinner or
 # thicker pen are brought to a typical width before the downscale.
 STROKE_RANGE = (1.25, 4.2)   # MNIST test digits: 0.5th-99.5th percentile is 1.3-3.9
-
-
 STROKE_TARGET = 2.2           # MNIST median
-
-
 CONTRAST = (0.05, 0.8)
-
-
 SOFT_SCALE = 0.5              # resizing by this factor or further (2x either way) softens an edge
 
 

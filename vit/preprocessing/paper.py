@@ -18,23 +18,11 @@ from vit.preprocessing.decode import WORK_SIDE, PreprocessError
 # components that form the digit are kept. Clean drawings never come here: their background is
 # one exact grey level, or flat.
 PHOTO_MIN_SIDE = 96          # smaller pictures are icons or drawings, never photos of paper
-
-
 PHOTO_SMALL = 128            # the paper's light and the strokes' scale are measured at this size
-
-
 PHOTO_PARTS = 256            # the ink's connected components are found at this size
-
-
 PHOTO_UNEVEN = 0.1           # paper whose brightness spans more than this (2nd-98th pct) is "uneven"
-
-
 PHOTO_MIN_INK = 0.28         # ink is on average this much darker than its paper; shadows' edges are not
-
-
 PHOTO_RADII = (1, 2, 3, 4, 6, 8, 11, 15, 20, 26)    # closing radii tried, in pixels at PHOTO_SMALL
-
-
 NO_INK_IN_PHOTO = ("Couldn't find a dark digit on a lighter background in that photo: try more "
                    "light or a closer crop.")
 

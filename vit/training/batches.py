@@ -3,8 +3,10 @@ batch of each step (`make_batch`), the same on every rank.
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -16,6 +18,7 @@ from vit.data.loading import Split, normalize, to_unit_float
 from vit.data.specs import DatasetSpec
 from vit.training import distributed
 from vit.training.config import TrainConfig, TrainingError
+from vit.training.prepared import cached, code_digest
 from vit.training.seeds import (
     STREAM_AUGMENT,
     STREAM_ERASE,
@@ -47,13 +50,17 @@ def carve_validation(split: Split, size: int) -> tuple[Split, Split | None]:
             Split(split.images[val_idx], split.labels[val_idx], split.source))
 
 
-def as_served(images: torch.Tensor, style: str, size: int) -> torch.Tensor:
-    """uint8 images -> the same images laid out by vit.preprocessing.layout.to_model_image, as the app
-    does to every drawing and upload (an image it can't lay out, e.g. a blank one, stays as is)."""
+def as_served(images: torch.Tensor, style: str, size: int, desc: str | None = None) -> torch.Tensor:
+    """uint8 images -> the same images laid out by vit.preprocessing.layout.to_model_image, as the
+    app does to every drawing and upload (an image it can't lay out, e.g. a blank one, stays as
+    is). `desc`: a progress bar's title (on a terminal)."""
+    from tqdm import tqdm
+
     from vit.preprocessing.decode import PreprocessError
     from vit.preprocessing.layout import to_model_image
     out = images.clone()
-    for i, img in enumerate(images.numpy()):
+    for i, img in enumerate(tqdm(images.numpy(), desc=desc, leave=False, dynamic_ncols=True,
+                                 disable=None if desc else True, file=sys.stderr)):
         try:
             out[i] = torch.from_numpy(np.round(to_model_image(img, style, size) * 255).astype(np.uint8))
         except PreprocessError:
@@ -61,26 +68,46 @@ def as_served(images: torch.Tensor, style: str, size: int) -> torch.Tensor:
     return out
 
 
-def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable) -> tuple[Split, TrainData]:
+def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable, digest: str = "",
+                 cache: Path | None = None) -> tuple[Split, TrainData]:
     """Carve the validation split and build the laid-out views and the non-digit bank. Pure
-    functions of the data and the seed-independent streams: a resumed run rebuilds the same."""
-    from vit.data.negatives import make_bank
+    functions of the data and the seed-independent streams: a resumed run rebuilds the same, and
+    the next run of the same data (`digest`: data_digest of `split`) takes them from `cache`
+    (vit/training/prepared.py)."""
+    from vit.data import negatives as negatives_module
+    from vit.preprocessing import decode, layout, paper
     train_split, val = carve_validation(split, tc.val_size)
     grey = spec.channels == 1
     served = val_served = negatives = held_out = None
+    data = {"data": digest, "val_size": tc.val_size, "size": spec.image_size}
+    code = code_digest(decode, layout, paper, as_served)
     if grey and (tc.serve_view > 0 or val is not None):
         t0 = time.time()
-        served = as_served(train_split.images, spec.style, spec.image_size) if tc.serve_view else None
-        val_served = as_served(val.images, spec.style, spec.image_size) if val is not None else None
-        say(f"Laid out {len(split):,} images as the app would in {time.time() - t0:.0f} s", flush=True)
+        parts = [(n, images) for n, images in (("train", train_split.images if tc.serve_view else None),
+                                               ("validation", None if val is None else val.images))
+                 if images is not None]
+        views, reused = cached(cache, "laid-out", {**data, "style": spec.style, "code": code,
+                                                   "parts": [n for n, _ in parts]},
+                               lambda: {n: as_served(images, spec.style, spec.image_size,
+                                                     f"laying out {n} images")
+                                        for n, images in parts})
+        served, val_served = views.get("train"), views.get("validation")
+        say(f"Laid out {sum(len(x) for _, x in parts):,} images as the app would: "
+            f"{'taken from the cache' if reused else 'done'} in {time.time() - t0:.0f} s", flush=True)
     if tc.negatives and spec.style == "digits":
         t0 = time.time()
         digits = train_split.images[:5000]        # for "two digits side by side": training images only
-        negatives = make_bank(tc.negatives, mix_seed(STREAM_NEG, 0), digits, spec.image_size)
-        held_out = make_bank(min(HELD_OUT_NEGATIVES, max(1, tc.negatives // 10)),
-                             mix_seed(STREAM_NEG, 1), digits, spec.image_size)
-        say(f"Drew {len(negatives) + len(held_out):,} non-digit drawings in "
-            f"{time.time() - t0:.0f} s", flush=True)
+        n_held = min(HELD_OUT_NEGATIVES, max(1, tc.negatives // 10))
+        bank, reused = cached(cache, "non-digits", {
+            **data, "negatives": tc.negatives, "held_out": n_held,
+            "code": code_digest(decode, layout, paper, negatives_module)}, lambda: {
+            "train": negatives_module.make_bank(tc.negatives, mix_seed(STREAM_NEG, 0), digits,
+                                                spec.image_size, "drawing non-digits"),
+            "held_out": negatives_module.make_bank(n_held, mix_seed(STREAM_NEG, 1), digits,
+                                                   spec.image_size, "drawing held-out non-digits")})
+        negatives, held_out = bank["train"], bank["held_out"]
+        say(f"Drew {len(negatives) + len(held_out):,} non-digit drawings: "
+            f"{'taken from the cache' if reused else 'done'} in {time.time() - t0:.0f} s", flush=True)
     return train_split, TrainData(served, val, val_served, negatives, held_out)
 
 

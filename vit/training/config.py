@@ -16,27 +16,19 @@ from vit.model import ViTConfig
 from vit.training import distributed
 
 MAX_SEED = 2**63 - 1                  # torch.manual_seed overflows beyond what fits an int64
-
-
 MAX_LR = 1e6                          # far past any useful rate; 1e308 overflows AdamW's float
-
 
 # TrainConfig fields that say where and how a run executes, not what it computes: --resume may
 # change them.
 RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size", "data_dir",
-                            "download", "out", "resume", "overwrite", "dist_timeout"})
+                            "download", "out", "resume", "overwrite", "dist_timeout", "cache_dir"})
 
 
 # Ceilings on counts a flag sets, far above any useful run: past them a typo (--batch-size
 # 1000000000) would end in an allocation failure and a traceback, not a message.
 MAX_BATCH = 1 << 16
-
-
 MAX_EPOCHS = 100_000
-
-
 MAX_NEGATIVES = 1_000_000        # drawn non-digits, 784 bytes each
-
 
 # The model's size flags, each with its ceiling (the published ViTs up to ViT-22B fit under all):
 # checked one by one so that the message names the flag, before the loader's limits on the whole.
@@ -124,6 +116,10 @@ class TrainConfig:
     dist_timeout: float = field(default=300.0, metadata={
         "help": "under torchrun: seconds a process waits for the others at a collective before "
                 "the run stops, naming the process that fell behind"})
+    cache_dir: str = field(default="", metadata={
+        "help": "where the data laid out as the app would, the non-digit drawings and the CNN "
+                "teacher are kept for the next run of the same data and settings (default: "
+                "$VIT_CACHE_DIR, else ~/.cache/vit-explorer/runs; 'none': keep nothing)"})
 
 
 def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = None) -> list[str]:

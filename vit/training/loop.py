@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from vit.checkpoint import CheckpointError, save_checkpoint, save_tensors
+from vit.checkpoint import save_checkpoint
 from vit.data.loading import DataError, Split, load_split
 from vit.data.specs import FOLDER, DatasetSpec, builtin_spec
 from vit.device import pick_device
@@ -37,13 +37,13 @@ from vit.training.config import (
     local_processes,
     memory_problem,
 )
+from vit.training.prepared import cache_root
 from vit.training.records import checkpoint_meta, describe_device, git_commit, plot_curves, write_metrics
-from vit.training.seeds import STREAM_DROPOUT, STREAM_TEACHER, _generator, mix_seed
+from vit.training.seeds import STREAM_DROPOUT, mix_seed
 from vit.training.session import Session, _autocast, _to, check_in_sync, lr_at, new_session
 from vit.training.state import (
     SET_ASIDE,
     STATE_FILE,
-    TEACHER_FILE,
     EpochTotals,
     RunState,
     SavedState,
@@ -55,7 +55,7 @@ from vit.training.state import (
     save_state,
     set_aside_run_files,
 )
-from vit.training.teacher import Teacher, distillation_loss
+from vit.training.teacher import distillation_loss, get_teacher
 
 
 @dataclass
@@ -295,6 +295,7 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
     CheckpointError or OSError, each with a one-line message. Under torchrun every process calls
     this; they train one model together (vit/training/distributed.py). `should_stop()` true (e.g. after
     Ctrl-C) ends the run after the current step with a resumable state."""
+    started = time.time()                # "Done in" counts everything from here
     spec = builtin_spec(tc.dataset)
     if tc.dataset == FOLDER:
         problem = folder_size_problem(mc.image_size)
@@ -318,7 +319,7 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
         saved = preflight(tc, mc)
         device = distributed.setup(d, device, tc.dist_timeout)
         try:
-            result = _train(tc, spec, mc, argv, d, device, saved, should_stop)
+            result = _train(tc, spec, mc, argv, d, device, saved, should_stop, started)
         except (RuntimeError, MemoryError) as e:
             if d.enabled and distributed.is_stall(e):
                 raise TrainingError(distributed.stall_message(d, tc.dist_timeout)) from None
@@ -345,15 +346,18 @@ def describe_folder(data_dir, image_size: int) -> DatasetSpec:
 
 
 def _train(tc: TrainConfig, spec: DatasetSpec, mc: ViTConfig, argv, d: distributed.Dist, device: torch.device,
-           saved: SavedState | None, should_stop: Callable[[], bool]) -> dict:
+           saved: SavedState | None, should_stop: Callable[[], bool], started: float) -> dict:
     say = print if d.main else (lambda *a, **k: None)    # one voice, one writer: rank 0
     if tc.threads:
         torch.set_num_threads(tc.threads)
     out = Path(tc.out)
+    cache = cache_root(tc.cache_dir)
     full_train = load_split(spec, tc.data_dir, True, tc.download)
     test_split = load_split(spec, tc.data_dir, False, tc.download)
-    train_split, data = prepare_data(tc, spec, full_train, say)
     digest = data_digest(full_train)
+    say(f"Read {len(full_train):,} training and {len(test_split):,} test images "
+        f"({time.time() - started:.0f} s)", flush=True)
+    train_split, data = prepare_data(tc, spec, full_train, say, digest, cache)
     if device.type == "cuda":       # a few hundred MB at most: batches are then cut on the GPU
         train_split = replace(train_split, images=train_split.images.to(device),
                               labels=train_split.labels.to(device))
@@ -365,7 +369,8 @@ def _train(tc: TrainConfig, spec: DatasetSpec, mc: ViTConfig, argv, d: distribut
         # between the first epoch's checkpoint and its state) leaves a run --resume continues.
         save_state(out / STATE_FILE, s.model, s.opt, run, s.ema_model)
     if tc.distill:
-        s.teacher = get_teacher(s, out, say, resuming=saved is not None)
+        s.teacher = get_teacher(s, out, say, resuming=saved is not None, digest=digest, cache=cache)
+    prepared = time.time() - started
     stop_at = run.step + tc.max_steps if tc.max_steps else None
     t_call, wall0 = time.time(), run.wall_seconds
     last_row = None
@@ -390,55 +395,7 @@ def _train(tc: TrainConfig, spec: DatasetSpec, mc: ViTConfig, argv, d: distribut
     if d.enabled:
         digest = check_in_sync(s)
         say(f"Weights identical on all {d.world} processes (sha256 {digest[:16]})", flush=True)
-    say(f"Done in {run.wall_seconds / 60:.1f} min: {out}", flush=True)
+    total = time.time() - started
+    say(f"Done in {total / 60:.1f} min ({prepared:.0f} s preparing, then {(total - prepared) / 60:.1f} "
+        f"min of epochs): {out}", flush=True)
     return last_row or {"step": run.step}
-
-
-def get_teacher(s: Session, out: Path, say: Callable, resuming: bool) -> torch.nn.Module:
-    """The CNN to distil from: when resuming, the one this run trained before (in its state
-    folder); else a new one trained now on the run's own batches (DeiT's recipe: teacher first,
-    then the student) — a teacher file left by a run that never saved a state may come from
-    other settings or another data set, so a fresh run never reads it.
-    Under torchrun every process trains it on the whole global batch, alone: its batch norms
-    then see what one process would see, and every process holds the same teacher (a DDP-trained
-    one kept per-process batch statistics, so the processes distilled from different teachers)."""
-    from vit.checkpoint import load_tensors
-    torch.manual_seed(mix_seed(s.tc.seed, STREAM_TEACHER))
-    teacher = Teacher(s.spec.channels, s.spec.num_classes, s.tc.teacher_width).to(s.device)
-    path = out / TEACHER_FILE
-    if resuming and path.is_file():
-        try:
-            teacher.load_state_dict(load_tensors(path))
-        except (CheckpointError, RuntimeError) as e:
-            raise TrainingError(f"can't resume: {path} is damaged ({' '.join(str(e).split())[:200]})"
-                                ) from None
-        return teacher.eval().requires_grad_(False)
-    alone = replace(s, d=distributed.Dist())      # batches: the whole global batch
-    opt = torch.optim.AdamW(teacher.parameters(), lr=2e-3, weight_decay=5e-4)
-    plan = replace(s.plan, total_steps=s.tc.teacher_epochs * s.plan.steps_per_epoch,
-                   warmup_steps=s.plan.steps_per_epoch // 2)
-    t0 = time.time()
-    for step in range(plan.total_steps):
-        epoch, i = divmod(step, plan.steps_per_epoch)
-        if i == 0:
-            order = torch.randperm(len(s.train_split),
-                                   generator=_generator(s.tc.seed, STREAM_TEACHER, epoch))
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, plan, replace(s.tc, lr=2e-3, min_lr=1e-5))
-        batch = make_batch(alone, order, step)
-        with _autocast(s.device):
-            logits = teacher(batch.x[:len(batch.y)])
-            loss = F.cross_entropy(logits.float(), batch.y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    teacher.eval().requires_grad_(False)
-    v = s.data.val if s.data is not None and s.data.val is not None else None
-    if v is not None:
-        _, acc, _ = evaluate(teacher, v.images, v.labels, s.spec.mean, s.spec.std,
-                             s.tc.eval_batch_size)
-        say(f"Teacher CNN: {s.tc.teacher_epochs} epochs in {time.time() - t0:.0f} s, validation "
-            f"accuracy {100 * acc:.2f}%", flush=True)
-    if s.d.main:
-        save_tensors(path, teacher.state_dict())
-    return teacher

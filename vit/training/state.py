@@ -22,19 +22,10 @@ from vit.model import ViT, ViTConfig
 from vit.training.config import LATER_TRAIN_KEYS, RUNTIME_FIELDS, TrainConfig, TrainingError, flag_text
 
 STATE_FILE = Path("train_state") / "state.safetensors"
-
-
 TEACHER_FILE = Path("train_state") / "teacher.safetensors"   # the CNN a --distill run learns from
-
-
 OLD_STATE_JSON = Path("train_state") / "state.json"     # the two-file form of earlier versions
-
-
 STATE_FORMAT = "vit-explorer-train-state/2"
-
-
 FINISHED_FILES = ("config.json", "model.safetensors", "metrics.csv")
-
 
 # What --overwrite sets aside: the files a run writes, by name (never a whole folder).
 RUN_FILES = ("config.json", "model.safetensors", "metrics.csv", "curves.png",
@@ -43,7 +34,6 @@ RUN_FILES = ("config.json", "model.safetensors", "metrics.csv", "curves.png",
 
 
 SET_ASIDE = ".replaced-by-overwrite"   # where --overwrite keeps the old run until a new epoch
-
 
 # --- the run's state: what --resume needs -----------------------------------------------------
 @dataclass

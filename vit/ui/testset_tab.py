@@ -11,7 +11,7 @@ import numpy as np
 from vit.data.loading import DataError, load_split
 from vit.pictures.attention_maps import digit_picture
 from vit.pictures.confusion import confusion_picture
-from vit.testset import KINDS, TestResults, load_results
+from vit.testset import KINDS, Results, load_results
 
 from ..text import md
 from .models import Models
@@ -82,10 +82,10 @@ class Answers:
 
     def __init__(self, models: Models, data_dir: Path):
         self.models, self.data_dir = models, data_dir
-        self._results: dict[str, TestResults] = {}
+        self._results: dict[str, Results] = {}
         self._reliability: dict[str, np.ndarray] = {}
 
-    def get(self, name: str, progress=None) -> TestResults:
+    def get(self, name: str, progress=None) -> Results:
         if name not in self._results:
             p = self.models.get(name)
             self._results[name] = load_results(p.checkpoint, self.data_dir, progress)
@@ -95,7 +95,7 @@ class Answers:
         """Whether model `name`'s test answers are in (its test set was found and scored)."""
         return isinstance(name, str) and name in self._results
 
-    def reliability(self, name: str, r: TestResults) -> np.ndarray:
+    def reliability(self, name: str, r: Results) -> np.ndarray:
         """The reliability diagram of a model's calibrated test answers (drawn once per model)."""
         if name not in self._reliability:
             from vit.pictures.reliability import reliability_picture
