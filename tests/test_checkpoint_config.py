@@ -251,7 +251,7 @@ def test_bundled_checkpoints_load(name):
     assert ck.config.temperature == raw["calibration"]["temperature"] != 1.0
     assert ck.config.dataset == name and ck.config.num_parameters == ck.model.num_parameters()
     assert ck.config.spec.name == name and not ck.model.training
-    assert (ck.config.style, ck.config.title) == {
+    assert (ck.config.style.name, ck.config.title) == {
         "mnist": ("digits", "MNIST"), "fashion-mnist": ("objects", "Fashion-MNIST")}[name]
 
 
@@ -266,7 +266,7 @@ def test_save_writes_per_channel_lists(tmp_path, norm):
     ck = open_checkpoint(tmp_path, "cpu")
     assert len(ck.config.mean) == 3 and ck.config.std[0] == 0.25
     # A data set this code does not know: 3 channels read as photos (the CIFAR-10 examples).
-    assert (ck.config.spec, ck.config.style, ck.config.noun, ck.config.title) == (
+    assert (ck.config.spec, ck.config.style.name, ck.config.noun, ck.config.title) == (
         None, "photos", "image", "pets")
 
 

@@ -534,3 +534,17 @@ def test_a_tiff_with_ordinary_tiles_still_reads(tmp_path):
     seven = drawn("7", 300, 250, (25, 25))
     seven.save(tmp_path / "tiled.tif", tile=(64, 64), compression="tiff_deflate")
     assert np.abs(to_model_image(str(tmp_path / "tiled.tif")) - to_model_image(seven)).max() < 1e-6
+
+
+def test_a_style_is_one_object_and_its_name_lays_out_the_same():
+    """A data set's layout is a Style (vit/preprocessing/styles.py): the name a config writes and
+    the object lay a drawing out identically; a made-up name is refused, naming the styles."""
+    from vit.preprocessing import model_input
+    from vit.preprocessing.styles import DIGITS, OBJECTS, PHOTOS, style_of
+    seven = render_digit("7")
+    for style in (DIGITS, OBJECTS):
+        assert np.array_equal(to_model_image(seven, style), to_model_image(seven, style.name))
+    assert not np.array_equal(to_model_image(seven, DIGITS), to_model_image(seven, OBJECTS))
+    assert model_input(seven, PHOTOS, 32).shape == (32, 32, 3)
+    with pytest.raises(ValueError, match="digits, objects, photos"):
+        style_of("sketches")

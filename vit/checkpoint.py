@@ -25,6 +25,7 @@ from safetensors.torch import load_file, save_file
 
 from vit.data.specs import DatasetSpec, builtin_spec
 from vit.explain.calibration import TEMPERATURE_RANGE
+from vit.preprocessing.styles import DIGITS, PHOTOS, Style
 
 from .device import pick_device
 from .model import ViT, ViTConfig
@@ -94,14 +95,11 @@ class CheckpointConfig:
         return builtin_spec(self.dataset)
 
     @property
-    def style(self) -> str:
+    def style(self) -> Style:
+        """How its data set's pictures were made; for an unknown data set, digits when grey and
+        photos when colour."""
         spec = self.spec
-        return spec.style if spec else ("digits" if self.model.channels == 1 else "photos")
-
-    @property
-    def photos(self) -> bool:
-        """A photo model: its canvas holds a colour picture to draw over, not ink."""
-        return self.style == "photos"
+        return spec.style if spec else (DIGITS if self.model.channels == 1 else PHOTOS)
 
     @property
     def noun(self) -> str:

@@ -21,8 +21,7 @@ import torch
 
 from vit.explain import attribution, ood
 from vit.explain.attention import Explanation, explain
-from vit.preprocessing import normalize_image
-from vit.preprocessing.colour import to_rgb_image
+from vit.preprocessing import model_input, normalize_image
 from vit.preprocessing.decode import PreprocessError, decode, open_image
 from vit.preprocessing.layout import to_model_image
 
@@ -110,14 +109,12 @@ class Predictor:
     def prepare(self, image) -> np.ndarray:
         """Any image the preprocessor accepts -> this model's input in [0, 1]: (S, S) for grey
         models, (S, S, 3) for colour ones. Raises PreprocessError."""
-        if self.model.cfg.channels == 3:
-            return to_rgb_image(image, self.size)
-        return to_model_image(image, self.config.style, self.size)
+        return model_input(image, self.config.style, self.size)
 
     @property
     def reads_ink(self) -> bool:
         """Whether inputs get vit.explain.ood's ink checks: grey models of digit-style data sets."""
-        return self.model.cfg.channels == 1 and self.config.style == "digits"
+        return self.model.cfg.channels == 1 and self.config.style.drawn
 
     def read(self, image) -> tuple[np.ndarray, np.ndarray | None]:
         """Any image -> (this model's input, as `prepare` gives it; its ink map for the checks

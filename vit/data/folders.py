@@ -25,6 +25,7 @@ import torch
 
 from vit.data.affine import Augment
 from vit.data.specs import FOLDER, DatasetSpec
+from vit.preprocessing.styles import PHOTOS
 
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff"}
 SPLIT_DIRS = {True: ("train",), False: ("test", "val")}
@@ -215,7 +216,7 @@ def folder_spec(root, image_size: int = 32) -> DatasetSpec:
         tuple(classes), mean, std, image_size=image_size,
         channels=3, augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0,
                                     flip=True, size=image_size),
-        style="photos", noun="picture",
+        style=PHOTOS, noun="picture",
         # No CNN teacher (a fine-tuned ViT already knows images), TrivialAugment as for CIFAR-10.
         train_defaults=(("negatives", 0), ("serve_view", 0.0), ("distill", 0.0),
                         ("policy", "trivialaugment"),

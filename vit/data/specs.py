@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vit.data.affine import Augment
+from vit.preprocessing.styles import DIGITS, OBJECTS, PHOTOS, Style
 
 
 @dataclass(frozen=True)
@@ -19,11 +20,9 @@ class DatasetSpec:
     image_size: int = 28
     channels: int = 1
     augment: Augment | None = Augment()
-    # How any picture is laid out like the training data (vit/preprocessing/):
-    # "digits": ink cropped, fitted into 20/28 of the frame, centred by mass (how MNIST was made);
-    # "objects": the object's box fills the frame, centred (how Fashion-MNIST was made);
-    # "photos": colour pictures, the centre square resized (vit.preprocessing.colour.to_rgb_image).
-    style: str = "digits"
+    # How its pictures were made, so that any picture is laid out like them
+    # (vit/preprocessing/styles.py: DIGITS as MNIST, OBJECTS as Fashion-MNIST, PHOTOS).
+    style: Style = DIGITS
     noun: str = "digit"             # "Draw a digit", "not a digit"
     torchvision: str = ""           # torchvision.datasets class that downloads it
     folder: str = ""                # an image-folder copy's name under --data-dir (train/, test/)
@@ -44,7 +43,7 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
                 ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                  "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"),
                 (0.2860,), (0.3530,), augment=Augment(degrees=5.0, shear=0.05, flip=True),
-                style="objects", noun="piece of clothing", torchvision="FashionMNIST",
+                style=OBJECTS, noun="piece of clothing", torchvision="FashionMNIST",
                 # Clothes' texture (shirt vs pullover vs coat) needs 2-px patches (a 14x14 grid:
                 # +1.3 points over 4-px ones), a longer schedule and a stronger teacher.
                 train_defaults=(("epochs", 60), ("patch_size", 2), ("teacher_width", 64),
@@ -61,7 +60,7 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
                 (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616), image_size=32, channels=3,
                 augment=Augment(degrees=0.0, scale=(1.0, 1.0), shift=4 / 32, shear=0.0, flip=True,
                                 size=32),
-                style="photos", noun="photo", torchvision="CIFAR10", folder="CIFAR-10-images",
+                style=PHOTOS, noun="photo", torchvision="CIFAR10", folder="CIFAR-10-images",
                 # Measured on an H100 (docs/training.md, "What each idea bought"): without TrivialAugment
                 # the model overfits from epoch 65 (validation peaks at 75.7 %); with it, +2.1
                 # points at epoch 72 and still rising; distilling the CNN teacher, +4.8 at epoch
@@ -72,10 +71,6 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
                                 ("policy", "trivialaugment"), ("teacher_width", 64),
                                 ("teacher_epochs", 40))),
 ]}
-
-# Preprocessing styles a config may name; a checkpoint of an unknown data set uses "digits" when
-# it is one grey channel and "photos" for colour.
-STYLES = ("digits", "objects", "photos")
 
 # `--dataset folder --data-dir D`: any image folder in torchvision's ImageFolder layout
 # (D/train/<class>/*, D/test/ or D/val/), described when a run starts: see vit/data/folders.py.

@@ -278,7 +278,7 @@ def judge(ink: np.ndarray | None, probs: np.ndarray, config) -> Verdict:
     checks apply to digit-style models only (a pair of sandals is two marks side by side)."""
     known = config.spec is not None
     noun = config.noun if known else "image"
-    if ink is not None and config.style == "digits" and config.model.channels == 1:
+    if ink is not None and config.style.drawn and config.model.channels == 1:
         verdict = check_ink(measure(ink), noun)
         if not verdict:
             return verdict

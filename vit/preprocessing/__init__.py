@@ -12,6 +12,7 @@ import torch
 from vit.preprocessing.colour import to_rgb_image
 from vit.preprocessing.decode import _never_crashes
 from vit.preprocessing.layout import to_model_image
+from vit.preprocessing.styles import DIGITS, Style, style_of
 
 
 def _per_channel(v, channels: int) -> torch.Tensor:
@@ -27,16 +28,20 @@ def normalize_image(img: np.ndarray, mean=0.1307, std=0.3081) -> torch.Tensor:
     return ((x - _per_channel(mean, C)[:, None, None]) / _per_channel(std, C)[:, None, None])[None]
 
 
+def model_input(image, style: Style | str, size: int) -> np.ndarray:
+    """Any picture -> a model's input in [0, 1] laid out in `style` (vit/preprocessing/styles.py):
+    (size, size), or (size, size, 3) for a colour style. Raises PreprocessError."""
+    style = style_of(style)
+    return to_rgb_image(image, size) if style.colour else to_model_image(image, style, size)
+
+
 @_never_crashes
-def preprocess(image, mean=0.1307, std=0.3081, style: str = "digits", size: int = 28,
+def preprocess(image, mean=0.1307, std=0.3081, style: Style | str = DIGITS, size: int = 28,
                config=None) -> torch.Tensor:
     """Any image -> (1, C, S, S) float tensor normalised for a model: MNIST's layout and statistics
-    by default, or those of a checkpoint's `config` (a `CheckpointConfig`: its data set's layout,
-    image size, channels and per-channel normalisation). Raises PreprocessError for unusable input.
+    by default, or those of a checkpoint's `config` (a `CheckpointConfig`: its data set's style,
+    image size and per-channel normalisation). Raises PreprocessError for unusable input.
     """
     if config is not None:
-        mean, std, size = config.mean, config.std, config.model.image_size
-        if config.model.channels == 3:
-            return normalize_image(to_rgb_image(image, size), mean, std)
-        style = config.style
-    return normalize_image(to_model_image(image, style, size), mean, std)
+        mean, std, style, size = config.mean, config.std, config.style, config.model.image_size
+    return normalize_image(model_input(image, style, size), mean, std)

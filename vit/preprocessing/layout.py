@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from vit.preprocessing.decode import WORK_SIDE, BlankInputError, _never_crashes, _to_array
 from vit.preprocessing.paper import _photo_ink, _pil_resize, dilate
+from vit.preprocessing.styles import DIGITS, Style, style_of
 
 INK_THRESHOLD = 0.25         # fraction of the ink's contrast that counts as "ink" for the bounding box
 RIM = 1                      # pixels kept around that box: the strokes' fainter edges...
@@ -139,17 +140,20 @@ def contrast_range(ink: np.ndarray) -> tuple[float, float, float]:
 
 
 @_never_crashes
-def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
+def to_model_image(image, style: Style | str = DIGITS, size: int = 28) -> np.ndarray:
     """Any image -> float32 (size, size) in [0, 1], white ink on black, laid out like the training
-    data (for "digits", the ink fills a box of 20/28 of the side, as in MNIST).
+    data: its `style` (vit/preprocessing/styles.py, or a style's name) says how — for DIGITS the
+    ink fills a box of 20/28 of the side and is centred by mass, as in MNIST.
 
     `image`: a PIL image (any mode), a numpy array (H×W, H×W×3, H×W×4; uint8, uint16, float,
     bool), a file path, or a Gradio Sketchpad value dict. Raises PreprocessError (with a message
     for people) for missing, blank, unreadable or oversized input.
     """
+    style = style_of(style)
     a = _to_array(image)
+    box = max(1, round(size * style.box))
     # A photo of paper under uneven light: its ink, cropped at 5x the final digit box's detail.
-    ink = _photo_ink(a, 5 * max(1, round(size * 20 / 28))) if style == "digits" else None
+    ink = _photo_ink(a, 5 * box) if style.paper else None
     if ink is None:
         ink = _area_downscale(_ink(a).astype(np.float32))
     lo, top, hi = contrast_range(ink)
@@ -158,7 +162,6 @@ def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
     # Stretch so that background -> 0 and the ink's strongest pixels -> 1 (paper tone, faint pencil).
     ink = np.clip((ink - lo) / max(top - lo, 1e-6), 0, 1)
     ink, h, w = _crop_to_ink(ink)                   # (h, w): the ink's box, inside the rim
-    box = max(1, round(size * 20 / 28)) if style == "digits" else size
     if max(h, w) > 4 * box:
         # Work on the crop at 4x the final size: stroke analysis and morphology cost little
         # there and lose nothing that survives the final downscale. (The rim would end as a
@@ -169,7 +172,7 @@ def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
         ink = np.pad(ink, RIM)
     mask = ink > INK_THRESHOLD
     scale = box / max(h, w)
-    if style == "digits":
+    if style.strokes:
         width = _stroke_width(mask) * scale                    # stroke width after the downscale
         if not STROKE_RANGE[0] <= width <= STROKE_RANGE[1]:
             # Thin pens grow to a typical width; thick ones only shrink to the top of MNIST's
@@ -186,10 +189,10 @@ def to_model_image(image, style: str = "digits", size: int = 28) -> np.ndarray:
                     scale = box / max(h, w)
     small = _rescale(ink, scale)
     nh, nw = small.shape
-    if style == "digits":
+    if style.strokes:
         small = _sharpen(small, scale)
     out = np.zeros((3 * size, 3 * size), np.float32)           # room to shift without clipping
-    if style == "digits":
+    if style.by_mass:
         total = small.sum()
         if total <= 0:
             raise BlankInputError("The image looks blank: draw or upload a digit with some contrast.")

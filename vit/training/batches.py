@@ -16,6 +16,7 @@ from vit.data import trivial_augment
 from vit.data.affine import draw_erasing, erase
 from vit.data.loading import Split, normalize, to_unit_float
 from vit.data.specs import DatasetSpec
+from vit.preprocessing.styles import Style
 from vit.training import distributed
 from vit.training.config import TrainConfig, TrainingError
 from vit.training.prepared import cached, code_digest
@@ -50,7 +51,7 @@ def carve_validation(split: Split, size: int) -> tuple[Split, Split | None]:
             Split(split.images[val_idx], split.labels[val_idx], split.source))
 
 
-def as_served(images: torch.Tensor, style: str, size: int, desc: str | None = None) -> torch.Tensor:
+def as_served(images: torch.Tensor, style: Style, size: int, desc: str | None = None) -> torch.Tensor:
     """uint8 images -> the same images laid out by vit.preprocessing.layout.to_model_image, as the
     app does to every drawing and upload (an image it can't lay out, e.g. a blank one, stays as
     is). `desc`: a progress bar's title (on a terminal)."""
@@ -86,7 +87,7 @@ def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable
         parts = [(n, images) for n, images in (("train", train_split.images if tc.serve_view else None),
                                                ("validation", None if val is None else val.images))
                  if images is not None]
-        views, reused = cached(cache, "laid-out", {**data, "style": spec.style, "code": code,
+        views, reused = cached(cache, "laid-out", {**data, "style": spec.style.name, "code": code,
                                                    "parts": [n for n, _ in parts]},
                                lambda: {n: as_served(images, spec.style, spec.image_size,
                                                      f"laying out {n} images")
@@ -94,7 +95,7 @@ def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable
         served, val_served = views.get("train"), views.get("validation")
         say(f"Laid out {sum(len(x) for _, x in parts):,} images as the app would: "
             f"{'taken from the cache' if reused else 'done'} in {time.time() - t0:.0f} s", flush=True)
-    if tc.negatives and spec.style == "digits":
+    if tc.negatives and spec.style.drawn:
         t0 = time.time()
         digits = train_split.images[:5000]        # for "two digits side by side": training images only
         n_held = min(HELD_OUT_NEGATIVES, max(1, tc.negatives // 10))

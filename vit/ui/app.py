@@ -23,12 +23,12 @@ import torch
 
 from vit.data.examples import example_name, write_examples
 from vit.data.loading import DataError
-from vit.data.specs import STYLES
 from vit.device import pick_device
 from vit.pictures.attention_maps import patch_at
 from vit.pictures.confusion import cell_at
 from vit.preprocessing.decode import MAX_FILE_BYTES, BlankInputError, PreprocessError, decode
 from vit.preprocessing.layout import compact
+from vit.preprocessing.styles import STYLES
 from vit.testset import data_dir_for_app
 
 from ..checkpoint import CheckpointError
@@ -100,7 +100,7 @@ class Page:
         p = self.predictor(name)
         try:
             if kind == "drawing":        # its PNG, read once for the input and the copy
-                source = colour_picture(source) if p.model.cfg.channels == 3 else decode(source)
+                source = colour_picture(source) if p.config.style.colour else decode(source)
             image, ink = p.read(source)
             # A drawing's session copy is its ink map (the same compact copy) when it has one; a
             # colour model's (a photo, maybe drawn over) its RGB picture, at most 224 px a side.
@@ -109,7 +109,7 @@ class Page:
             elif ink is not None:
                 kept = ink
             else:
-                kept = (shrunk(source, KEPT_COLOUR_SIDE) if p.model.cfg.channels == 3
+                kept = (shrunk(source, KEPT_COLOUR_SIDE) if p.config.style.colour
                         else compact(source))
         except PreprocessError as e:
             if kind == "drawing" and isinstance(e, BlankInputError):
@@ -189,10 +189,10 @@ class Page:
         u = self._analyse("drawing", source, name, shared, layer, head, patch, pictures,
                           int(seq(value) or 0))
         example = value.get("example") if isinstance(value, dict) else None
-        if u.label and example in map(example_name, self.examples[p.config.style]):
+        if u.label and example in map(example_name, self.examples[p.config.style.name]):
             made, again = (("a picture of a", f"Draw over it, upload your own {p.config.noun} on "
                                                f"the Upload tab")
-                           if p.config.photos else
+                           if p.config.style.colour else
                            ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
             u = u.with_headline(f"### Example: {made} {example} — read as "
                                 f"**{top_label(u.label)}**\n{again}, or pick another example "
@@ -203,7 +203,7 @@ class Page:
         """A click on an example under the canvas: that drawing on the canvas (which then sends
         it back like any drawing)."""
         p = self.predictor(name)
-        paths = self.examples[p.config.style]
+        paths = self.examples[p.config.style.name]
         try:
             path = paths[int(evt.index)]
         except (TypeError, ValueError, IndexError):
@@ -212,7 +212,7 @@ class Page:
 
     def canvas_value(self, path: str, p: Predictor) -> dict:
         return {**load_value(Path(path).read_bytes(), next(self._loads),
-                             colour=p.config.photos),
+                             colour=p.config.style.colour),
                 "name": example_name(path)}
 
     def upload_changed(self, path, name, shared, layer, head, patch, request: gr.Request = None):
@@ -267,8 +267,8 @@ class Page:
         """At page load, a worked example on the canvas rather than empty boxes: the canvas
         sends it back as a drawing, and the answer and its explanation follow."""
         p = self.predictor(name)
-        paths = self.examples[p.config.style]
-        first = FIRST_EXAMPLE.get(p.config.style)
+        paths = self.examples[p.config.style.name]
+        first = FIRST_EXAMPLE.get(p.config.style.name)
         return self.canvas_value(next((x for x in paths if example_name(x) == first), paths[0]), p)
 
     def reanalyse(self, shown, name, shared, layer, head, patch, tab=None,
@@ -355,21 +355,21 @@ class Page:
         # line the new model's own first example goes on the canvas (reanalyse then waits).
         canvas = self.first_view(name) if self._crosses(previous, name) else gr.update()
         return (gr.update(), name, p.card(), *views.slider_updates(p), None,
-                *why_panel.model_updates(p), draw_tab.hint(p.config.noun, p.config.style),
+                *why_panel.model_updates(p), draw_tab.hint(p.config.noun, p.config.style.name),
                 gr.update(value=self.gallery(p), selected_index=None),
                 *mechanism_panel.slider_updates(p), canvas)
 
     def _crosses(self, before, after) -> bool:
         """Whether models `before` and `after` are on different sides of photo / drawing."""
         try:
-            photo = [self.predictor(n).config.photos for n in (before, after)]
+            photo = [self.predictor(n).config.style.colour for n in (before, after)]
         except (gr.Error, TypeError):
             return False
         return photo[0] != photo[1]
 
     def gallery(self, p: Predictor) -> list[tuple[str, str]]:
         """The examples under the canvas for a model: (picture, caption)."""
-        return [(x, example_name(x)) for x in self.examples[p.config.style]]
+        return [(x, example_name(x)) for x in self.examples[p.config.style.name]]
 
     def _on_screen(self, shown, name) -> tuple[Predictor, Analysis] | str:
         """The input on screen through model `name`, or one line saying why there is none."""
@@ -576,7 +576,7 @@ def still_showing(shown) -> str:
 def rest_message(p: Predictor) -> str:
     """The headline over an empty canvas: what to draw — or, for a photo model (a black pen
     draws no photo), where the pictures are."""
-    if p.config.photos:
+    if p.config.style.colour:
         return f"### 🖼️ Pick a picture below the canvas, or upload a {p.config.noun}"
     return f"### ✏️ Draw a {p.config.noun} in the box"
 
@@ -648,7 +648,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             with gr.Column(scale=5, min_width=300, elem_id="input-col"):
                 with gr.Tabs():
                     with gr.Tab("Draw", id="draw") as draw_el:
-                        draw = draw_tab.build(p.config.noun, p.config.style,
+                        draw = draw_tab.build(p.config.noun, p.config.style.name,
                                               page.gallery(p))
                         pad = draw.pad
                     with gr.Tab("Upload", id="upload") as upload_el:

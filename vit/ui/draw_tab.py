@@ -17,16 +17,19 @@ class DrawTab:
     answered: gr.HTML         # the number of the last drawing answered (in the page, unseen)
 
 
+# What to draw, per preprocessing style (vit/preprocessing/styles.py): digits are strokes,
+# clothing pictures are filled shapes, and a photo model wants a photo to draw over, or an upload.
+DRAW = "**Draw a {noun}** with a mouse, pen or finger — the answer follows as you draw."
+HINTS = {"digits": DRAW,
+         "objects": DRAW + " Draw its outline, then tap inside with **Fill**: the model learnt "
+                           "filled shapes.",
+         "photos": "**Pick a picture below** or upload a {noun} on the Upload tab; draw over it "
+                   "with the brush and the answer follows as you draw."}
+
+
 def hint(noun: str, style: str) -> str:
-    """What to draw, per model: clothing pictures are filled shapes, digits are strokes, and a
-    photo model wants a photo: an example to draw over, or an upload."""
-    if style == "photos":
-        return (f"**Pick a picture below** or upload a {noun} on the Upload tab; draw over it with "
-                f"the brush and the answer follows as you draw.")
-    text = f"**Draw a {noun}** with a mouse, pen or finger — the answer follows as you draw."
-    if style == "objects":
-        text += " Draw its outline, then tap inside with **Fill**: the model learnt filled shapes."
-    return text
+    """What to draw for a model: `noun` ("digit") and its style's name."""
+    return HINTS.get(style, DRAW).format(noun=noun)
 
 
 def build(noun: str, style: str, examples: list[tuple[str, str]]) -> DrawTab:

@@ -48,6 +48,7 @@ from vit.pictures.mechanism_views import (
     position_similarity_picture,
     walk_through_picture,
 )
+from vit.preprocessing.styles import DIGITS
 
 from ..inference import Analysis, Predictor
 from ..text import md
@@ -277,7 +278,7 @@ def _model_images(p: Predictor, data_dir) -> ModelPictures:
     else:
         images = drawn_inputs(p)
         why = [] if data_dir is None else ["its test set is not on this machine"]
-        if p.config.style != "digits":
+        if p.config.style is not DIGITS:
             why.append(f"not {p.config.title} images")
         about = f"{len(images)} drawn digits (the app's own examples" + "".join(
             f"; {w}" for w in why) + ")"
