@@ -600,3 +600,26 @@ def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, mo
     page.analyse_drawing({**drawing_value(tmp_path, "7", angle=7.0), "seq": 902}, "grid4", True, 2, 1,
                          None)
     assert len(calls) == 3
+
+
+def test_every_event_that_changes_the_input_on_screen_refreshes_both_panels(grids_page):
+    """Wherever the input on screen can change — a lift, an upload, a tab switch, a test image,
+    a model switch — the event's chain goes on to "What drove the answer" and to the step-by-step
+    panel (which skips its work while closed). The step-by-step panel used to follow a lift only."""
+    demo = create_app(grids_page.models.root, device="cpu", models=grids_page.models)
+    fns = list(demo.fns.values())
+
+    def after(f):                       # every function chained (.then) after f
+        out = [g for g in fns if g.trigger_after == f._id]
+        return out + [h for g in out for h in after(g)]
+
+    changers = {"analyse_drawing", "upload_changed", "to_draw_tab", "to_upload_tab",
+                "show_test_image", "reanalyse"}
+    seen = set()
+    for f in fns:
+        name = getattr(f.fn, "__name__", "")
+        if name in changers:
+            seen.add(name)
+            chained = {getattr(g.fn, "__name__", "") for g in after(f)}
+            assert {"why", "mechanism"} <= chained, (name, chained)
+    assert seen == changers

@@ -702,7 +702,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             page.mechanism, *mech_args, **quiet)
         draw.examples.select(page.load_example, [model], pad, **quiet)
         upload.change(page.upload_changed, [upload, *ins], outs, show_progress="hidden",
-                      api_name="analyse_upload").then(page.why, *why_args, **later)
+                      api_name="analyse_upload").then(page.why, *why_args, **later).then(
+            page.mechanism, *mech_args, **quiet)
         # A tab's answer follows its input: back on Draw, the canvas's drawing is answered again.
         for el, name in ((draw_el, "draw"), (upload_el, "upload"), (tst.tab, "test")):
             el.select(lambda n=name: n, None, tab, queue=False, api_visibility="private")
@@ -710,7 +711,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                        **quiet).then(page.why, *why_args, **later).then(
             page.mechanism, *mech_args, **quiet)
         upload_el.select(page.to_upload_tab, [upload, shown, *ins], outs, **quiet).then(
-            page.why, *why_args, **later)
+            page.why, *why_args, **later).then(page.mechanism, *mech_args, **quiet)
         why.target.change(page.why, *why_args, trigger_mode="always_last", **later)
         why.heads.change(page.switch_heads, [shown, model, why.heads], why.ablation,
                          trigger_mode="always_last", **quiet)
@@ -755,7 +756,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         tst.confusion.select(page.pick_cell, [model], [tst.kind, tst.true, tst.pred, *tst.views],
                              **tst_progress)
         tst.gallery.select(page.show_test_image, [tst.shown, *ins], outs, **quiet).then(
-            None, js=SCROLL_TO_RESULT).then(page.why, *why_args, **later)
+            None, js=SCROLL_TO_RESULT).then(page.why, *why_args, **later).then(
+            page.mechanism, *mech_args, **quiet)
         # At load the example goes on the canvas, which sends it back like a drawing.
         demo.load(page.first_view, model, pad, **quiet)
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=CONCURRENCY)
