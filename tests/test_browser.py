@@ -205,7 +205,7 @@ def wait_text(pg, selector: str, text: str, timeout=60_000):
 def test_test_set_explorer(page):
     """Browse the test set: the least confident answers, one of them in every view, then a click
     on the confusion matrix filters the gallery to that cell."""
-    from vit.testset import CELL, LEFT, TOP
+    from vit.pictures.confusion import CELL, LEFT, TOP
     page.get_by_role("tab", name="Test set").click()
     wait_text(page, "#testset-status", "test set")
     wait_status(page, "Click a test image to explain it")      # the answer beside is not one

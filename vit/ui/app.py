@@ -169,13 +169,16 @@ class Page:
         return latest > int(n)
 
     def analyse_drawing(self, value, name, shared, layer, head, patch, tab=None, shown=None,
-                        request: gr.Request = None, pictures: bool = True):
+                        upload=None, request: gr.Request = None, pictures: bool = True):
         """The canvas's PNG (vit/ui/canvas.py) when the pen lifts: the answer and every picture.
         A value that came from an example says so in the status. The last output echoes the
         drawing's number (#answered on the page). `tab`, `shown`: the tab in view and the input
         on screen — a hidden canvas (a model switch puts the new model's example on it) never
-        replaces an upload's or a test image's answer; back on Draw, `to_draw_tab` answers it."""
-        if tab not in (None, "draw") and isinstance(shown, Shown) and shown.kind != "drawing":
+        replaces an upload's or a test image's answer (`upload`: the Upload tab's file, whose
+        answer may be a message that the new model can't read it); back on Draw, `to_draw_tab`
+        answers it."""
+        if tab not in (None, "draw") and ((isinstance(shown, Shown) and shown.kind != "drawing")
+                                          or (tab == "upload" and upload is not None)):
             return *unchanged(), gr.update()     # not noted as newer: it replaced nothing
         self._newer(getattr(request, "session_hash", None), value)
         p = self.predictor(name)
@@ -295,11 +298,19 @@ class Page:
         u = self._update(p, a, kept, shared, layer, head, patch, status)
         return for_tab(u, tab, TAB_OF[shown.kind]).outputs()
 
+    def _analysed(self, shown, name) -> tuple[Predictor, Analysis] | None:
+        """The input on screen as it was analysed for model `name`; None while it belongs to
+        another model: a model switch's re-analysis is on its way and redraws every view (the
+        input may not even be readable by the new model, a photo by a digit model say)."""
+        if not isinstance(shown, Shown) or shown.model != name:
+            return None
+        return self._reanalysis(shown, name)
+
     def rescale(self, shown, name, shared, layer=None):
         if not isinstance(shown, Shown):
             return None
-        p, a = self._reanalysis(shown, name)
-        return views.attention_grid(p, a, shared, layer)
+        got = self._analysed(shown, name)
+        return gr.update() if got is None else views.attention_grid(*got, shared, layer)
 
     def regrid(self, shown, name, shared, layer):
         """A big model's attention picture shows the chosen layer's heads: it follows the slider."""
@@ -314,8 +325,10 @@ class Page:
         sliders = views.snapped(p, layer, head)
         if not isinstance(shown, Shown):
             return None, None, *sliders
-        p, a = self._reanalysis(shown, name)
-        return *views.explorer(p, a, layer, head, patch), *sliders
+        got = self._analysed(shown, name)
+        if got is None:
+            return gr.update(), gr.update(), *sliders
+        return *views.explorer(*got, layer, head, patch), *sliders
 
     def pick_patch(self, shown, name, layer, head, evt: gr.SelectData):
         p = self.predictor(name)
@@ -328,8 +341,10 @@ class Page:
         patch = patch_at(x, y, views.PICK_SIZE, p.grid)
         if not isinstance(shown, Shown):
             return patch, None, None
-        _, a = self._reanalysis(shown, name)
-        return patch, *views.explorer(p, a, layer, head, patch)
+        got = self._analysed(shown, name)
+        if got is None:
+            return patch, gr.update(), gr.update()
+        return patch, *views.explorer(*got, layer, head, patch)
 
     def pick_head(self, name, evt: gr.SelectData):
         """A click on a map of the layers x heads picture opens that layer and head below."""
@@ -696,7 +711,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         # replaced by the newest, never queued up.
         pad.live(page.follow_drawing, [pad, model], [status, label, draw.answered],
                  trigger_mode="always_last", **quiet)
-        pad.lift(page.analyse_drawing, [pad, *ins, tab, shown], [*outs, draw.answered],
+        pad.lift(page.analyse_drawing, [pad, *ins, tab, shown, upload], [*outs, draw.answered],
                  trigger_mode="always_last", show_progress="hidden",
                  api_name="analyse_drawing").then(page.why, *why_args, **later).then(
             page.mechanism, *mech_args, **quiet)

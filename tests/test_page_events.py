@@ -1,0 +1,246 @@
+"""The page as one whole, without a server: random sequences of what a visitor does (draw, lift
+the pen, clear, pick an example, upload, remove it, switch tabs, open the test set and click an
+image, switch models, move the sliders, click a patch, open the step-by-step panel) are run
+through the page's own event wiring (`PageEvents` below runs each event's chain of handlers as
+Gradio does: `.then` in order, a component changed by a handler firing its own `.change`, the
+canvas sending back a picture put on it). After every step the answer, the headline, the pictures,
+"What drove the answer" and the step-by-step panel must all describe the input of the tab in view
+through the selected model."""
+from __future__ import annotations
+
+import inspect
+import itertools
+import os
+from types import SimpleNamespace
+
+import gradio as gr
+import numpy as np
+import pytest
+from conftest import ROOT
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from PIL import Image
+
+from vit.data.examples import render_digit
+from vit.ui import create_app, mechanism_panel, views, why_panel
+from vit.ui.canvas import drawing_value
+from vit.ui.state import Shown
+
+CHANGE = ("change",)                   # what a handler's new value fires on its component
+
+
+def fn_named(demo, name):
+    return next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == name)
+
+
+class PageEvents:
+    """One visitor's page: every component's value, and events run as Gradio runs them."""
+
+    def __init__(self, demo, visitor: str):
+        self.demo, self.fns = demo, list(demo.fns.values())
+        self.values = {i: getattr(b, "value", None) for i, b in demo.blocks.items()}
+        self.request = SimpleNamespace(session_hash=visitor)
+        self.sent = itertools.count(1)          # the canvas numbers what it sends
+        self.pad = fn_named(demo, "analyse_drawing").inputs[0]
+        self.queue: list = []
+
+    def fire(self, block, event: str, data=None) -> None:
+        for f in self.fns:
+            if f.trigger_after is None and any(t[0] == block._id and t[1] == event
+                                               for t in f.targets):
+                self._run(f, data)
+        while self.queue:                                  # what handlers' outputs set off
+            block, value = self.queue.pop(0)
+            if block is self.pad:
+                self._canvas_loads(value)
+            else:
+                for event in CHANGE:
+                    self.fire(block, event)
+
+    def _run(self, f, data) -> None:
+        ok = True
+        if f.fn is not None:
+            args = [self.values[c._id] for c in f.inputs]
+            params = inspect.signature(f.fn).parameters
+            kwargs = {k: v for k, v in (("request", self.request), ("evt", data)) if k in params}
+            try:
+                self._set(f.outputs, f.fn(*args, **kwargs))
+            except gr.Error:
+                ok = False
+        for g in self.fns:
+            if g.trigger_after == f._id and (ok or not g.trigger_only_on_success):
+                self._run(g, data)
+
+    def _set(self, outputs, out) -> None:
+        out = (out,) if len(outputs) == 1 else out
+        for c, v in zip(outputs, out):
+            if isinstance(v, dict) and v.get("__type__") == "update":
+                if "value" not in v:
+                    continue
+                v = v["value"]
+            old, self.values[c._id] = self.values.get(c._id), v
+            if not _same(old, v) and not isinstance(c, gr.State):
+                self.queue.append((c, v))
+
+    def _canvas_loads(self, value) -> None:
+        """canvas.js: a picture put on the canvas (an example) is drawn and sent back at once."""
+        if not isinstance(value, dict) or "load" not in value:
+            return
+        sent = {"png": value["load"], "final": True, "seq": next(self.sent)}
+        if value["load"] and value.get("name"):
+            sent["example"] = value["name"]
+        self.draw(sent)
+
+    def draw(self, sent: dict) -> None:
+        self.values[self.pad._id] = sent
+        self.fire(self.pad, "lift" if sent["final"] else "live")
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):
+        return False
+
+
+def _ink(digit: str, angle: float) -> np.ndarray:
+    return 255 - np.asarray(render_digit(digit, 400, 26, angle=angle), np.uint8)
+
+
+@pytest.fixture(scope="module")
+def demo(tiny_data):
+    return create_app(ROOT / "checkpoints", data_dir=tiny_data, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def uploads(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("uploads")
+    paths = []
+    for digit in "38":
+        render_digit(digit).save(folder / f"{digit}.png")
+        paths.append(str(folder / f"{digit}.png"))
+    Image.new("RGB", (64, 48), (40, 120, 200)).save(folder / "sky.png")
+    return [*paths, str(folder / "sky.png")]
+
+
+def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
+    page = demo.page
+    draw = fn_named(demo, "analyse_drawing")
+    status, label, *pictures, shown, _ = [c._id for c in draw.outputs]
+    _, model, shared, layer, head, patch, tab, *_ = [c._id for c in draw.inputs]
+    why = fn_named(demo, "why")
+    why_out, why_in = [c._id for c in why.outputs], [c._id for c in why.inputs]
+    mech = fn_named(demo, "mechanism")
+    mech_out, mech_in = [c._id for c in mech.outputs], [c._id for c in mech.inputs]
+    blocks = demo.blocks
+    tabs = {n: blocks[fn_named(demo, h).targets[0][0]] for n, h in
+            (("draw", "to_draw_tab"), ("upload", "to_upload_tab"), ("test", "open_testset"))}
+    upload = fn_named(demo, "upload_changed").inputs[0]
+    examples = blocks[fn_named(demo, "load_example").targets[0][0]]
+    gallery = blocks[fn_named(demo, "show_test_image").targets[0][0]]
+    pick = blocks[fn_named(demo, "pick_patch").targets[0][0]]
+    opened = mech_in[0]
+    accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
+                            if [c._id for c in f.outputs] == [opened])]
+    visitors = itertools.count()
+
+    class Visitor(RuleBasedStateMachine):
+        """What a person may do next; the invariant is what the page must then show."""
+
+        @initialize()
+        def open_page(self):
+            self.page = PageEvents(demo, f"visitor-{next(visitors)}")
+            self.page.fire(demo, "load")
+            self.v = self.page.values
+            self.v[tab] = "draw"
+
+        # A person draws on the canvas in view, uploads on the Upload tab, clicks a test image on
+        # the Test set tab; a tab switch moves between them.
+        @precondition(lambda self: self.v[tab] == "draw")
+        @rule(digit=st.sampled_from("0123456789"), angle=st.floats(-20, 20))
+        def draw_a_digit(self, digit, angle):
+            """While the pen moves the answer alone follows it; then the pen lifts."""
+            sent = drawing_value(_ink(digit, angle), next(self.page.sent))
+            self.page.draw({**sent, "final": False})
+            self.page.draw({**sent, "seq": next(self.page.sent)})
+
+        @precondition(lambda self: self.v[tab] == "draw")
+        @rule()
+        def clear_the_canvas(self):
+            self.page.draw({"png": None, "final": True, "seq": next(self.page.sent)})
+
+        @precondition(lambda self: self.v[tab] == "draw")
+        @rule(i=st.integers(0, 9))
+        def pick_an_example(self, i):
+            self.page.fire(examples, "select", SimpleNamespace(index=i))
+
+        @precondition(lambda self: self.v[tab] == "upload")
+        @rule(i=st.integers(0, 2))
+        def upload_a_picture(self, i):
+            self.v[upload._id] = uploads[i]
+            self.page.fire(upload, "change")
+
+        @precondition(lambda self: self.v[tab] == "upload")
+        @rule()
+        def remove_the_upload(self):
+            self.v[upload._id] = None
+            self.page.fire(upload, "change")
+
+        @rule(name=st.sampled_from(["draw", "upload", "test"]))
+        def switch_tabs(self, name):
+            self.page.fire(tabs[name], "select")
+
+        @precondition(lambda self: self.v[tab] == "test" and self.v[gallery._id])
+        @rule(i=st.integers(0, 5))
+        def click_a_test_image(self, i):
+            self.page.fire(gallery, "select", SimpleNamespace(index=i))
+
+        @rule(name=st.sampled_from(["mnist", "fashion-mnist", "cifar10"]))
+        def switch_models(self, name):
+            self.v[model] = name
+            self.page.fire(blocks[model], "change")
+
+        @rule(which=st.sampled_from([layer, head]), value=st.integers(1, 6))
+        def move_a_slider(self, which, value):
+            self.v[which] = value
+            self.page.fire(blocks[which], "change")
+
+        @rule(x=st.floats(0, 335), y=st.floats(0, 335))
+        def click_a_patch(self, x, y):
+            self.page.fire(pick, "select", SimpleNamespace(index=[x, y]))
+
+        @rule(event=st.sampled_from(["expand", "collapse"]))
+        def the_step_by_step_panel(self, event):
+            self.page.fire(accordion, event)
+
+        @invariant()
+        def every_panel_describes_the_same_input(self):
+            v = self.v
+            on_screen = v[shown]
+            if not isinstance(on_screen, Shown):
+                return
+            p, a = page._reanalysis(on_screen, v[model], judged=True)
+            assert on_screen.model == v[model]
+            assert v[label] == p.label(a.probs, a.verdict)
+            expected = views.render(p, a, v[shared], v[layer], v[head], v[patch]).as_tuple()
+            assert all(_same(v[c], e) for c, e in zip(pictures, expected))
+            target, heads = v[why_in[2]], v[why_in[3]]
+            assert all(_same(v[c], e) for c, e in
+                       zip(why_out, why_panel.render(p, a, target, heads)))
+            if v[opened]:
+                args = [v[c] for c in mech_in[3:]]
+                want = mechanism_panel.render(p, a, args[0], args[1], args[2], args[3])
+                assert all(_same(v[c], e) for c, e in zip(mech_out, want))
+            kind = {"draw": "drawing", "upload": "upload", "test": "test"}[v[tab]]
+            if kind == on_screen.kind:
+                assert v[status] == on_screen.headline
+            if v[tab] == "upload" and v[upload._id]:
+                assert on_screen.kind == "upload" and on_screen.source == v[upload._id]
+
+    from hypothesis.stateful import run_state_machine_as_test
+    run_state_machine_as_test(Visitor, settings=settings(
+        max_examples=int(os.environ.get("PAGE_EXAMPLES", 12)), stateful_step_count=15, deadline=None,
+        suppress_health_check=list(HealthCheck)))
