@@ -146,7 +146,7 @@ def test_config_that_is_not_json(ckpt):
 def test_a_killed_write_leaves_the_old_checkpoint(ckpt, monkeypatch):
     folder, model = ckpt
     before = (folder / "model.safetensors").read_bytes()
-    import vit.checkpoint as cp
+    import vit.storage as cp
 
     def dying_save(tensors, path, metadata=None):
         with open(path, "wb") as f:

@@ -181,7 +181,7 @@ def test_a_full_disk_while_converting_is_one_line_and_keeps_the_old_checkpoint(t
     """A failed write (safetensors reports a full disk as its own error) was a traceback."""
     from safetensors import SafetensorError
 
-    import vit.checkpoint
+    import vit.storage
     out = tmp_path / "vit-tiny"
     assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out)]) == 0
     before = (out / "model.safetensors").read_bytes()
@@ -190,7 +190,7 @@ def test_a_full_disk_while_converting_is_one_line_and_keeps_the_old_checkpoint(t
     def save_file(tensors, filename, metadata=None):
         raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
                               'message: "No space left on device" })')
-    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    monkeypatch.setattr(vit.storage, "save_file", save_file)
     assert main(["timm:vit_tiny_patch16_224", "--random", "--out", str(out), "--overwrite"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: could not write {out / 'model.safetensors'}: No space left on "

@@ -189,12 +189,12 @@ def test_a_full_disk_while_caching_is_not_an_error(tmp_path, monkeypatch):
     OSError) ended the run although the pictures were decoded."""
     import errno
 
-    import vit.checkpoint
+    import vit.storage
     folder = write_folder(tmp_path, ext="png")
 
     def save_file(tensors, filename, metadata=None):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    monkeypatch.setattr(vit.storage, "save_file", save_file)
     images, labels, _ = read_image_folder(folder, 32, 3, CIFAR)
     assert images.shape == (12, 32, 32, 3) and not list((tmp_path / CACHE_DIR).glob("*"))
 

@@ -127,14 +127,14 @@ def test_a_kill_while_saving_the_state_loses_nothing(tiny_data, tmp_path, monkey
     checkpoint and metrics.csv were written: the state on disk is still epoch 1's, whole (one
     file, replaced atomically), so --resume replays epoch 2 and ends where an uninterrupted run
     does, with one metrics row per epoch."""
-    import vit.checkpoint
+    import vit.storage
     from vit import train as cli
     # One thread everywhere: this process's torch thread count may have been changed by other
     # tests (create_app sets it), and float sums differ with it.
     straight = tmp_path / "straight"
     assert train(tiny_data, straight, "--threads", "1").returncode == 0
     out = tmp_path / "killed"
-    real_save_file, state_saves = vit.checkpoint.save_file, []
+    real_save_file, state_saves = vit.storage.save_file, []
 
     def save_file(tensors, filename, metadata=None):
         if "state.safetensors" in str(filename):
@@ -145,7 +145,7 @@ def test_a_kill_while_saving_the_state_loses_nothing(tiny_data, tmp_path, monkey
                 raise Killed
         real_save_file(tensors, filename, metadata=metadata)
 
-    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    monkeypatch.setattr(vit.storage, "save_file", save_file)
     with pytest.raises(Killed):
         cli.main(["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"])
     monkeypatch.undo()
@@ -621,19 +621,19 @@ def test_a_kill_between_the_first_checkpoint_and_its_state_still_resumes(tiny_da
     """Killed after epoch 1's checkpoint files, before its state: the run used to be stranded
     ("nothing to resume", and a new run refused the folder). A state is saved before any
     checkpoint file now, so --resume replays epoch 1."""
-    import vit.checkpoint
+    import vit.storage
     from vit import train as cli
     straight = tmp_path / "straight"
     assert train(tiny_data, straight, "--threads", "1").returncode == 0
     out = tmp_path / "killed"
-    real_save_file = vit.checkpoint.save_file
+    real_save_file = vit.storage.save_file
 
     def save_file(tensors, filename, metadata=None):
         if "state.safetensors" in str(filename) and (out / "model.safetensors").is_file():
             raise Killed                             # the first state after a checkpoint
         real_save_file(tensors, filename, metadata=metadata)
 
-    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    monkeypatch.setattr(vit.storage, "save_file", save_file)
     with pytest.raises(Killed):
         cli.main(["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"])
     monkeypatch.undo()
@@ -649,10 +649,10 @@ def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(tiny_data, tm
     """safetensors reports a full disk as its own error type: it was a traceback."""
     from safetensors import SafetensorError
 
-    import vit.checkpoint
+    import vit.storage
     from vit import train as cli
     out = tmp_path / "full"
-    real_save_file, failed = vit.checkpoint.save_file, []
+    real_save_file, failed = vit.storage.save_file, []
 
     def save_file(tensors, filename, metadata=None):
         if str(filename).startswith(str(out / ".model.safetensors")) and not failed:
@@ -662,7 +662,7 @@ def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(tiny_data, tm
                                   'StorageFull, message: "No space left on device" })')
         real_save_file(tensors, filename, metadata=metadata)
 
-    monkeypatch.setattr(vit.checkpoint, "save_file", save_file)
+    monkeypatch.setattr(vit.storage, "save_file", save_file)
     argv = ["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"]
     assert cli.main(argv) == 1
     err = capsys.readouterr().err

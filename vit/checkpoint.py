@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import re
-import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
 
 from vit.data.specs import DatasetSpec, builtin_spec
 from vit.explain.calibration import TEMPERATURE_RANGE
 from vit.preprocessing.styles import DIGITS, PHOTOS, Style
+from vit.storage import StorageError, load_tensors, save_json, save_tensors
 
 from .device import pick_device
 from .model import ViT, ViTConfig
@@ -148,69 +145,6 @@ class Checkpoint:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)      # reading the umask means setting it: put it straight back
-    os.umask(mask)
-    return mask
-
-
-# Read once, at import (single-threaded): files get the permissions a plain open() would give.
-_FILE_MODE = 0o666 & ~_umask()
-
-
-class SaveError(CheckpointError):
-    """A file could not be written (a full disk, permissions): one line naming it; the file that
-    was there before is intact."""
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call write(tmp_path), then rename tmp over `path` (atomic on POSIX and Windows). The file
-    gets the usual permissions (mkstemp's are owner-only: an app server running as another
-    user could not read a freshly trained checkpoint). A write that fails — safetensors reports
-    a full disk as a SafetensorError, not an OSError — raises SaveError with one line."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        write(tmp)
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, (OSError, SafetensorError)):
-            raise SaveError(f"could not write {path}: {_write_failure(e)}") from None
-        raise
-
-
-def _write_failure(e: BaseException) -> str:
-    """"No space left on device", from an OSError or safetensors' Rust I/O error text."""
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    found = re.search(r'message: "([^"]+)"', str(e))
-    return found.group(1) if found else _line(e)
-
-
-def save_json(path: Path, obj: dict) -> None:
-    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=2) + "\n"))
-
-
-def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> None:
-    tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-    atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata=metadata))
-
-
-def load_tensors(path: Path) -> dict[str, torch.Tensor]:
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: file not found")
-    try:
-        return load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{path}: truncated or corrupt safetensors file ({_line(e)})") from None
 
 
 def save_checkpoint(folder, model: ViT, meta: dict) -> None:
@@ -498,7 +432,10 @@ def open_checkpoint(folder, device=None) -> Checkpoint:
     folder = Path(folder)
     config = read_config(folder)
     check_weights(folder, config)
-    weights = load_tensors(folder / WEIGHTS)
+    try:
+        weights = load_tensors(folder / WEIGHTS)
+    except StorageError as e:
+        raise CheckpointError(str(e)) from None
     for name, tensor in weights.items():
         # NaN/Inf weights (a diverged run) would give NaN answers that look like a UI bug.
         if not torch.isfinite(tensor).all():

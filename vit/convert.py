@@ -219,14 +219,16 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from .checkpoint import CheckpointError
+    from vit.checkpoint import CheckpointError
+    from vit.storage import StorageError
     try:
         out = convert(args.source, args.out, pretrained=not args.random,
                       argv=sys.argv[1:] if argv is None else argv)
     except (ConvertError, OSError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
-    except CheckpointError as e:        # the write failed (a full disk): whatever was there is intact
+    # the write failed (a full disk): whatever was there is intact
+    except (CheckpointError, StorageError) as e:
         print(f"error: {' '.join(str(e).split())}; free some space and run the same command "
               f"again", file=sys.stderr)
         return 1

@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vit.checkpoint import WEIGHTS, CheckpointError, load_tensors, save_tensors
+from vit.checkpoint import WEIGHTS
 from vit.data.loading import DEFAULT_DATA_DIR, DataError, load_split
 from vit.data.specs import builtin_spec
 from vit.explain.calibration import calibrated
 from vit.scoring import confusion_matrix, predict_logits
+from vit.storage import StorageError, load_tensors, save_tensors
 
 CACHE = Path(".cache") / "test-predictions.safetensors"
 KINDS = ("mistakes", "least confident", "all")
@@ -112,7 +113,7 @@ def load_results(checkpoint, data_dir, progress=None) -> Results:
         if meta == key and stored["logits"].shape == (len(labels), len(names)):
             probs = calibrated(stored["logits"], t).numpy()
             return Results(dataset, names, images, labels, probs, True)
-    except (CheckpointError, KeyError, ValueError):
+    except (StorageError, KeyError, ValueError):
         pass                                 # no cache, or an outdated or damaged one: recompute
     logits = predict_logits(model, split.images, config.mean, config.std, 500, progress)
     try:

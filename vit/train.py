@@ -19,6 +19,7 @@ from pathlib import Path
 from vit.data.loading import DataError
 from vit.data.specs import FOLDER, SPECS, DatasetSpec, builtin_spec
 from vit.device import pick_device
+from vit.storage import SaveError, StorageError
 from vit.training.config import (
     TrainConfig,
     TrainingError,
@@ -33,7 +34,7 @@ from vit.training.finetune import ARCHITECTURE, InitError, init_config
 from vit.training.loop import describe_folder, train
 from vit.training.state import STATE_FILE
 
-from .checkpoint import CheckpointError, SaveError
+from .checkpoint import CheckpointError
 from .model import PRESETS, ViTConfig
 
 FOLDER_IMAGE_SIZE = 32      # --dataset folder's pictures, unless --image-size or --init says
@@ -202,7 +203,7 @@ def main(argv=None) -> int:
     with StopOnSignal() as stopping:
         try:
             result = train(tc, mc, argv, should_stop=lambda: stopping.stop)
-        except (TrainingError, DataError, CheckpointError, OSError) as e:
+        except (TrainingError, DataError, CheckpointError, StorageError, OSError) as e:
             line = " ".join(str(e).split())
             if isinstance(e, SaveError) or isinstance(e, OSError) and e.errno == errno.ENOSPC:
                 line += "; " + after_failed_save(tc, sys.argv[1:] if argv is None else argv)

@@ -171,12 +171,12 @@ def _read_cache(path: Path, key: str):
 
 
 def _write_cache(path: Path, key: str, images, labels, classes) -> None:
-    from vit.checkpoint import CheckpointError, save_tensors
+    from vit.storage import StorageError, save_tensors
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_tensors(path, {"images": images.contiguous(), "labels": labels},
                      metadata={"fingerprint": key, "classes": json.dumps(classes)})
-    except (OSError, CheckpointError):  # read-only data or a full disk (atomic_write's SaveError):
+    except (OSError, StorageError):  # read-only data or a full disk (atomic_write's SaveError):
         pass                            # decoded again next time
 
 

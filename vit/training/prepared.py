@@ -83,11 +83,11 @@ def _read(path: Path, key: str) -> dict[str, torch.Tensor] | None:
 
 
 def _write(path: Path, key: str, tensors: dict[str, torch.Tensor]) -> None:
-    from vit.checkpoint import CheckpointError, save_tensors
+    from vit.storage import StorageError, save_tensors
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_tensors(path, tensors, {"key": key})
-    except (OSError, CheckpointError) as e:     # read-only, full disk: next run rebuilds it
+    except (OSError, StorageError) as e:     # read-only, full disk: next run rebuilds it
         print(f"note: could not keep prepared data in {path.parent} "
               f"({' '.join(str(e).split())[:160]}); the next run prepares it again",
               file=sys.stderr, flush=True)

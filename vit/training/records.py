@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from vit.checkpoint import atomic_write
+from vit.storage import atomic_write
 from vit.training.config import RUNTIME_FIELDS
 from vit.training.session import Session
 from vit.training.state import RunState

@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from vit.checkpoint import save_tensors
 from vit.data.loading import Split
 from vit.model import ViT, ViTConfig
+from vit.storage import save_tensors
 from vit.training.config import LATER_TRAIN_KEYS, RUNTIME_FIELDS, TrainConfig, TrainingError, flag_text
 
 STATE_FILE = Path("train_state") / "state.safetensors"

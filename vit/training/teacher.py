@@ -18,8 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from vit.checkpoint import CheckpointError, load_tensors, save_tensors
 from vit.scoring import evaluate
+from vit.storage import StorageError, load_tensors, save_tensors
 from vit.training import distributed
 from vit.training.batches import make_batch
 from vit.training.config import RUNTIME_FIELDS, TrainingError
@@ -67,7 +67,7 @@ def get_teacher(s: Session, out: Path, say: Callable, resuming: bool, digest: st
     if resuming and path.is_file():
         try:
             teacher.load_state_dict(load_tensors(path))
-        except (CheckpointError, RuntimeError) as e:
+        except (StorageError, RuntimeError) as e:
             raise TrainingError(f"can't resume: {path} is damaged ({' '.join(str(e).split())[:200]})"
                                 ) from None
         return teacher.eval().requires_grad_(False)
