@@ -623,3 +623,14 @@ def test_every_event_that_changes_the_input_on_screen_refreshes_both_panels(grid
             chained = {getattr(g.fn, "__name__", "") for g in after(f)}
             assert {"why", "mechanism"} <= chained, (name, chained)
     assert seen == changers
+
+
+def test_the_public_api_keeps_its_parameters(grids_page):
+    """Clients call these by position over raw HTTP (bench/attack.py does): a page change must
+    not add a parameter to them."""
+    demo = create_app(grids_page.models.root, device="cpu", models=grids_page.models)
+    got = {k: [p["parameter_name"] for p in v["parameters"]]
+           for k, v in demo.get_api_info()["named_endpoints"].items()}
+    assert got == {"/classify": ["image"],
+                   "/analyse_drawing": ["value", "name", "shared", "layer", "head"],
+                   "/analyse_upload": ["path", "name", "shared", "layer", "head"]}

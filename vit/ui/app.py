@@ -169,18 +169,18 @@ class Page:
         return latest > int(n)
 
     def analyse_drawing(self, value, name, shared, layer, head, patch, tab=None, shown=None,
-                        upload=None, request: gr.Request = None, pictures: bool = True):
+                        request: gr.Request = None, pictures: bool = True):
         """The canvas's PNG (vit/ui/canvas.py) when the pen lifts: the answer and every picture.
         A value that came from an example says so in the status. The last output echoes the
         drawing's number (#answered on the page). `tab`, `shown`: the tab in view and the input
         on screen — a hidden canvas (a model switch puts the new model's example on it) never
-        replaces an upload's or a test image's answer (`upload`: the Upload tab's file, whose
-        answer may be a message that the new model can't read it); back on Draw, `to_draw_tab`
-        answers it."""
+        replaces an upload's or a test image's answer (nor the Upload tab's file whose answer is
+        that the new model can't read it); back on Draw, `to_draw_tab` answers it."""
+        key = getattr(request, "session_hash", None)
         if tab not in (None, "draw") and ((isinstance(shown, Shown) and shown.kind != "drawing")
-                                          or (tab == "upload" and upload is not None)):
+                                          or (tab == "upload" and key in self._uploads)):
             return *unchanged(), gr.update()     # not noted as newer: it replaced nothing
-        self._newer(getattr(request, "session_hash", None), value)
+        self._newer(key, value)
         p = self.predictor(name)
         try:
             source = read_drawing(value)
@@ -711,7 +711,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         # replaced by the newest, never queued up.
         pad.live(page.follow_drawing, [pad, model], [status, label, draw.answered],
                  trigger_mode="always_last", **quiet)
-        pad.lift(page.analyse_drawing, [pad, *ins, tab, shown, upload], [*outs, draw.answered],
+        pad.lift(page.analyse_drawing, [pad, *ins, tab, shown], [*outs, draw.answered],
                  trigger_mode="always_last", show_progress="hidden",
                  api_name="analyse_drawing").then(page.why, *why_args, **later).then(
             page.mechanism, *mech_args, **quiet)
