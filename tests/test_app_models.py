@@ -634,3 +634,24 @@ def test_the_public_api_keeps_its_parameters(grids_page):
     assert got == {"/classify": ["image"],
                    "/analyse_drawing": ["value", "name", "shared", "layer", "head"],
                    "/analyse_upload": ["path", "name", "shared", "layer", "head"]}
+
+
+def test_explaining_the_same_input_again_computes_nothing_again(grids_page, tmp_path, monkeypatch):
+    """A tab switch back, or a panel re-rendering, asks "What drove the answer" for the same input
+    and class again: its relevance and occlusion maps come back from memory, the same arrays."""
+    import vit.explain.attribution as attribution
+    calls = []
+    for name in ("relevance", "occlusion_maps"):
+        real = getattr(attribution, name)
+        monkeypatch.setattr(attribution, name,
+                            lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    *_, shown, _ = grids_page.analyse_drawing({**drawing_value(tmp_path, "2", angle=-9.0), "seq": 911},
+                                              "grid4", True, 2, 1, None)
+    first = grids_page.why(shown, "grid4", None, [])
+    again = grids_page.why(shown, "grid4", None, [])
+    assert sorted(calls) == ["occlusion_maps", "relevance"]
+    assert all(_same(a, b) for a, b in zip(first, again))
+
+
+def _same(a, b) -> bool:
+    return np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b

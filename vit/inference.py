@@ -33,6 +33,9 @@ BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squa
 # panel or a switch back to this model reuses their one forward pass: at most this many bytes of
 # maps (one ViT-B/16 input holds 22 MB; one MNIST-sized model's, 0.24 MB), and always the newest.
 EXPLAINED_BYTES = 128 << 20
+# And the class-specific maps of those inputs (relevance, occlusion: a few KB each), so that a tab
+# switch or a panel re-rendering the same input and class does not compute them again.
+ATTRIBUTED_BYTES = 16 << 20
 
 
 @dataclass
@@ -101,6 +104,7 @@ class Predictor:
         self.size = self.model.cfg.image_size
         self._parameters = self.model.num_parameters()
         self._explained = Recent(EXPLAINED_BYTES)
+        self._attributed = Recent(ATTRIBUTED_BYTES)
 
     @property
     def device(self):
@@ -183,8 +187,21 @@ class Predictor:
             return torch.zeros(C)
         return self.tensor(np.zeros((1, 1), np.float32)).reshape(1)          # an empty pixel
 
+    def _attribution(self, kind: str, image: np.ndarray, target: int, compute):
+        """`compute()` once per (kind, input, class); later calls share its (read-only) result."""
+        key = (kind, array_key(image), int(target))
+        got = self._attributed.get(key)
+        if got is None:
+            got = compute()
+            arrays = list(got.values()) if isinstance(got, dict) else [got]
+            for a in arrays:
+                a.setflags(write=False)
+            self._attributed.put(key, got, sum(a.nbytes for a in arrays))
+        return got
+
     def relevance(self, image: np.ndarray, target: int) -> np.ndarray:
-        return attribution.relevance(self.model, self.tensor(image), target)
+        return self._attribution("relevance", image, target, lambda: attribution.relevance(
+            self.model, self.tensor(image), target))
 
     @property
     def occlusion_block(self) -> int:
@@ -197,8 +214,9 @@ class Predictor:
         return 2 if self.grid > 8 else 1
 
     def occlusion_maps(self, image: np.ndarray, target: int) -> dict[str, np.ndarray]:
-        return attribution.occlusion_maps(self.model, self.tensor(image), target, self.background,
-                                          self.config.temperature, self.occlusion_block)
+        return self._attribution("occlusion", image, target, lambda: attribution.occlusion_maps(
+            self.model, self.tensor(image), target, self.background, self.config.temperature,
+            self.occlusion_block))
 
     def occlusion(self, image: np.ndarray, target: int, measure: str = "probability") -> np.ndarray:
         return self.occlusion_maps(image, target)[measure]
