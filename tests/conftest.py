@@ -1,8 +1,10 @@
 """Shared fixtures: a tiny IDX data set written by the tests themselves, and helpers."""
 from __future__ import annotations
 
+import atexit
 import gzip
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -67,6 +70,18 @@ def tiny_data(tmp_path_factory) -> Path:
 # The trainer's prepared-data cache (vit/training/prepared.py): one per test session, never the
 # user's own, so no test reads what another session (or a person) left there.
 os.environ["VIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="vit-test-cache-")
+atexit.register(shutil.rmtree, os.environ["VIT_CACHE_DIR"], ignore_errors=True)
+
+# create_app sets torch's thread count for the whole process (one per request, VIT_THREADS):
+# each test starts from torch's own default instead of whatever an earlier test's app left (the
+# full test sets were scored on one thread of two after any app test: ~1.8x slower).
+DEFAULT_THREADS = torch.get_num_threads()
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    torch.set_num_threads(DEFAULT_THREADS)
+    yield
 
 
 def run_module(module: str, *args, timeout: float = 300, cwd=None, **kw) -> subprocess.CompletedProcess:
