@@ -655,3 +655,17 @@ def test_explaining_the_same_input_again_computes_nothing_again(grids_page, tmp_
 
 def _same(a, b) -> bool:
     return np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+
+
+def test_a_late_answer_for_an_older_drawing_never_replaces_a_newer_one(grids_page):
+    """Back on Draw, the tab's re-read of the canvas and the Clear clicked right after it run at
+    once; if the re-read lands last, the page showed the answer for a drawing no longer on the
+    canvas (seen in the browser test). An older drawing's answer now changes nothing."""
+    visitor = SimpleNamespace(session_hash="late")
+    seven = canvas_value(_example_ink("7"), seq=5)
+    grids_page.analyse_drawing(seven, "mnist", True, 2, 1, None, request=visitor)
+    cleared = grids_page.analyse_drawing({"png": None, "final": True, "seq": 6}, "mnist", True, 2,
+                                         1, None, request=visitor)
+    assert "Draw a digit" in cleared[0]
+    late = grids_page.to_draw_tab(seven, None, "mnist", True, 2, 1, None, request=visitor)
+    assert all(o == gr.update() for o in late)

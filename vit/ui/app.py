@@ -246,7 +246,13 @@ class Page:
         if (isinstance(shown, Shown) and shown.kind == "drawing" and shown.model == name
                 and str(shown.number) == seq(value)):
             return *status_only(shown.headline), gr.update()       # its own headline back
-        return self.analyse_drawing(value, name, shared, layer, head, patch, request=request)
+        # The canvas as it was at the click: a drawing the visitor sent since (a Clear clicked
+        # right after the tab, whose lift ran beside this) has its own answer, which stands.
+        key = getattr(request, "session_hash", None)
+        if self._newer(key, value):
+            return *unchanged(), gr.update()
+        out = self.analyse_drawing(value, name, shared, layer, head, patch, request=request)
+        return (*unchanged(), gr.update()) if self._newer(key, value) else out
 
     def to_upload_tab(self, path, shown, name, shared, layer, head, patch):
         """On the Upload tab: its picture's answer; with none yet, a headline asking for one that
