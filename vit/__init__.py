@@ -5,13 +5,12 @@
     x = vit.preprocess(image)                            # any picture -> (1, 1, 28, 28)
     logits, attn = model(x, return_attention=True)
 """
+from vit.checkpoint import Checkpoint, CheckpointError, load_checkpoint, open_checkpoint, read_config
+from vit.model import ViT, ViTConfig
 from vit.preprocessing import preprocess
 
 # `vit.preprocess` is the function; the module that holds it is `vit.preprocessing`.
 from vit.preprocessing.decode import PreprocessError
-
-from .checkpoint import Checkpoint, CheckpointError, load_checkpoint, open_checkpoint, read_config
-from .model import ViT, ViTConfig
 
 __all__ = ["ViT", "ViTConfig", "load_checkpoint", "CheckpointError", "Checkpoint",
            "open_checkpoint", "read_config", "preprocess", "PreprocessError"]

@@ -20,12 +20,11 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from vit.data.specs import DatasetSpec, builtin_spec
+from vit.device import pick_device
 from vit.explain.calibration import TEMPERATURE_RANGE
+from vit.model import ViT, ViTConfig
 from vit.preprocessing.styles import DIGITS, PHOTOS, Style
 from vit.storage import StorageError, load_tensors, save_json, save_tensors
-
-from .device import pick_device
-from .model import ViT, ViTConfig
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .model import ViT, ViTConfig
+from vit.model import ViT, ViTConfig
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -166,7 +166,7 @@ def _imagenet_names(n: int) -> list[str] | None:
 
 def convert(spec: str, out, pretrained: bool = True, argv: list[str] | None = None) -> Path:
     """Build `spec`, convert it, check the logits agree, write a checkpoint folder."""
-    from .checkpoint import save_checkpoint
+    from vit.checkpoint import save_checkpoint
     source, names, mean, std = load_source(spec, pretrained)
     source.eval()
     lib = spec.split(":")[0]

@@ -7,14 +7,13 @@ import sys
 
 import torch
 
+from vit.checkpoint import CheckpointError, open_checkpoint
 from vit.data.loading import DataError, folder_split, load_split
 from vit.data.specs import FOLDER
 from vit.device import pick_device
 from vit.explain.calibration import calibrated, ece
 from vit.explain.ood import not_label
 from vit.scoring import confusion_matrix, predict_logits, score
-
-from .checkpoint import CheckpointError, open_checkpoint
 
 
 def format_confusion(cm: torch.Tensor, names: list[str]) -> str:

@@ -19,14 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from vit.checkpoint import Checkpoint, open_checkpoint
 from vit.explain import attribution, ood
 from vit.explain.attention import Explanation, explain
 from vit.preprocessing import model_input, normalize_image
 from vit.preprocessing.decode import PreprocessError, decode, open_image
 from vit.preprocessing.layout import to_model_image
-
-from .checkpoint import Checkpoint, open_checkpoint
-from .text import md
+from vit.text import md
 
 BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squares (see below)
 # Per model, the attention of the inputs seen last is kept, so that a slider, a patch click, a

@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from vit.checkpoint import CheckpointError
+from vit.inference import Predictor
 from vit.preprocessing.decode import PreprocessError
-
-from .checkpoint import CheckpointError
-from .inference import Predictor
 
 
 def main(argv=None) -> int:

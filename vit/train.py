@@ -16,9 +16,11 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from vit.checkpoint import CheckpointError
 from vit.data.loading import DataError
 from vit.data.specs import FOLDER, SPECS, DatasetSpec, builtin_spec
 from vit.device import pick_device
+from vit.model import PRESETS, ViTConfig
 from vit.storage import SaveError, StorageError
 from vit.training.config import (
     TrainConfig,
@@ -33,9 +35,6 @@ from vit.training.distributed import from_environment
 from vit.training.finetune import ARCHITECTURE, InitError, init_config
 from vit.training.loop import describe_folder, train
 from vit.training.state import STATE_FILE
-
-from .checkpoint import CheckpointError
-from .model import PRESETS, ViTConfig
 
 FOLDER_IMAGE_SIZE = 32      # --dataset folder's pictures, unless --image-size or --init says
 FINETUNE_LR = 1e-4          # --init's default: a tenth of training from scratch

@@ -21,22 +21,21 @@ import gradio as gr
 import numpy as np
 import torch
 
+from vit.checkpoint import CheckpointError
 from vit.data.examples import example_name, write_examples
 from vit.data.loading import DataError
 from vit.device import pick_device
+from vit.inference import Analysis, Predictor, Recent, array_key
 from vit.pictures.attention_maps import patch_at
 from vit.pictures.confusion import cell_at
 from vit.preprocessing.decode import MAX_FILE_BYTES, BlankInputError, PreprocessError, decode
 from vit.preprocessing.layout import compact
 from vit.preprocessing.styles import STYLES
 from vit.testset import data_dir_for_app
-
-from ..checkpoint import CheckpointError
-from ..inference import Analysis, Predictor, Recent, array_key
-from ..text import md
-from . import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
-from .canvas import colour_picture, load_value, read_drawing, seq
-from .gradio_patches import (
+from vit.text import md
+from vit.ui import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
+from vit.ui.canvas import colour_picture, load_value, read_drawing, seq
+from vit.ui.gradio_patches import (
     FreeDropdown,
     ImageFile,
     VerdictLabel,
@@ -47,9 +46,9 @@ from .gradio_patches import (
     short_errors,
     small_sessions,
 )
-from .limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
-from .models import Models, StartupError
-from .state import KEEP, PageUpdate, Shown
+from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
+from vit.ui.models import Models, StartupError
+from vit.ui.state import KEEP, PageUpdate, Shown
 
 ROOT = Path(__file__).resolve().parents[2]
 CSS = (Path(__file__).parent / "page.css").read_text()

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from .canvas import DrawingCanvas
+from vit.ui.canvas import DrawingCanvas
 
 
 @dataclass

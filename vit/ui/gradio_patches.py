@@ -52,7 +52,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from .uploads import NOT_UPLOADED, received_file
+from vit.ui.uploads import NOT_UPLOADED, received_file
 
 _patched: set[str] = set()
 

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from starlette.requests import ClientDisconnect
 
 from vit.preprocessing.decode import MAX_FILE_BYTES
-
-from .models import StartupError
-from .uploads import UploadLimits, paced, plain
+from vit.ui.models import StartupError
+from vit.ui.uploads import UploadLimits, paced, plain
 
 MAX_REQUEST_BYTES = 2_000_000       # a drawing's PNG is a few KB; a photo on the canvas ~0.5 MB
 FIRST_REQUEST_SECONDS = 10

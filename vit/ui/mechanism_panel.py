@@ -41,6 +41,7 @@ from vit.explain.mechanism import (
     stem_rim,
     walk_through,
 )
+from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import number
 from vit.pictures.mechanism_views import (
     attention_distance_picture,
@@ -49,10 +50,8 @@ from vit.pictures.mechanism_views import (
     walk_through_picture,
 )
 from vit.preprocessing.styles import DIGITS
-
-from ..inference import Analysis, Predictor
-from ..text import md
-from . import views
+from vit.text import md
+from vit.ui import views
 
 TEST_IMAGES = 64          # test images averaged over for mean attention distance (paper: 128)
 COMPONENTS = 16           # principal components of the embedding filters shown

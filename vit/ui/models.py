@@ -11,8 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
-from ..checkpoint import CheckpointConfig, CheckpointError, check_weights, read_config
-from ..inference import Predictor
+from vit.checkpoint import CheckpointConfig, CheckpointError, check_weights, read_config
+from vit.inference import Predictor
 
 HOW_TO_GET_ONE = "train one with `python -m vit.train` (it writes checkpoints/mnist)"
 

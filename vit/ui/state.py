@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .views import Pictures
+from vit.ui.views import Pictures
 
 KEEP = "keep"          # PageUpdate.pictures: leave the pictures on the page as they are
 

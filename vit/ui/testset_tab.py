@@ -12,9 +12,8 @@ from vit.data.loading import DataError, load_split
 from vit.pictures.attention_maps import digit_picture
 from vit.pictures.confusion import confusion_picture
 from vit.testset import KINDS, Results, load_results
-
-from ..text import md
-from .models import Models
+from vit.text import md
+from vit.ui.models import Models
 
 GALLERY_SIZE = 60
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from .gradio_patches import SafeImage
+from vit.ui.gradio_patches import SafeImage
 
 
 def build():

@@ -9,6 +9,7 @@ import gradio as gr
 import numpy as np
 
 from vit.explain.attention import patch_attention_row
+from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import (
     attention_grid_picture,
     grid_picture_height,
@@ -18,9 +19,7 @@ from vit.pictures.attention_maps import (
     token_strip,
     uniform_level,
 )
-
-from ..inference import Analysis, Predictor
-from .gradio_patches import FreeSlider
+from vit.ui.gradio_patches import FreeSlider
 
 PICK_SIZE = 336                      # pixels of the clickable patch picture
 # Beyond this many layers x heads, one picture of every map is unreadable (ViT-B/16: 144 maps,

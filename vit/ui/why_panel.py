@@ -8,10 +8,9 @@ from dataclasses import dataclass
 import gradio as gr
 import numpy as np
 
+from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import single_map_picture
-
-from ..inference import Analysis, Predictor
-from ..text import md
+from vit.text import md
 
 ANSWER = -1                       # the target dropdown's "the model's answer"
 OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
