@@ -98,7 +98,7 @@ def teacher_key(s: Session, digest: str) -> dict:
     from vit.data import affine, trivial_augment
     from vit.training import batches, session
     settings = {k: v for k, v in asdict(s.tc).items()
-                if k not in RUNTIME_FIELDS | STUDENT_ONLY | {"cache_dir"}}
+                if k not in RUNTIME_FIELDS | STUDENT_ONLY}
     return {"data": digest, "spec": repr(s.spec), "settings": settings,
             "device": s.device.type, "code": code_digest(Teacher, batches, session, affine,
                                                          trivial_augment, get_teacher)}

@@ -141,7 +141,7 @@ class Page:
             image, ink = p.read(shown.source)
             self._laid_out.put(key, image, image.nbytes)
         else:
-            ink = p.ink(shown.source)
+            ink = p.ink(shown.source) if judged else None
         return p, p.analyse_input(image, ink)
 
     # --- events -----------------------------------------------------------------------------
