@@ -20,6 +20,7 @@ import json
 import pickle
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import gradio as gr
@@ -36,7 +37,8 @@ from vit.pictures.attention_maps import _attention_grid_template, _factor, atten
 from vit.ui import NoModelsError, create_app
 from vit.ui.canvas import drawing_value as canvas_value
 from vit.ui.models import Models
-from vit.ui.state import Shown
+from vit.ui.record import Record, Shown
+from vit.ui.render import PICTURES, WHY
 
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
         "normalization": {"mean": [0.1307], "std": [0.3081]}}
@@ -89,10 +91,11 @@ def test_bad_checkpoints_are_skipped_at_start_up_with_one_line_each(broken_root)
 def test_a_switch_to_a_model_that_fails_to_load_keeps_the_previous_one(broken_root):
     page = create_app(broken_root, device="cpu").page
     with pytest.warns(UserWarning, match="NaN") as w:       # gr.Warning outside a request
-        model, current, *_ = page.choose_model("nan", "mnist")
+        visit = page.visit()
+        out = page.choose_model(visit, "nan")
     message = str(w[0].message)
     assert "\n" not in message and str(broken_root) not in message
-    assert model["value"] == "mnist" and current == "mnist"
+    assert out["model"]["value"] == "mnist" and visit.record.model == "mnist"
     assert "nan" not in page.models.names                  # not offered again
 
 
@@ -150,31 +153,32 @@ def drawing_value(tmp_path, digit="4", angle=0.0):
                                               ("big", 7, 56)])
 def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid, size):
     """A --patch-size 7 or 14 checkpoint crashed the app (clicked patch 24, token strip tiles)."""
-    page = grids_page
-    out = page.analyse_drawing(drawing_value(tmp_path), name, True, 2, 1, None)
-    status, label, *pics, shown, _ = out
-    assert "reads this as" in status and len(label) == 10
-    assert all(isinstance(p, np.ndarray) and p.dtype == np.uint8 for p in pics)
+    page, visit = grids_page, grids_page.visit()
+    out = page.analyse_drawing(visit, drawing_value(tmp_path), name, True, 2, 1)
+    shown = visit.record.shown
+    assert "reads this as" in out["status"] and len(out["label"]) == 10
+    assert all(isinstance(out[n], np.ndarray) and out[n].dtype == np.uint8 for n in PICTURES)
     assert isinstance(shown, Shown) and shown.image.shape == (size, size)
     # The patch clicked on another model (24 of 7x7, say) is out of range here: no crash.
-    pick, row, *sliders = page.explore(shown, name, 2, 2, 48)
-    assert pick.shape[0] == pick.shape[1] and sliders == [gr.update(), gr.update()]
+    visit.record = replace(visit.record, patch=48)
+    out = page.explore(visit, 2, 2)
+    pick = page.pick_patch(visit, SimpleNamespace(index=[1.0, 1.0]))["pick"]
+    assert pick.shape[0] == pick.shape[1] and out["row"].dtype == np.uint8
+    assert out["layer"] == out["head"] == gr.update()
     cell = pick.shape[0] / grid
     evt = SimpleNamespace(index=[cell * (grid - 0.5), cell * (grid - 0.5)])
-    patch, pick, row = page.pick_patch(shown, name, 2, 1, evt)
-    assert patch == grid * grid - 1
-    assert page.rescale(shown, name, False) is not None
+    assert {"pick", "row"} <= set(page.pick_patch(visit, evt))
+    assert visit.record.patch == grid * grid - 1
+    assert page.rescale(visit, False)["grid"] is not None
     # A click on the last map of the layers x heads picture opens layer 2, head 2 (1-based).
     L, H = 2, 2
     tile = size * max(1, 112 // size)
     y, x = _attention_grid_template(L, H, tile)[1][L - 1][H - 1]
-    assert page.pick_head(name, SimpleNamespace(index=[x + 3, y + 3])) == (L, H)
-    assert page.pick_head(name, SimpleNamespace(index=[float("nan"), 3])) == (gr.update(), gr.update())
-    # Switch to the 7x7 model and back: the same input goes through it.
-    again = page.reanalyse(shown, "mnist", True, 2, 1, patch)
-    assert "reads this as" in again[0] and again[-1].model == "mnist"
+    assert page.pick_head(visit, SimpleNamespace(index=[x + 3, y + 3])) == {"layer": L, "head": H}
+    assert page.pick_head(visit, SimpleNamespace(index=[float("nan"), 3])) == {}
     # What drove the answer: both maps, for the answer and for another class, and heads off.
-    rel, occ, text, heads, glance = page.why(shown, name, -1, [])
+    why = page.why(visit)
+    rel, occ, text, heads, glance = (why[n] for n in WHY)
     assert rel.shape[1] == occ.shape[1] and rel.dtype == occ.dtype == np.uint8
     # The small copy beside the answer: the same map, drawn at about the size it is shown (its
     # labels were ~7 px tall when the big picture was shrunk into the box).
@@ -183,37 +187,49 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     small = np.asarray(Image.fromarray(rel[:rel.shape[1]]).resize((w, w), Image.BILINEAR))
     assert np.abs(small.astype(int) - glance[:w].astype(int)).mean() < 12
     assert "Explaining" in text and "Nothing switched off" in heads
-    _, _, text, heads, _ = page.why(shown, name, 3, ["0,0", "1,1"])
-    assert "Explaining **3**" in text and "With 2 heads off" in heads
-    assert "With 1 head off" in page.switch_heads(shown, name, ["1,0"])
-    measured = page.measure(shown, name)
+    page.switch_heads(visit, ["0,0", "1,1"])
+    assert "Explaining **3**" in page.choose_target(visit, 3)["faithfulness"]
+    assert "With 2 heads off" in page.why(visit)["ablation"]
+    assert "With 1 head off" in page.switch_heads(visit, ["1,0"])["ablation"]
+    measured = page.measure(visit)["faithfulness"]
     assert all(k in measured for k in ("rollout", "relevance", "occlusion", "random order"))
+    # Switch to the 7x7 model: the same input goes through it.
+    page.choose_model(visit, "mnist")
+    again = page.reanalyse(visit)
+    assert "reads this as" in again["status"] and visit.record.shown.model == "mnist"
 
 
 def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
-    out = grids_page.analyse_drawing(drawing_value(tmp_path), "grid4", True, 2, 1, None)
-    shown, label = out[-2], out[1]
+    visit = grids_page.visit()
+    label = grids_page.analyse_drawing(visit, drawing_value(tmp_path), "grid4", True, 2, 1)["label"]
     answer = label["label"] if "confidences" in label else max(label, key=label.get)
-    for target in (None, "x", 99, -7, 1e30, [1]):
-        assert f"Explaining **{answer}**" in grids_page.why(shown, "grid4", target, [])[2]
-    _, _, _, heads, _ = grids_page.why(shown, "grid4", -1, ["9,9", "a,b", "0", None, "0,0", "0,0"])
+    for target in (None, "x", 99, -7, 1e30, [1], {"a": 1}):
+        assert f"Explaining **{answer}**" in grids_page.choose_target(visit, target)["faithfulness"]
+    heads = grids_page.switch_heads(visit, ["9,9", "a,b", "0", None, "0,0", "0,0"])["ablation"]
     assert "With 1 head off" in heads
-    assert grids_page.why(None, "grid4", -1, []) == (None, None, "", "", None)
+    assert "Nothing switched off" in grids_page.switch_heads(visit, "0,0")["ablation"]
+    assert grids_page.why(grids_page.visit()) == {"relevance": None, "occlusion": None,
+                                                  "faithfulness": "", "ablation": "", "glance": None}
 
 
 def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):
-    out = grids_page.analyse_drawing(drawing_value(tmp_path), "grid4", True, 99, -5, 10**9)
-    assert "reads this as" in out[0]
-    out = grids_page.analyse_drawing(drawing_value(tmp_path), "grid4", None, "x", None, "y")
-    assert "reads this as" in out[0]
+    visit = grids_page.visit()
+    out = grids_page.analyse_drawing(visit, drawing_value(tmp_path), "grid4", True, 99, -5)
+    assert "reads this as" in out["status"]
+    out = grids_page.analyse_drawing(grids_page.visit(), drawing_value(tmp_path), "grid4", None,
+                                     "x", None)
+    assert "reads this as" in out["status"]
+    assert grids_page.explore(visit, [], {"a": 1})["layer"]["value"] == 2      # back in range
     with pytest.raises(gr.Error, match="no model named"):
-        grids_page.analyse_drawing(drawing_value(tmp_path), "../../etc", True, 1, 1, None)
+        grids_page.analyse_drawing(visit, drawing_value(tmp_path), "../../etc", True, 1, 1)
 
 
 def test_session_state_is_small(grids_page, tmp_path):
     """Gradio keeps state an hour after a visitor leaves: a drawing keeps < 40 KB, not the
     500x500 canvas (2 MB as arrays)."""
-    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-2]
+    visit = grids_page.visit()
+    grids_page.analyse_drawing(visit, drawing_value(tmp_path), "mnist", True, 2, 1)
+    shown = visit.record.shown
     assert shown.source.nbytes + shown.image.nbytes < 40_000
 
 
@@ -231,8 +247,8 @@ def test_a_huge_drawing_is_refused_before_it_is_decoded(grids_page, tmp_path):
     import resource
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.warns(UserWarning, match="13000x13000 pixels; the canvas is 400"):
-        out = grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)
-    assert out[1] is None and "13000x13000 pixels; the canvas is 400" in out[0]
+        out = grids_page.analyse_drawing(grids_page.visit(), value, "mnist", True, 2, 1)
+    assert out["label"] is None and "13000x13000 pixels; the canvas is 400" in out["status"]
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000   # KB
 
 
@@ -242,11 +258,14 @@ def test_test_image_is_not_preprocessed_again_after_a_switch(grids_page):
     img = np.zeros((28, 28), np.float32)
     img[4:10, 2:6] = 1.0                     # off-centre: preprocessing would move it
     shown = Shown("test", img, img, "mnist", caption="MNIST test image #5, true class **3**")
-    out = grids_page.reanalyse(shown, "grid4", True, 2, 1, None)
-    assert np.array_equal(out[-1].image, img)
+    visit = grids_page.visit()
+    visit.record = Record("mnist").showing(shown, "test")
+    grids_page.choose_model(visit, "grid4")
+    out = grids_page.reanalyse(visit)
+    assert np.array_equal(visit.record.shown.image, img)
     # The headline still says where the image comes from (it may be another model's test set).
-    assert "This is MNIST test image #5, true class **3**." in out[0]
-    assert out[-1].caption == shown.caption
+    assert "This is MNIST test image #5, true class **3**." in out["status"]
+    assert visit.record.shown.caption == shown.caption
 
 
 def test_queue_is_bounded_and_the_cache_is_cleaned(tmp_path):
@@ -260,10 +279,11 @@ def test_queue_is_bounded_and_the_cache_is_cleaned(tmp_path):
 
 
 def test_a_click_at_nan_or_infinity_changes_nothing(grids_page, tmp_path):
-    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-2]
-    for index in (["nan", "nan"], ["inf", 3], [None, 2]):
-        out = grids_page.pick_patch(shown, "mnist", 2, 1, SimpleNamespace(index=index))
-        assert all(isinstance(o, dict) for o in out)           # gr.update(): nothing changes
+    visit = grids_page.visit()
+    grids_page.analyse_drawing(visit, drawing_value(tmp_path), "mnist", True, 2, 1)
+    for index in (["nan", "nan"], ["inf", 3], [None, 2], "x", None):
+        assert grids_page.pick_patch(visit, SimpleNamespace(index=index)) == {}   # nothing changes
+    assert visit.record.patch is None
 
 
 def test_the_first_view_puts_an_example_on_the_canvas(grids_page):
@@ -280,10 +300,11 @@ def test_the_first_view_puts_an_example_on_the_canvas(grids_page):
 
 def test_an_example_drawing_says_so_and_a_made_up_name_does_not(grids_page):
     value = {**canvas_value(_example_ink("4")), "example": "4"}
-    assert grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)[0].startswith(
-        "### Example: a drawn 4")
+    assert grids_page.analyse_drawing(grids_page.visit(), value, "mnist", True, 2, 1)[
+        "status"].startswith("### Example: a drawn 4")
     value["example"] = "<img src=x onerror=alert(1)>"          # not one of the examples: ignored
-    assert "Example" not in grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)[0]
+    assert "Example" not in grids_page.analyse_drawing(grids_page.visit(), value, "mnist", True,
+                                                       2, 1)["status"]
 
 
 def _example_ink(digit):
@@ -300,8 +321,9 @@ def _example_ink(digit):
 ])
 def test_what_a_client_sends_as_a_drawing_gets_one_line(grids_page, value, message):
     with pytest.warns(UserWarning, match=message):
-        out = grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)
-    assert message in out[0] and out[1] is None and "\n" not in out[0].strip()
+        out = grids_page.analyse_drawing(grids_page.visit(), value, "mnist", True, 2, 1)
+    status = out["status"]
+    assert message in status and out["label"] is None and "\n" not in status.strip()
 
 
 def test_a_drawing_value_cannot_name_a_server_file(grids_page, tmp_path):
@@ -309,22 +331,22 @@ def test_a_drawing_value_cannot_name_a_server_file(grids_page, tmp_path):
     secret = tmp_path / "secret.png"
     Image.fromarray(_example_ink("4")).save(secret)
     value = {"background": None, "layers": [str(secret)], "composite": str(secret)}
-    out = grids_page.analyse_drawing(value, "mnist", True, 2, 1, None)
-    assert "Draw a digit" in out[0] and out[1] is None
+    out = grids_page.analyse_drawing(grids_page.visit(), value, "mnist", True, 2, 1)
+    assert "Draw a digit" in out["status"] and out["label"] is None
 
 
 def test_while_the_pen_moves_only_the_answer_follows_and_never_a_stale_one(grids_page):
     """The canvas's "live" event: status, label and the drawing's number; a live answer for an
     older drawing than the newest the visitor sent (the pen lifted meanwhile) changes nothing."""
-    visitor = SimpleNamespace(session_hash="abc")
+    visitor = grids_page.visit()
     seven = {**canvas_value(_example_ink("7"), seq=5), "final": False}
-    status, label, number = grids_page.follow_drawing(seven, "mnist", visitor)
-    assert "reads this as" in status and label and number == "5"
-    grids_page.analyse_drawing({**seven, "seq": 6, "final": True}, "mnist", True, 2, 1, None,
-                               request=visitor)
-    assert all(isinstance(o, dict) for o in grids_page.follow_drawing(seven, "mnist", visitor))
-    other = SimpleNamespace(session_hash="xyz")                 # another visitor is not held up
-    assert grids_page.follow_drawing(seven, "mnist", other)[2] == "5"
+    out = grids_page.follow_drawing(visitor, seven, "mnist")
+    assert "reads this as" in out["status"] and out["label"] and out["answered"] == "5"
+    assert visitor.record.drawing is None                       # the record waits for the lift
+    grids_page.analyse_drawing(visitor, {**seven, "seq": 6, "final": True}, "mnist", True, 2, 1)
+    assert grids_page.follow_drawing(visitor, seven, "mnist") == {}
+    other = grids_page.visit()                                  # another visitor is not held up
+    assert grids_page.follow_drawing(other, seven, "mnist")["answered"] == "5"
 
 
 def test_a_model_that_failed_tells_every_later_visitor_why(broken_root):
@@ -332,7 +354,7 @@ def test_a_model_that_failed_tells_every_later_visitor_why(broken_root):
     "no model named"."""
     page = create_app(broken_root, device="cpu").page
     with pytest.warns(UserWarning):
-        page.choose_model("nan", "mnist")
+        page.choose_model(page.visit(), "nan")
     with pytest.raises(gr.Error, match="NaN"):
         page.predictor("nan")
 
@@ -351,14 +373,18 @@ def test_bad_settings_stop_start_up_with_one_line(env, message):
 
 
 def test_the_mechanism_panel_works_only_while_open(grids_page, tmp_path):
-    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "grid4", True, 2, 1, None)[-2]
-    assert all(isinstance(o, dict) for o in grids_page.mechanism(False, shown, "grid4", 1, 1, 3, False))
-    picture, text = grids_page.mechanism(True, shown, "grid4", 2, 2, 3, False)
-    assert picture.dtype == np.uint8 and "largest weights" in text.lower()
-    nothing = grids_page.mechanism(True, None, "grid4", 1, 1, None, True)
-    assert nothing == (None, "Draw or upload something first.")
-    pos, dist, filters, caption = grids_page.mechanism_model(True, "grid4")
-    assert pos.dtype == dist.dtype == filters.dtype == np.uint8 and caption
+    visit = grids_page.visit()
+    grids_page.analyse_drawing(visit, drawing_value(tmp_path), "grid4", True, 2, 1)
+    assert grids_page.mechanism(visit) == {} == grids_page.mechanism_model(visit)   # closed
+    out = grids_page.open_mechanism(visit, True)
+    assert out["walk"].dtype == np.uint8 and "largest weights" in out["walk_text"].lower()
+    assert "layer 2, head 2" in grids_page.mechanism_settings(visit, 2, 2, False)["walk_text"]
+    nothing = grids_page.visit()
+    assert grids_page.open_mechanism(nothing, True) == {"walk": None,
+                                                        "walk_text": "Draw or upload something first."}
+    out = grids_page.mechanism_model(visit)
+    pos, dist, filters = out["position"], out["distance"], out["filters"]
+    assert pos.dtype == dist.dtype == filters.dtype == np.uint8 and out["model_caption"]
 
 
 def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path):
@@ -369,22 +395,21 @@ def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path
     root = tmp_path / "ck"
     save_checkpoint(root / "deep", ViT(ViTConfig(dim=16, depth=7, heads=8, mlp_dim=16)), META)
     page = create_app(root, device="cpu").page
-    out = page.analyse_drawing(drawing_value(tmp_path), "deep", True, 3, 1, None)
-    grid, shown = out[4], out[-2]
+    visit = page.visit()
+    grid = page.analyse_drawing(visit, drawing_value(tmp_path), "deep", True, 3, 1)["grid"]
+    shown = visit.record.shown
     full = attention_grid_picture(shown.image, np.zeros((7, 8, 7, 7)))
     assert grid.shape[0] < full.shape[0] / 2                  # two rows of maps, not seven
     p = page.predictor("deep")
     tile = 28 * _factor(28, 112)
     first_row = (64 + 4 * (tile + 21) + 5, 30)              # the mean map of layer 5
-    assert page.pick_head("deep", SimpleNamespace(index=list(first_row)))[0] == 5
-    assert page.pick_head("deep", SimpleNamespace(index=list(first_row)))[1] == gr.update()
+    assert page.pick_head(visit, SimpleNamespace(index=list(first_row))) == {"layer": 5}
     second_row = (64 + 6 * (tile + 21) + 5, grid.shape[0] // 2 + 60)     # head 7 of the chosen layer
     assert views_hit(p, *second_row) == (None, 6)
-    other = page.regrid(shown, "deep", True, 6)
+    other = page.explore(visit, 6, 1)["grid"]
     assert other.shape == grid.shape and not np.array_equal(other, grid)
-    assert page.regrid(shown, "deep", True, 3) is not None
-    small = page.regrid(None, "deep", True, 3)
-    assert small == gr.update()
+    assert page.explore(visit, 3, 1)["grid"] is not None
+    assert page.explore(page.visit(), 3, 1)["grid"] is None          # nothing on screen
 
 
 def views_hit(p, x, y):
@@ -395,42 +420,45 @@ def views_hit(p, x, y):
 def test_a_model_name_of_any_json_type_gets_one_line_naming_the_models(grids_page, tmp_path):
     for name in ({"a": 1}, ["mnist"], 7, None, "Handwritten digits (MNIST)"):
         with pytest.raises(gr.Error, match="no model named .*; the models are .*mnist") as e:
-            grids_page.analyse_drawing(drawing_value(tmp_path), name, True, 2, 1, None)
+            grids_page.analyse_drawing(grids_page.visit(), drawing_value(tmp_path), name, True, 2, 1)
         assert "\n" not in e.value.message
 
 
 def test_a_model_switchs_rereading_never_replaces_a_newer_drawing(grids_page, monkeypatch):
     """The model switch re-reads the input on screen; if the visitor cleared the canvas (or drew
     again) while it ran, the newer drawing's own answer stands ("Draw a digit" stays)."""
-    visitor = SimpleNamespace(session_hash="switcher")
+    visitor = grids_page.visit()
     seven = canvas_value(_example_ink("7"), seq=3)
-    *_, shown, _ = grids_page.analyse_drawing(seven, "mnist", True, 2, 1, None, request=visitor)
-    assert isinstance(shown, Shown)
-    fresh = grids_page.reanalyse(shown, "grid4", True, 2, 1, None, request=visitor)
-    assert "reads this as" in fresh[0] or "Not" in fresh[0]              # undisturbed: re-read
-    slow = grids_page._reanalysis
+    grids_page.analyse_drawing(visitor, seven, "mnist", True, 2, 1)
+    assert isinstance(visitor.record.shown, Shown)
+    grids_page.choose_model(visitor, "grid4")
+    fresh = grids_page.reanalyse(visitor)["status"]
+    assert "reads this as" in fresh or "Not" in fresh                    # undisturbed: re-read
+    grids_page.choose_model(visitor, "mnist")
+    grids_page.reanalyse(visitor)
+    slow = grids_page._analysis
 
     def cleared_meanwhile(*args, **kwargs):
         out = slow(*args, **kwargs)
         cleared = {"png": None, "final": True, "seq": 4}
-        assert "Draw a digit" in grids_page.analyse_drawing(cleared, "mnist", True, 2, 1, None,
-                                                            request=visitor)[0]
+        assert "Draw a digit" in grids_page.analyse_drawing(visitor, cleared, "grid4", True, 2,
+                                                            1)["status"]
         return out
-    monkeypatch.setattr(grids_page, "_reanalysis", cleared_meanwhile)
-    late = grids_page.reanalyse(shown, "grid4", True, 2, 1, None, request=visitor)
-    assert all(isinstance(o, dict) and o.get("__type__") == "update" and len(o) == 1 for o in late)
+    monkeypatch.setattr(grids_page, "_analysis", cleared_meanwhile)
+    grids_page.choose_model(visitor, "grid4")
+    assert grids_page.reanalyse(visitor) == {}
+    assert visitor.record.shown.empty and visitor.record.shown.number == 4
 
 
 def test_a_model_switch_never_rereads_a_drawing_older_than_one_already_sent(grids_page):
     """With two requests at a time, drawing 8's answer may still be on its way when the switch
-    starts from drawing 7's state: the switch then leaves the page to drawing 8."""
-    visitor = SimpleNamespace(session_hash="racer")
-    seven = canvas_value(_example_ink("7"), seq=7)
-    *_, shown, _ = grids_page.analyse_drawing(seven, "mnist", True, 2, 1, None, request=visitor)
-    assert shown.number == 7
-    grids_page._newer("racer", {"seq": 8})                  # drawing 8 arrived, not yet answered
-    late = grids_page.reanalyse(shown, "grid4", True, 2, 1, None, request=visitor)
-    assert all(isinstance(o, dict) and o.get("__type__") == "update" and len(o) == 1 for o in late)
+    starts from drawing 7's record: the switch then leaves the page to drawing 8."""
+    visitor = grids_page.visit()
+    grids_page.analyse_drawing(visitor, canvas_value(_example_ink("7"), seq=7), "mnist", True, 2, 1)
+    assert visitor.record.shown.number == 7
+    visitor.note_drawing(8)                                 # drawing 8 arrived, not yet answered
+    grids_page.choose_model(visitor, "grid4")
+    assert grids_page.reanalyse(visitor) == {}
 
 
 def test_switching_between_drawing_and_photo_models_puts_the_new_models_example_on_the_canvas():
@@ -438,83 +466,97 @@ def test_switching_between_drawing_and_photo_models_puts_the_new_models_example_
     line the switch puts the new model's first example on the canvas and the re-reading of the
     old drawing waits for it; between two drawing models the drawing stays and is re-read."""
     page = create_app(ROOT / "checkpoints", device="cpu").page
-    visitor = SimpleNamespace(session_hash="switch")
-    seven = canvas_value(_example_ink("7"), seq=2)
-    *_, shown, _ = page.analyse_drawing(seven, "mnist", True, 2, 1, None, request=visitor)
-    to_photos = page.choose_model("cifar10", "mnist")
-    assert to_photos[-1]["colour"] is True and to_photos[-1]["name"] == "ship"
-    assert all(o == gr.update() for o in page.reanalyse(shown, "cifar10", True, 2, 1, None,
-                                                        request=visitor))
-    back = page.choose_model("mnist", "cifar10")
-    assert back[-1]["name"] == "7" and "colour" not in back[-1]
-    to_clothes = page.choose_model("fashion-mnist", "mnist")
-    assert to_clothes[-1] == gr.update()
-    again = page.reanalyse(shown, "fashion-mnist", True, 2, 1, None, request=visitor)
-    assert "reads this as" in again[0] or "Not" in again[0]
+    visitor = page.visit()
+    page.analyse_drawing(visitor, canvas_value(_example_ink("7"), seq=2), "mnist", True, 2, 1)
+    to_photos = page.choose_model(visitor, "cifar10")
+    assert to_photos["pad"]["colour"] is True and to_photos["pad"]["name"] == "ship"
+    assert page.reanalyse(visitor) == {}
+    back = page.choose_model(visitor, "mnist")
+    assert back["pad"]["name"] == "7" and "colour" not in back["pad"]
+    to_clothes = page.choose_model(visitor, "fashion-mnist")
+    assert to_clothes["pad"] == gr.update()
+    again = page.reanalyse(visitor)["status"]
+    assert "reads this as" in again or "Not" in again
 
 
 def test_the_answer_follows_the_tab_in_view(tmp_path):
     """An answer beside an input that is not on screen misleads. The headline is always the
     tab's own: on the Upload tab with nothing uploaded it asks for a picture and says the answer
-    below is still the drawing's; back on a tab, its input's own headline returns (answered
-    again if it changed meanwhile); an answer that lands on another tab (in flight when the tab
-    changed, or a model switch re-reading it) keeps that tab's headline."""
-    from vit.ui.app import top_label
+    below is still the drawing's; back on a tab, its input returns (read again if it changed
+    meanwhile, else as it was: no pass again); an answer that lands on another tab (in flight
+    when the tab changed, or a model switch re-reading it) keeps that tab's headline."""
+    from vit.ui.page import top_label
     page = create_app(ROOT / "checkpoints", device="cpu").page
+    visit = page.visit()
     seven = canvas_value(_example_ink("7"), seq=3)
-    drawn = page.analyse_drawing(seven, "mnist", True, 2, 1, None)
-    assert "7" in drawn[0] and top_label(drawn[1]) == "7"
-    shown = drawn[-2]
-    assert shown.headline == drawn[0]
+    drawn = page.analyse_drawing(visit, seven, "mnist", True, 2, 1)
+    assert "7" in drawn["status"] and top_label(drawn["label"]) == "7"
+    drawing = visit.record.shown
+    assert drawing.headline == drawn["status"]
 
-    empty = page.to_upload_tab(None, shown, "mnist", True, 2, 1, None)
-    assert "Upload or paste a picture" in empty[0] and "still for your drawing" in empty[0]
-    assert all(o == gr.update() for o in empty[1:])          # the drawing's answer stays
-    back = page.to_draw_tab(seven, shown, "mnist", True, 2, 1, None)     # nothing new: its
-    assert back[0] == drawn[0] and all(o == gr.update() for o in back[1:])   # headline back
+    empty = page.to_upload_tab(visit, None, "mnist", True, 2, 1)
+    assert "Upload or paste a picture" in empty["status"]
+    assert "still for your drawing" in empty["status"]
+    assert set(empty) == {"status"}                           # the drawing's answer stays
+    back = page.to_draw_tab(visit, seven, "mnist", True, 2, 1)
+    assert back == {"status": drawn["status"]}                # nothing new: its headline back
     one = Image.new("L", (200, 200), 255)
     one.paste(0, (90, 40, 110, 160))
     one.save(tmp_path / "one.png")
     path = str(tmp_path / "one.png")
-    uploaded = page.to_upload_tab(path, shown, "mnist", True, 2, 1, None)
-    assert top_label(uploaded[1]) == "1" and uploaded[-1].kind == "upload"
-    again = page.to_upload_tab(path, uploaded[-1], "mnist", True, 2, 1, None)   # already shown
-    assert again[0] == uploaded[0] and all(o == gr.update() for o in again[1:])
+    uploaded = page.to_upload_tab(visit, path, "mnist", True, 2, 1)
+    assert top_label(uploaded["label"]) == "1" and visit.record.shown.kind == "upload"
+    again = page.to_upload_tab(visit, path, "mnist", True, 2, 1)         # already shown
+    assert again == {"status": uploaded["status"]}
 
-    back = page.to_draw_tab(seven, uploaded[-1], "mnist", True, 2, 1, None)
-    assert top_label(back[1]) == "7" and back[-2].kind == "drawing" and back[-1] == "3"
+    back = page.to_draw_tab(visit, seven, "mnist", True, 2, 1)
+    assert top_label(back["label"]) == "7" and visit.record.shown is drawing
     # A model switch put a new example on the hidden canvas (a newer drawing number), or the
     # model changed: back on Draw, it is answered.
-    assert page.to_draw_tab({**seven, "seq": 5}, back[-2], "mnist", True, 2, 1, None)[-2].number == 5
-    assert page.to_draw_tab(seven, back[-2], "fashion-mnist", True, 2, 1, None)[-2].model == \
-        "fashion-mnist"
+    page.to_draw_tab(visit, {**seven, "seq": 5}, "mnist", True, 2, 1)
+    assert visit.record.shown.number == 5
+    page.to_draw_tab(visit, {**seven, "seq": 5}, "fashion-mnist", True, 2, 1)
+    assert visit.record.shown.model == "fashion-mnist"
     # The upload removed, nothing is on screen: back on Draw, the canvas is answered.
-    removed = page.upload_changed(None, "mnist", True, 2, 1, None)
-    assert removed[-1] is None
-    assert top_label(page.to_draw_tab(seven, None, "mnist", True, 2, 1, None)[1]) == "7"
-    cleared = page.to_draw_tab({"png": None, "final": True, "seq": 8}, uploaded[-1], "mnist",
-                               True, 2, 1, None)
-    assert "Draw a digit" in cleared[0] and cleared[1] is None           # an empty canvas: rest
+    page.to_upload_tab(visit, path, "mnist", True, 2, 1)
+    removed = page.upload_changed(visit, None, "mnist", True, 2, 1)
+    assert visit.record.shown is None and removed["label"] is None
+    assert removed["status"] == "### Upload or paste a picture"
+    assert top_label(page.to_draw_tab(visit, {**seven, "seq": 5}, "mnist", True, 2, 1)[
+        "label"]) == "7"
+    cleared = page.to_draw_tab(visit, {"png": None, "final": True, "seq": 8}, "mnist", True, 2, 1)
+    assert "Draw a digit" in cleared["status"] and cleared["label"] is None   # an empty canvas
 
-    # While an upload is on screen, the hidden canvas's lift changes nothing; over a drawing
-    # it answers (an example that replaced the drawing), under the tab's own headline.
-    assert all(o == gr.update() for o in page.analyse_drawing(
-        {**seven, "seq": 6}, "mnist", True, 2, 1, None, "upload", uploaded[-1]))
-    landed = page.analyse_drawing({**seven, "seq": 7}, "mnist", True, 2, 1, None, "upload",
-                                  back[-2])
-    assert top_label(landed[1]) == "7" and landed[0].startswith("### Upload or paste")
-    assert "still for your drawing" in landed[0] and "reads this as" in landed[-2].headline
-    switched = page.reanalyse(back[-2], "mnist", True, 2, 1, None, "test")
-    assert switched[0].startswith("### Click a test image")
+    # While an upload is on screen, the hidden canvas's lift changes nothing on screen; over a
+    # drawing it answers (an example that replaced the drawing), under the tab's own headline.
+    page.to_upload_tab(visit, path, "mnist", True, 2, 1)
+    hidden = page.analyse_drawing(visit, {**seven, "seq": 9}, "mnist", True, 2, 1)
+    assert "label" not in hidden and hidden["status"] == uploaded["status"]
+    assert visit.record.shown.kind == "upload" and visit.record.drawing.number == 9
+    page.upload_changed(visit, None, "mnist", True, 2, 1)
+    page.to_draw_tab(visit, {**seven, "seq": 9}, "mnist", True, 2, 1)
+    page.to_upload_tab(visit, None, "mnist", True, 2, 1)
+    landed = page.analyse_drawing(visit, {**seven, "seq": 10}, "mnist", True, 2, 1)
+    assert top_label(landed["label"]) == "7" and landed["status"].startswith("### Upload or paste")
+    assert "still for your drawing" in landed["status"]
+    assert "reads this as" in visit.record.shown.headline
+    page.note_tab(visit, "test")
+    page.choose_model(visit, "fashion-mnist")
+    assert page.reanalyse(visit)["status"].startswith("### This model's test set is not on")
 
     # The Test set tab: a test image's own headline, or a prompt that fits the data on disk.
-    test = Shown("test", back[-2].image, back[-2].image, "mnist", headline="### Test image #4")
-    assert page.to_test_tab(test, "mnist")[0] == "### Test image #4"
-    assert "not on this machine" in page.to_test_tab(uploaded[-1], "mnist")[0]
+    test = Shown("test", drawing.image, drawing.image, "mnist", headline="### Test image #4")
+    tested = page.visit()
+    tested.record = Record("mnist").showing(test, "test", show=False)
+    assert page.to_test_tab(tested)["status"] == "### Test image #4"
+    upload = page.visit()
+    page.to_upload_tab(upload, path, "mnist", True, 2, 1)
+    assert "not on this machine" in page.to_test_tab(upload)["status"]
     page.answers._results["mnist"] = object()              # as if its answers were in
-    prompt = page.to_test_tab(uploaded[-1], "mnist")
-    assert "Click a test image" in prompt[0] and "still for your upload" in prompt[0]
-    assert "Until then" not in page.to_test_tab(None, "mnist")[0]
+    page.to_upload_tab(upload, path, "mnist", True, 2, 1)
+    prompt = page.to_test_tab(upload)["status"]
+    assert "Click a test image" in prompt and "still for your upload" in prompt
+    assert "Until then" not in page.to_test_tab(page.visit())["status"]
 
 
 def test_gradios_repeated_upload_event_is_answered_once(grids_page, tmp_path):
@@ -524,53 +566,57 @@ def test_gradios_repeated_upload_event_is_answered_once(grids_page, tmp_path):
     one = Image.new("L", (200, 200), 255)
     one.paste(0, (90, 40, 110, 160))
     one.save(tmp_path / "one.png")
-    visitor, other = SimpleNamespace(session_hash="u1"), SimpleNamespace(session_hash="u2")
+    visitor, other = grids_page.visit(), grids_page.visit()
+    grids_page.note_tab(visitor, "upload")
     blank, digit = str(tmp_path / "blank.png"), str(tmp_path / "one.png")
-    args = ("mnist", True, 2, 1, None)
-    assert "blank" in grids_page.upload_changed(blank, *args, request=visitor)[0]
-    assert all(o == gr.update() for o in grids_page.upload_changed(blank, *args, request=visitor))
-    assert "blank" in grids_page.upload_changed(blank, *args, request=other)[0]   # another visitor
-    assert "reads this as" in grids_page.upload_changed(digit, *args, request=visitor)[0]
-    assert "blank" in grids_page.upload_changed(blank, "grid4", True, 2, 1, None,
-                                                request=visitor)[0]    # another model: answered
+    args = ("mnist", True, 2, 1)
+    assert "blank" in grids_page.upload_changed(visitor, blank, *args)["status"]
+    assert grids_page.upload_changed(visitor, blank, *args) == {}
+    assert "blank" in grids_page.upload_changed(other, blank, *args)["status"]   # another visitor
+    assert "reads this as" in grids_page.upload_changed(visitor, digit, *args)["status"]
+    assert "blank" in grids_page.upload_changed(visitor, blank, "grid4", True, 2, 1)[
+        "status"]                                                   # another model: answered
     # Removed, then the same file again at once: a new upload, answered.
-    assert "Upload a picture" in grids_page.upload_changed(None, "grid4", True, 2, 1, None,
-                                                           request=visitor)[0]
-    assert "blank" in grids_page.upload_changed(blank, "grid4", True, 2, 1, None,
-                                                request=visitor)[0]
+    assert "Upload or paste" in grids_page.upload_changed(visitor, None, "grid4", True, 2, 1)[
+        "status"]
+    assert "blank" in grids_page.upload_changed(visitor, blank, "grid4", True, 2, 1)["status"]
 
 
 def test_a_model_switch_empties_the_open_test_set_gallery_until_the_new_answers_are_in(grids_page):
     """A click on the old model's gallery would otherwise explain the new model's image of
     the same number."""
-    status, confusion, reliability, gallery, shown, body = grids_page.clear_testset(True, "grid4")
-    assert "Loading" in status and shown == [] and confusion is None
-    assert gallery["value"] == [] and gallery["selected_index"] is None     # nothing highlighted
-    assert all(o == gr.update() for o in grids_page.clear_testset(False, "grid4"))
+    visit = grids_page.visit()
+    assert grids_page.clear_testset(visit) == {}                 # the tab was never opened
+    visit.record = replace(visit.record, testset_open=True, test_listed=(3, 4))
+    out = grids_page.clear_testset(visit)
+    assert "Loading" in out["testset_status"] and out["confusion"] is None
+    assert visit.record.test_listed == ()
+    assert out["gallery"]["value"] == [] and out["gallery"]["selected_index"] is None
 
 
 def test_a_canvas_filled_all_over_says_so_instead_of_resting(grids_page):
     """Fill tapped on an empty canvas inks every pixel: no contrast, like an empty canvas, but
     the page must not pretend the canvas is empty."""
-    full = grids_page.analyse_drawing(canvas_value(np.full((400, 400), 255, np.uint8)), "mnist",
-                                      True, 2, 1, None)
-    assert "whole box is ink" in full[0] and "Undo" in full[0]
-    empty = grids_page.analyse_drawing(canvas_value(np.zeros((400, 400), np.uint8)), "mnist",
-                                       True, 2, 1, None)
-    assert "Draw a digit" in empty[0]
+    full = grids_page.analyse_drawing(grids_page.visit(), canvas_value(
+        np.full((400, 400), 255, np.uint8)), "mnist", True, 2, 1)["status"]
+    assert "whole box is ink" in full and "Undo" in full
+    empty = grids_page.analyse_drawing(grids_page.visit(), canvas_value(
+        np.zeros((400, 400), np.uint8)), "mnist", True, 2, 1)["status"]
+    assert "Draw a digit" in empty
 
 
 def test_a_typed_layer_or_head_out_of_range_puts_the_slider_back_in_range(grids_page, tmp_path):
     """The slider's number box takes any number; the map would show the nearest layer while the
     box kept saying 9. A valid value (a slider being dragged) is never sent back."""
-    shown = grids_page.analyse_drawing(drawing_value(tmp_path), "mnist", True, 2, 1, None)[-2]
+    visit = grids_page.visit()
+    grids_page.analyse_drawing(visit, drawing_value(tmp_path), "mnist", True, 2, 1)
     depth = 2                               # tiny(): the test checkpoints' depth
-    *_, layer, head = grids_page.explore(shown, "mnist", 9, 0, None)
-    assert layer["value"] == depth and head["value"] == 1
-    *_, layer, head = grids_page.explore(shown, "mnist", 1, 2.0, None)
-    assert layer == gr.update() and head == gr.update()
-    *_, layer, head = grids_page.explore(shown, "mnist", "x", 1.5, None)
-    assert layer["value"] == depth and head["value"] == 1
+    out = grids_page.explore(visit, 9, 0)
+    assert out["layer"]["value"] == depth and out["head"]["value"] == 1
+    out = grids_page.explore(visit, 1, 2.0)
+    assert out["layer"] == gr.update() and out["head"] == gr.update()
+    out = grids_page.explore(visit, "x", 1.5)
+    assert out["layer"]["value"] == depth and out["head"]["value"] == 1
 
 
 def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, monkeypatch):
@@ -582,23 +628,28 @@ def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, mo
     calls = []
     real = vit.inference.explain
     monkeypatch.setattr(vit.inference, "explain", lambda *a, **k: calls.append(1) or real(*a, **k))
-    page = grids_page
+    page, visit = grids_page, grids_page.visit()
     four = {**drawing_value(tmp_path, "4", angle=7.0), "seq": 901}      # drawn by no other test
-    page.follow_drawing({**four, "final": False}, "grid4")          # pen still down
+    page.follow_drawing(visit, {**four, "final": False}, "grid4")          # pen still down
     assert calls == []
-    *_, shown, _ = page.analyse_drawing(four, "grid4", True, 2, 1, None)
-    page.why(shown, "grid4", None, [])
-    page.mechanism(True, shown, "grid4", 1, 1, 3, False)
-    page.explore(shown, "grid4", 2, 2, 5)
-    page.explore(shown, "grid4", 1, 1, 6)
-    page.rescale(shown, "grid4", False, 1)
-    page.pick_patch(shown, "grid4", 1, 1, SimpleNamespace(index=[10.0, 10.0]))
+    page.analyse_drawing(visit, four, "grid4", True, 2, 1)
+    page.why(visit)
+    page.open_mechanism(visit, True)
+    page.mechanism_settings(visit, 2, 1, True)
+    page.explore(visit, 2, 2)
+    page.explore(visit, 1, 1)
+    page.rescale(visit, False)
+    page.pick_patch(visit, SimpleNamespace(index=[10.0, 10.0]))
+    page.note_tab(visit, "upload")
+    page.to_draw_tab(visit, four, "grid4", True, 1, 1)
     assert len(calls) == 1
-    switched = page.reanalyse(shown, "grid2", True, 1, 1, None)[-1]
-    page.reanalyse(switched, "grid4", True, 1, 1, None)
+    page.choose_model(visit, "grid2")
+    page.reanalyse(visit)
+    page.choose_model(visit, "grid4")
+    page.reanalyse(visit)
     assert len(calls) == 2                       # grid2's pass; grid4's came back from memory
-    page.analyse_drawing({**drawing_value(tmp_path, "7", angle=7.0), "seq": 902}, "grid4", True, 2, 1,
-                         None)
+    page.analyse_drawing(visit, {**drawing_value(tmp_path, "7", angle=7.0), "seq": 902}, "grid4",
+                         True, 2, 1)
     assert len(calls) == 3
 
 
@@ -614,7 +665,7 @@ def test_every_event_that_changes_the_input_on_screen_refreshes_both_panels(grid
         return out + [h for g in out for h in after(g)]
 
     changers = {"analyse_drawing", "upload_changed", "to_draw_tab", "to_upload_tab",
-                "show_test_image", "reanalyse"}
+                "to_test_tab", "show_test_image", "reanalyse"}
     seen = set()
     for f in fns:
         name = getattr(f.fn, "__name__", "")
@@ -645,12 +696,12 @@ def test_explaining_the_same_input_again_computes_nothing_again(grids_page, tmp_
         real = getattr(attribution, name)
         monkeypatch.setattr(attribution, name,
                             lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
-    *_, shown, _ = grids_page.analyse_drawing({**drawing_value(tmp_path, "2", angle=-9.0), "seq": 911},
-                                              "grid4", True, 2, 1, None)
-    first = grids_page.why(shown, "grid4", None, [])
-    again = grids_page.why(shown, "grid4", None, [])
+    visit = grids_page.visit()
+    grids_page.analyse_drawing(visit, {**drawing_value(tmp_path, "2", angle=-9.0), "seq": 911},
+                               "grid4", True, 2, 1)
+    first, again = grids_page.why(visit), grids_page.why(visit)
     assert sorted(calls) == ["occlusion_maps", "relevance"]
-    assert all(_same(a, b) for a, b in zip(first, again))
+    assert first.keys() == again.keys() and all(_same(first[k], again[k]) for k in first)
 
 
 def _same(a, b) -> bool:
@@ -661,11 +712,12 @@ def test_a_late_answer_for_an_older_drawing_never_replaces_a_newer_one(grids_pag
     """Back on Draw, the tab's re-read of the canvas and the Clear clicked right after it run at
     once; if the re-read lands last, the page showed the answer for a drawing no longer on the
     canvas (seen in the browser test). An older drawing's answer now changes nothing."""
-    visitor = SimpleNamespace(session_hash="late")
+    visitor = grids_page.visit()
     seven = canvas_value(_example_ink("7"), seq=5)
-    grids_page.analyse_drawing(seven, "mnist", True, 2, 1, None, request=visitor)
-    cleared = grids_page.analyse_drawing({"png": None, "final": True, "seq": 6}, "mnist", True, 2,
-                                         1, None, request=visitor)
-    assert "Draw a digit" in cleared[0]
-    late = grids_page.to_draw_tab(seven, None, "mnist", True, 2, 1, None, request=visitor)
-    assert all(o == gr.update() for o in late)
+    grids_page.analyse_drawing(visitor, seven, "mnist", True, 2, 1)
+    cleared = grids_page.analyse_drawing(visitor, {"png": None, "final": True, "seq": 6}, "mnist",
+                                         True, 2, 1)
+    assert "Draw a digit" in cleared["status"]
+    grids_page.note_tab(visitor, "upload")
+    late = grids_page.to_draw_tab(visitor, seven, "mnist", True, 2, 1)
+    assert late == {"status": cleared["status"]} and visitor.record.shown.empty

@@ -13,9 +13,9 @@ from vit.checkpoint import save_checkpoint
 from vit.data.examples import render_digit
 from vit.model import ViT, ViTConfig
 from vit.ui import create_app
-from vit.ui.app import top_label
 from vit.ui.canvas import drawing_value
 from vit.ui.gradio_patches import VerdictLabel
+from vit.ui.page import top_label
 
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
         "normalization": {"mean": [0.1307], "std": [0.3081]}}
@@ -75,7 +75,8 @@ def test_the_verdict_label_survives_gradios_session_copy(page, tmp_path):
 
 
 def test_the_page_says_why_in_one_sentence(page, tmp_path):
-    status, label, *_ = page.analyse_upload(letter_file(tmp_path / "k.png"), "mnist", True, 2, 1, None)
+    out = page.analyse_upload(page.visit(), letter_file(tmp_path / "k.png"), "mnist", True, 2, 1)
+    status, label = out["status"], out["label"]
     title, reason = status.split("\n")
     assert title == "### 🚫 Not a digit"
     assert reason.startswith("The model isn't confident this is any digit (best guess ")
@@ -83,7 +84,8 @@ def test_the_page_says_why_in_one_sentence(page, tmp_path):
 
 
 def test_a_model_without_calibration_answers_as_before(page, tmp_path):
-    status, label, *_ = page.analyse_upload(letter_file(tmp_path / "k.png"), "plain", True, 2, 1, None)
+    out = page.analyse_upload(page.visit(), letter_file(tmp_path / "k.png"), "plain", True, 2, 1)
+    status, label = out["status"], out["label"]
     assert "reads this as" in status and len(label) == 10 and "confidences" not in label
 
 
@@ -92,13 +94,15 @@ def test_ink_checks_refuse_two_digits_even_without_calibration(page, tmp_path):
     im.paste(render_digit("1", 240, 20), (40, 80))
     im.paste(render_digit("2", 240, 20), (320, 80))
     im.save(tmp_path / "12.png")
-    status, label, *_ = page.analyse_upload(str(tmp_path / "12.png"), "plain", True, 2, 1, None)
+    out = page.analyse_upload(page.visit(), str(tmp_path / "12.png"), "plain", True, 2, 1)
+    status, label = out["status"], out["label"]
     assert "Two separate marks side by side" in status and "On its own the model would read" in status
     assert top_label(label) == "not a digit"
 
 
 def test_a_model_of_an_unknown_data_set_says_not_one_of_these_classes(page, tmp_path):
-    status, label, *_ = page.analyse_upload(letter_file(tmp_path / "k.png"), "letters", True, 2, 1, None)
+    out = page.analyse_upload(page.visit(), letter_file(tmp_path / "k.png"), "letters", True, 2, 1)
+    status, label = out["status"], out["label"]
     assert "Not one of these 10 classes" in status and "any of its 10 classes" in status
     assert top_label(label) == "not one of these 10 classes"
 
@@ -107,17 +111,20 @@ def test_the_verdict_stays_after_a_model_switch_and_back(page, tmp_path):
     ink = np.zeros((500, 500, 4), np.uint8)
     ink[..., 3] = 255 - np.asarray(Image.open(letter_file(tmp_path / "k.png")))
     Image.fromarray(ink, "RGBA").save(tmp_path / "layer.png")
-    out = page.analyse_drawing(drawing_value(tmp_path / "layer.png"), "mnist", True, 2, 1, None)
-    shown = out[-2]                                     # (the last: the drawing's number)
-    assert top_label(out[1]) == "not a digit"
+    visit = page.visit()
+    out = page.analyse_drawing(visit, drawing_value(tmp_path / "layer.png"), "mnist", True, 2, 1)
+    shown = visit.record.shown
+    assert top_label(out["label"]) == "not a digit"
     assert shown.source.shape == (160, 160) and shown.source.dtype == np.uint8    # the ink map
-    same = page.reanalyse(shown, "mnist", True, 2, 1, None)           # the same model again
-    assert same[0] == out[0] and top_label(same[1]) == "not a digit"
-    other = page.reanalyse(shown, "plain", True, 2, 1, None)
-    assert "reads this as" in other[0]
+    page.choose_model(visit, "plain")
+    assert "reads this as" in page.reanalyse(visit)["status"]
+    page.choose_model(visit, "mnist")                   # back: read again, judged again
+    back = page.reanalyse(visit)
+    assert back["status"] == out["status"] and top_label(back["label"]) == "not a digit"
 
 
 def test_the_first_view_survives_a_refused_example(page):
     ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
-    status = page.analyse_drawing({**drawing_value(ink), "example": "7"}, "mnist", True, 2, 1, None)[0]
+    status = page.analyse_drawing(page.visit(), {**drawing_value(ink), "example": "7"}, "mnist",
+                                  True, 2, 1)["status"]
     assert status.startswith("### Example: a drawn 7 — read as **not a digit**")

@@ -270,7 +270,7 @@ def test_class_names_and_provenance_from_a_file_reach_the_page_escaped(tmp_path)
     import numpy as np
 
     from vit.inference import Predictor
-    from vit.ui.app import headline
+    from vit.ui.render import answer_headline as headline
     folder = mnist_copy(tmp_path, class_names=HOSTILE, dataset="<b>mine</b>",
                         provenance={"command": "python -m vit.train `rm -rf` | x\nnew row",
                                     "device": "<script>alert(1)</script>"})
@@ -322,15 +322,14 @@ BAD = [None, "nope", ["mnist"], {"a": 1}, "x" * 100_000, float("nan"), 10**30, -
 def test_test_set_handlers_take_any_value_and_answer_in_one_line(page):
     from types import SimpleNamespace
     for bad in BAD:
-        for name in ("mnist", bad):
-            one_line_or_nothing(page.testset_view, name, bad, bad, bad, lambda *a, **k: 0)
-            one_line_or_nothing(page.open_testset, name, bad, bad, bad, lambda *a, **k: 0)
-            one_line_or_nothing(page.refresh_testset, True, name, bad, bad, bad,
-                                                             lambda *a, **k: 0)
-            one_line_or_nothing(page.clear_testset, True, name)
-            evt = SimpleNamespace(index=bad)
-            one_line_or_nothing(page.pick_cell, name, evt, lambda *a, **k: 0)
-            one_line_or_nothing(page.show_test_image, bad, name, True, 1, 1, None, evt)
+        visit, evt = page.visit(), SimpleNamespace(index=bad)
+        one_line_or_nothing(page.testset_view, visit, bad, bad, bad, lambda *a, **k: 0)
+        one_line_or_nothing(page.open_testset, visit, bad, bad, bad, lambda *a, **k: 0)
+        one_line_or_nothing(page.refresh_testset, visit, bad, lambda *a, **k: 0)
+        one_line_or_nothing(page.clear_testset, visit)
+        one_line_or_nothing(page.pick_cell, visit, evt, lambda *a, **k: 0)
+        one_line_or_nothing(page.show_test_image, visit, bad, bad, bad, evt)
+        one_line_or_nothing(page.to_test_tab, visit)
 
 
 def test_an_unreadable_config_json_leaves_that_model_out_with_one_line(tmp_path, monkeypatch):
@@ -380,7 +379,7 @@ def test_a_session_keeps_no_copy_of_the_page_or_of_what_a_client_sent(page):
 def test_a_colour_picture_is_kept_small_per_visitor():
     import numpy as np
 
-    from vit.ui.app import KEPT_COLOUR_SIDE, shrunk
+    from vit.ui.page import KEPT_COLOUR_SIDE, shrunk
     kept = shrunk(np.zeros((400, 300, 3), np.uint8), KEPT_COLOUR_SIDE)
     assert kept.shape == (224, 168, 3) and kept.nbytes < 160_000
 
@@ -403,19 +402,20 @@ def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
 
     from test_app_models import drawing_value
     drawing = drawing_value(tmp_path)
-    shown = page.analyse_drawing(drawing, "mnist", True, 2, 1, None)[-2]
-    good = {"value": drawing, "name": "mnist", "shared": True, "layer": 1, "head": 1, "patch": 3,
-            "shown": shown, "tab": "draw", "target": -1, "heads": [], "opened": True, "cls": True,
-            "previous": "mnist", "path": None, "kind": "all", "true": -1, "pred": -1,
-            "shown_idx": [0, 1], "image": None, "evt": SimpleNamespace(index=[1, 1]),
-            "progress": lambda *a, **k: 0, "request": None}
-    skip = {"classify", "predictor", "gallery", "canvas_value", "first_view"}
+    visit = page.visit()               # the server's own record of the visitor: not sent by it
+    page.analyse_drawing(visit, drawing, "mnist", True, 2, 1)
+    page.open_mechanism(visit, True)
+    good = {"visit": visit, "value": drawing, "name": "mnist", "shared": True, "layer": 1,
+            "head": 1, "tab": "draw", "target": -1, "heads": [], "opened": True, "cls": True,
+            "path": None, "kind": "all", "true": -1, "pred": -1, "image": None,
+            "evt": SimpleNamespace(index=[1, 1]), "progress": lambda *a, **k: 0}
+    skip = {"classify", "predictor", "gallery", "canvas_value", "first_view", "view"}
     handlers = [n for n, f in inspect.getmembers(page, inspect.ismethod)
                 if not n.startswith("_") and n not in skip]
     assert len(handlers) > 20
     for n in handlers:
         params = [p for p in inspect.signature(getattr(page, n)).parameters if p in good]
-        for bad_param in params:
+        for bad_param in (p for p in params if p != "visit"):
             for bad in BAD:
                 args = {p: (SimpleNamespace(index=bad) if p == "evt" else bad)
                         if p == bad_param else good[p] for p in params}

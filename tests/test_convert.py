@@ -3,6 +3,8 @@ and timm models — nothing is downloaded — give the same logits and the same 
 once converted (ViT-B/16 at full size within 1e-4, attention equal to nn.MultiheadAttention's own);
 variants this model lacks and bad sources are refused in one line; the command writes a
 checkpoint the app opens, replaces one only with --overwrite, and a full disk is one line."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +13,7 @@ from PIL import Image
 
 from vit.checkpoint import load_checkpoint, open_checkpoint
 from vit.convert import ConvertError, from_timm, from_torchvision, main
+from vit.ui.render import PICTURES
 
 timm = pytest.importorskip("timm")
 
@@ -110,10 +113,11 @@ def test_the_command_writes_a_checkpoint_the_app_opens(tmp_path, capsys):
     page = create_app(tmp_path / "models", device="cpu").page
     rgb = (np.random.default_rng(0).random((300, 400, 3)) * 255).astype(np.uint8)
     Image.fromarray(rgb).save(tmp_path / "photo.png")
-    status, label, *pictures, shown = page.analyse_upload(str(tmp_path / "photo.png"), "vit-tiny",
-                                                          True, 12, 3, 100)
-    assert "reads this as" in status or "Not one of" in status
-    assert all(isinstance(p, np.ndarray) for p in pictures)
+    visit = page.visit()
+    visit.record = replace(visit.record, patch=100)
+    out = page.analyse_upload(visit, str(tmp_path / "photo.png"), "vit-tiny", True, 12, 3)
+    assert "reads this as" in out["status"] or "Not one of" in out["status"]
+    assert all(isinstance(out[p], np.ndarray) for p in PICTURES)
     assert load_checkpoint(tmp_path / "models" / "vit-tiny").cfg.image_size == 224
 
 

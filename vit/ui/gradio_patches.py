@@ -31,7 +31,7 @@
 8. Every session (any `session_hash` a client makes up) got a copy of the whole page's config
    (~170 KB) and kept every value a client sent in it (a 4 MB "drawing", a 100 KB model name),
    for deep links, which this app does not offer. `small_sessions` keeps neither; what a session
-   holds is its gr.State values (vit/ui/state.py) and the components a handler updated.
+   holds is its gr.State value (vit/ui/record.py) and the components a handler updated.
 9. `show_error=True` sends `str(exception)` to the client: a validation error echoed a 100 KB
    bad value back, and an unexpected error could show internals; a value of the wrong type (a
    list where a file belongs) was logged as a crash with its traceback. `short_errors` sends the

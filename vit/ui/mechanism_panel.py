@@ -6,16 +6,12 @@ Figure 7 views of the loaded model. `build()` makes the components; `render()` a
 Wiring (vit/ui/app.py):
 
 - `mech = mechanism_panel.build(p)` where the panel should appear (it opens a closed Accordion).
-- Per input and per query: on a new analysis, a clicked patch (the page's `patch` State, 0-based,
-  None = the centre patch), and `.change` of `mech.layer`, `mech.head`, `mech.cls`:
-      inputs  [shown, model, mech.layer, mech.head, patch, mech.cls]
-      outputs mech.outputs                    # [walk-through picture, its text]
-      handler p, a = page._reanalysis(shown, model); return render(p, a, layer, head, patch, cls)
-  (~40 ms: one partial forward pass and a numpy/PIL picture.) The accordion starts closed: wiring
-  it to its `.expand` event as well (and skipping work while closed) is optional.
-- Per model: at page load and on a model switch:
-      outputs mech.model_outputs              # [position similarity, attention distance, filters, caption]
-      values  model_images(p, data_dir).as_tuple()
+- Per input and per query: the page's record (vit/ui/record.py) keeps the panel's layer, head and
+  [CLS] switch, the clicked patch (0-based, None = the centre) and whether the panel is open;
+  vit/ui/render.py calls render(p, a, layer, head, patch, cls) for the walk-through picture and
+  its text while it is open (~40 ms: one partial forward pass and a numpy/PIL picture).
+- Per model: when the panel opens and on a model switch while it is open:
+      [position similarity, attention distance, filters, caption] = model_images(p, data_dir)
   `data_dir`: where the test sets are (the test-set tab's); without one, or with no test set
   there, the model-level views use the project's own drawn digits and say so. The first call per
   model costs ~1-3 s on a 2-core CPU; later calls return the cached pictures.
@@ -69,16 +65,6 @@ class MechanismPanel:
     distance: gr.Image
     filters: gr.Image
     model_caption: gr.Markdown
-
-    @property
-    def outputs(self) -> list:
-        """`render`'s outputs, in order."""
-        return [self.walk, self.walk_text]
-
-    @property
-    def model_outputs(self) -> list:
-        """`model_images(...).as_tuple()`'s outputs, in order."""
-        return [self.position, self.distance, self.filters, self.model_caption]
 
 
 INTRO = """\

@@ -28,13 +28,7 @@ class Tab:
     confusion: gr.Image
     reliability: gr.Image
     gallery: gr.Gallery
-    shown: gr.State                  # test-set indices the gallery shows, in order
-    opened: gr.State
     body: gr.Column                  # all but the status: hidden while there is no test set
-
-    @property
-    def views(self) -> list:
-        return [self.status, self.confusion, self.reliability, self.gallery, self.shown, self.body]
 
 
 def class_choices(names) -> list:
@@ -71,8 +65,7 @@ def build(models: Models, data_dir: Path, visible: bool) -> Tab:
             reliability = gr.Image(label="Is the confidence right? Accuracy per confidence bin "
                                          "(on the diagonal = calibrated)", interactive=False,
                                    buttons=["download"], elem_id="reliability", height=420)
-    return Tab(tab, status, kind, true, pred, confusion, reliability, gallery, gr.State([]),
-               gr.State(False), body)
+    return Tab(tab, status, kind, true, pred, confusion, reliability, gallery, body)
 
 
 class Answers:

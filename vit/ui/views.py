@@ -1,9 +1,9 @@
 """The analysis panels under the input: what the model sees, where each head looks, one patch's
-attention. `build()` makes the components; `render()` / `explorer()` are pure functions from an
-analysis to pictures, for the handlers and for tests."""
+attention. `build()` makes the components; `attention_grid()` / `explorer()` are pure functions
+from an analysis to pictures (vit/ui/render.py draws the page with them)."""
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 import gradio as gr
 import numpy as np
@@ -16,7 +16,6 @@ from vit.pictures.attention_maps import (
     head_at,
     patch_grid_picture,
     single_map_picture,
-    token_strip,
     uniform_level,
 )
 from vit.ui.gradio_patches import FreeSlider
@@ -26,19 +25,6 @@ PICK_SIZE = 336                      # pixels of the clickable patch picture
 # 3000 px): the picture then shows each layer's mean over its heads, and the chosen layer's heads.
 BIG_GRID = 48
 SMALL_SIDE = 112                     # the big layout's maps are at most this many pixels
-
-
-@dataclass
-class Pictures:
-    seen: np.ndarray                 # input with its numbered patch grid
-    strip: np.ndarray                # [CLS] + the patch tokens
-    grid: np.ndarray                 # [CLS] attention, layers x heads
-    rollout: np.ndarray
-    pick: np.ndarray                 # clickable grid with the chosen patch outlined
-    row: np.ndarray                  # that patch's attention row
-
-    def as_tuple(self) -> tuple:
-        return astuple(self)
 
 
 def centre_patch(grid: int) -> int:
@@ -136,17 +122,6 @@ def grid_hit(p: Predictor, x: float, y: float) -> tuple[int | None, int | None] 
     return None if hit is None else (None, hit[1])
 
 
-def render(p: Predictor, a: Analysis, shared: bool, layer, head, patch) -> Pictures:
-    grid = p.grid
-    return Pictures(
-        patch_grid_picture(a.image, grid),
-        token_strip(a.image, grid),
-        attention_grid(p, a, shared, layer),
-        single_map_picture(a.image, a.explanation.rollout_map, "rollout into the final [CLS]",
-                              uniform=uniform_level(grid)),
-        *explorer(p, a, layer, head, patch))
-
-
 @dataclass
 class Panel:
     seen: gr.Image
@@ -161,7 +136,7 @@ class Panel:
 
     @property
     def pictures(self) -> list:
-        """Output components in `Pictures` order."""
+        """The pictures' components, in vit/ui/render.py's PICTURES order."""
         return [self.seen, self.strip, self.grid, self.rollout, self.pick, self.row]
 
 

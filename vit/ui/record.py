@@ -1,0 +1,126 @@
+"""One visitor's page as one record: the tab in view, each tab's input, the model, the chosen
+patch, layer and head, the panels' settings and which panels are open. Every handler reads a
+`Record` and returns a new one; `vit/ui/render.py` turns a record (and the analysis of its input
+on screen) into every component's value. `Visit` is what the page's one `gr.State` holds."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, fields, replace
+from types import NoneType
+
+import numpy as np
+
+from vit.ui.why_panel import ANSWER
+
+TABS = ("draw", "upload", "test")
+KIND_OF = {"draw": "drawing", "upload": "upload", "test": "test"}      # a tab's kind of input
+
+
+@dataclass(frozen=True)
+class Shown:
+    """An input as the page shows it. Gradio keeps a session's state for an hour after the
+    visitor leaves, so it stays small: the model input (a few KB) and a compact source to lay out
+    again for another model (a drawing's ink at most 160 px a side, or its colour picture at most
+    224, an upload's path, a test image as is)."""
+    kind: str                        # "drawing", "upload" or "test"
+    source: object                   # np.ndarray (drawing ink / test image) or str (upload path)
+    image: np.ndarray                # what the model saw, float32 in [0, 1]
+    model: str                       # the model it was laid out for
+    number: int = 0                  # a drawing's number from the canvas (0: not a drawing)
+    caption: str = ""                # a test image's origin: data set, number and true class
+    headline: str = ""               # its answer's headline
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An input the model could not read, or an empty canvas: the line that says so."""
+    kind: str
+    headline: str
+    source: object = None            # an upload's path, to read again for another model
+    model: str = ""
+    number: int = 0                  # a drawing's number from the canvas
+    empty: bool = False              # an empty canvas: its line says what to draw
+
+
+@dataclass(frozen=True)
+class Record:
+    model: str
+    tab: str = "draw"
+    drawing: Shown | Refused | None = None        # each input tab's input, as last read
+    upload: Shown | Refused | None = None
+    test: Shown | Refused | None = None
+    on_screen: str | None = None     # the kind of input the answer and pictures are for
+    patch: int | None = None         # the clicked patch (0-based); None: the centre
+    shared: bool = True              # one colour scale for all head maps
+    layer: object = None             # the explorer's sliders (1-based, as a client sent them)
+    head: object = None
+    target: object = ANSWER          # "What drove it": the class explained
+    heads_off: tuple = ()            # "What drove it": the heads switched off ("layer,head")
+    mechanism_open: bool = False
+    mechanism: tuple = (1, 1, False)  # the step-by-step panel's layer, head, [CLS] switch
+    testset_open: bool = False
+    test_listed: tuple = ()          # the test-set indices the gallery shows, in order
+
+    def input_of(self, tab: str):
+        return getattr(self, KIND_OF[tab]) if tab in KIND_OF else None
+
+    @property
+    def shown(self) -> Shown | Refused | None:
+        """The input the answer and the pictures are for (maybe another tab's: the tab in view
+        has none yet)."""
+        return getattr(self, self.on_screen) if self.on_screen else None
+
+    def showing(self, item: Shown | Refused | None, kind: str, show: bool = True) -> Record:
+        """This record with `item` as its `kind` input, and on screen if `show`."""
+        changed = replace(self, **{kind: item})
+        return replace(changed, on_screen=kind) if show else changed
+
+
+def same(a, b) -> bool:
+    """Whether two record values are the same: inputs by identity (a new one is new even when
+    it looks alike), plain values (numbers, text, tuples of them) by value."""
+    if a is b:
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    plain = (int, float, str, bool, NoneType)
+    return isinstance(a, plain) and isinstance(b, plain) and type(a) is type(b) and a == b
+
+
+def merge(base: Record, mine: Record, newest: Record) -> Record:
+    """`newest` with the fields a handler changed from `base` (the record it started from) to
+    `mine`: two events running side by side (the page has two workers and a lane for the slow
+    panels) each land their own change, rather than the later one undoing the earlier's."""
+    changed = {f.name: getattr(mine, f.name) for f in fields(Record)
+               if not same(getattr(mine, f.name), getattr(base, f.name))}
+    return replace(newest, **changed) if changed else newest
+
+
+class Visit:
+    """What the page's one `gr.State` holds for a visitor: the record, swapped under a lock,
+    and the newest drawing number its canvas sent (checked by answers still in flight)."""
+
+    def __init__(self, model: str):
+        self.record = Record(model)
+        self.drawn = 0
+        self.upload_at: tuple = (None, None, 0.0)   # (file, model, time) of the last upload event
+        self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo) -> Visit:
+        """Gradio copies the state's default for every new visitor: a fresh page."""
+        return Visit(self.record.model)
+
+    def commit(self, base: Record, mine: Record) -> Record:
+        with self._lock:
+            self.record = merge(base, mine, self.record)
+            return self.record
+
+    def note_drawing(self, number: int) -> bool:
+        """Note drawing `number` as sent; whether the canvas has sent a newer one (a value with
+        no number, 0, is never overtaken)."""
+        if not number:
+            return False
+        with self._lock:
+            newer = self.drawn > number
+            self.drawn = max(self.drawn, number)
+            return newer

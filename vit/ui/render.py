@@ -1,0 +1,148 @@
+"""The page as a pure function of its record: `render(record, p, a, names)` gives every named
+component's value for a record (vit/ui/record.py) and the analysis `a` of its input on screen
+through model `p`. `changed(before, after)` names the components whose value can differ between
+two records, so a handler sends only those. Nothing here touches Gradio's events or a server."""
+from __future__ import annotations
+
+import numpy as np
+
+from vit.inference import Analysis, Predictor
+from vit.pictures.attention_maps import patch_grid_picture, single_map_picture, token_strip, uniform_level
+from vit.text import md
+from vit.ui import mechanism_panel, views, why_panel
+from vit.ui.record import KIND_OF, Record, Shown, same
+
+PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
+WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance")
+WALK = ("walk", "walk_text")
+ANSWER = ("status", "label", "answered")
+EVERY = ANSWER + PICTURES + WHY + WALK
+
+# What each component's value depends on: record fields, and "shown" (the input on screen and
+# the model it is answered by).
+DEPENDS = {
+    "status": ("tab", "shown", "drawing", "upload", "test", "testset_open"),
+    "label": ("shown",),
+    "answered": ("drawing",),
+    "seen": ("shown",), "strip": ("shown",), "rollout": ("shown",),
+    "grid": ("shown", "shared", "layer"),
+    "pick": ("shown", "patch"),
+    "row": ("shown", "layer", "head", "patch"),
+    **{name: ("shown", "target") for name in ("relevance", "occlusion", "faithfulness", "glance")},
+    "ablation": ("shown", "heads_off"),
+    "walk": ("shown", "mechanism_open", "mechanism", "patch"),
+    "walk_text": ("shown", "mechanism_open", "mechanism", "patch"),
+}
+
+# What the answer on screen is for, as a tab that is not its input's says it.
+SHOWING = {"drawing": "your drawing", "upload": "your upload", "test": "the test image you picked"}
+# The headline of a tab whose own input is not on screen (yet).
+PROMPT = {"upload": "### Upload or paste a picture",
+          "test": "### Click a test image to explain it"}
+NO_TEST_SET = "### This model's test set is not on this machine"
+NOTHING_YET = "Draw or upload something first."
+
+
+def _value(r: Record, field: str):
+    return (r.shown, r.model) if field == "shown" else getattr(r, field)
+
+
+def changed(before: Record, after: Record, names=EVERY) -> tuple[str, ...]:
+    """The components among `names` whose value may differ between the two records."""
+    moved = {f for f in {f for n in names for f in DEPENDS[n]}
+             if not same(_value(before, f), _value(after, f))}
+    return tuple(n for n in names if moved.intersection(DEPENDS[n]))
+
+
+def answered(r: Record) -> bool:
+    """Whether the input on screen has been analysed by the record's model (after a model switch
+    its re-analysis is on its way, and until then the views stay as they are)."""
+    return isinstance(r.shown, Shown) and r.shown.model == r.model
+
+
+def headline(r: Record, p: Predictor, test_set_here: bool = True) -> str:
+    """The line above the answer: the answer of the tab in view's input, or what that tab asks
+    for — and then what the answer and pictures below still belong to."""
+    shown, own = r.shown, r.input_of(r.tab)
+    if shown is not None and (r.tab == "draw" or own is shown):
+        return shown.headline
+    if r.tab == "draw" or r.tab not in KIND_OF:
+        return rest_message(p)
+    prompt = PROMPT[r.tab] if r.tab != "test" or test_set_here else NO_TEST_SET
+    if shown is None:
+        return prompt
+    return f"{prompt}\nUntil then, the answer and pictures below are still for {SHOWING[shown.kind]}."
+
+
+def rest_message(p: Predictor) -> str:
+    """The headline over an empty canvas: what to draw — or, for a photo model (a black pen
+    draws no photo), where the pictures are."""
+    if p.config.style.colour:
+        return f"### 🖼️ Pick a picture below the canvas, or upload a {p.config.noun}"
+    return f"### ✏️ Draw a {p.config.noun} in the box"
+
+
+def answer_headline(p: Predictor, a: Analysis) -> str:
+    """What the model reads, or why it is not one of its classes (one sentence)."""
+    probs = a.probs
+    order = np.argsort(probs)[::-1]
+    best, second = order[0], order[min(1, len(order) - 1)]
+    if not a.is_class:
+        text = f"### 🚫 {p.not_label.capitalize()}\n{md(a.verdict.reason, 400)}"
+        if a.verdict.kind != "unsure":         # the sentence says why; this, what the model saw
+            text += (f" (On its own the model would read it as **{md(p.class_names[best])}**, "
+                     f"{100 * probs[best]:.0f} %.)")
+        return text
+    text = f"### The model reads this as **{md(p.class_names[best])}** ({100 * probs[best]:.1f} %)"
+    if probs[best] < 0.6 and second != best:
+        text += (f"\nNot sure: it could also be **{md(p.class_names[second])}** "
+                 f"({100 * probs[second]:.1f} %).")
+    return text
+
+
+def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
+           test_set_here: bool = True) -> dict:
+    """{component name: value} for `names`. `a`: the analysis of `r.shown` by `p` (None when
+    there is no answered input). A view of an input not yet answered by the record's model is
+    left out (left as it is on the page); the step-by-step walk only while its panel is open."""
+    out, live = {}, answered(r) and a is not None
+    waiting = isinstance(r.shown, Shown) and not live
+    why = walk = None
+    for name in names:
+        if name == "status":
+            out[name] = headline(r, p, test_set_here)
+        elif name == "answered":
+            out[name] = str(r.drawing.number) if r.drawing is not None and r.drawing.number else ""
+        elif waiting or (name in WALK and not r.mechanism_open):
+            continue
+        elif not live:
+            out[name] = (NOTHING_YET if name == "walk_text"
+                         else "" if name in ("faithfulness", "ablation") else None)
+        elif name == "label":
+            out[name] = p.label(a.probs, a.verdict)
+        elif name == "ablation":             # heads switched off: this text alone changes
+            out[name] = why_panel.switch_heads(p, a, r.heads_off)
+        elif name in WHY:
+            why = why or why_panel.render(p, a, r.target, r.heads_off)
+            out[name] = why[WHY.index(name)]
+        elif name in WALK:
+            walk = walk or mechanism_panel.render(p, a, *r.mechanism[:2], r.patch, r.mechanism[2])
+            out[name] = walk[WALK.index(name)]
+        else:
+            out[name] = picture(name, r, p, a)
+    return out
+
+
+def picture(name: str, r: Record, p: Predictor, a: Analysis) -> np.ndarray:
+    """One of the analysis panels' pictures (vit/ui/views.py)."""
+    grid = p.grid
+    if name == "seen":
+        return patch_grid_picture(a.image, grid)
+    if name == "strip":
+        return token_strip(a.image, grid)
+    if name == "grid":
+        return views.attention_grid(p, a, r.shared, r.layer)
+    if name == "rollout":
+        return single_map_picture(a.image, a.explanation.rollout_map, "rollout into the final [CLS]",
+                                  uniform=uniform_level(grid))
+    return views.explorer(p, a, r.layer, r.head, r.patch)[("pick", "row").index(name)]
