@@ -183,9 +183,10 @@ class Page:
                 known: tuple | None = None, also: tuple = ()) -> dict:
         """Land `mine` (made from `base`) and send the components among `names` it changed,
         and those in `also`."""
-        now = visit.commit(base, mine)
-        changes = changed(base, now, names)
-        return self.view(now, changes + tuple(n for n in also if n not in changes), known)
+        with visit.turn():
+            now = visit.commit(base, mine)
+            changes = changed(base, now, names)
+            return self.view(now, changes + tuple(n for n in also if n not in changes), known)
 
     def _show_tab(self, visit: Visit, base: Record, mine: Record, known=None) -> dict:
         """`_commit` for a tab switch: its headline always (`note_tab` changed the record's tab

@@ -98,17 +98,23 @@ def merge(base: Record, mine: Record, newest: Record) -> Record:
 
 class Visit:
     """What the page's one `gr.State` holds for a visitor: the record, swapped under a lock,
-    and the newest drawing number its canvas sent (checked by answers still in flight)."""
+    and the newest drawing number its canvas sent (checked by answers still in flight).
+    `turn()` holds the lock while a handler lands its record and draws what changed, so that a
+    visitor's updates leave in the order their records landed: an older record's picture sent
+    after a newer one's would stay on the page."""
 
     def __init__(self, model: str):
         self.record = Record(model)
         self.drawn = 0
         self.upload_at: tuple = (None, None, 0.0)   # (file, model, time) of the last upload event
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def __deepcopy__(self, memo) -> Visit:
         """Gradio copies the state's default for every new visitor: a fresh page."""
         return Visit(self.record.model)
+
+    def turn(self) -> threading.RLock:
+        return self._lock
 
     def commit(self, base: Record, mine: Record) -> Record:
         with self._lock:
