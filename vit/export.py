@@ -1,0 +1,118 @@
+"""Export a checkpoint to ONNX: `python -m vit.export checkpoints/mnist --out mnist.onnx`.
+
+The ONNX model takes what `vit.preprocess` makes before normalisation — float32 pictures in
+[0, 1], shaped (batch, channels, size, size), any batch size — and gives the logits, (batch,
+classes). Normalisation is inside the graph; dividing the logits by the calibration temperature
+and the softmax are left to the caller, as the metadata says. The file's metadata holds the whole
+contract as JSON strings, so a program that has only the .onnx file can prepare its input and read
+its answer (see docs/library.md#onnx):
+
+    vit.input        {"shape": [..], "dtype": "float32", "range": [0, 1], "layout": "NCHW",
+                      "preprocessing": "digits" | "objects" | "photos", "normalization": "inside"}
+    vit.class_names  ["0", "1", ...]
+    vit.calibration  {"temperature": T, "reject_below": p}   probabilities = softmax(logits / T)
+    vit.config       the checkpoint's config.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from vit.checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from vit.storage import atomic_write
+
+OPSET = 18
+
+
+class ExportError(ValueError):
+    """The export failed; the message is one line."""
+
+
+class Normalised(nn.Module):
+    """The model behind its normalisation: pictures in [0, 1] -> logits."""
+
+    def __init__(self, ck: Checkpoint):
+        super().__init__()
+        c = ck.config
+        self.model = ck.model
+        shape = (1, len(c.mean), 1, 1)
+        self.register_buffer("mean", torch.tensor(c.mean, dtype=torch.float32).view(shape))
+        self.register_buffer("std", torch.tensor(c.std, dtype=torch.float32).view(shape))
+
+    def forward(self, pictures: torch.Tensor) -> torch.Tensor:
+        return self.model((pictures - self.mean) / self.std)
+
+
+def contract(ck: Checkpoint) -> dict[str, str]:
+    """The metadata that says how to call the exported model (module docstring)."""
+    c, cfg = ck.config, ck.model.cfg
+    calibration = {"temperature": c.temperature}
+    if c.reject_below is not None:
+        calibration["reject_below"] = c.reject_below
+    return {
+        "vit.input": json.dumps({"shape": ["batch", cfg.channels, cfg.image_size, cfg.image_size],
+                                 "dtype": "float32", "range": [0, 1], "layout": "NCHW",
+                                 "preprocessing": c.style.name, "normalization": "inside"}),
+        "vit.class_names": json.dumps(list(c.class_names)),
+        "vit.calibration": json.dumps(calibration),
+        "vit.config": json.dumps(c.to_dict()),
+    }
+
+
+def export(folder, out) -> Path:
+    """Write checkpoint `folder` as an ONNX file at `out` (atomically). Raises CheckpointError or
+    ExportError with one line."""
+    try:
+        import onnx
+        import onnxscript  # noqa: F401  (torch's exporter needs it)
+    except ImportError:
+        raise ExportError("ONNX export needs two packages: pip install onnx onnxscript "
+                          "(and onnxruntime to run the file)") from None
+    ck = open_checkpoint(folder, "cpu")
+    cfg = ck.model.cfg
+    wrapped = Normalised(ck).eval()
+    example = torch.rand(2, cfg.channels, cfg.image_size, cfg.image_size)
+    try:
+        with warnings.catch_warnings():      # the exporter's notes on its own internals
+            warnings.simplefilter("ignore")
+            batch = torch.export.Dim("batch", min=1, max=1 << 16)
+            program = torch.onnx.export(wrapped, (example,), None, input_names=["pictures"],
+                                        output_names=["logits"], opset_version=OPSET,
+                                        dynamo=True, dynamic_shapes={"pictures": {0: batch}},
+                                        verbose=False)
+        proto = program.model_proto
+    except Exception as e:           # the exporter raises many kinds; the user needs one line
+        raise ExportError(f"could not export {folder}: {str(e).splitlines()[0]}") from None
+    for key, value in contract(ck).items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    proto.producer_name = "vit-explorer"
+    onnx.checker.check_model(proto)
+    out = Path(out)
+    atomic_write(out, lambda tmp: onnx.save(proto, str(tmp)))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m vit.export", description=__doc__.split("\n")[0])
+    p.add_argument("checkpoint", help="checkpoint folder (config.json + model.safetensors)")
+    p.add_argument("--out", required=True, help="the .onnx file to write")
+    args = p.parse_args(argv)
+    try:
+        path = export(args.checkpoint, args.out)
+    except (CheckpointError, ExportError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB): pictures in [0, 1] -> logits; "
+          f"its metadata says how to prepare them")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
