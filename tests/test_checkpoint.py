@@ -41,7 +41,7 @@ def test_round_trip(ckpt):
     assert (cfg.mean, cfg.std, cfg.dataset, cfg.test_accuracy) == ((0.1307,), (0.3081,), "mnist", 0.5)
     x = torch.randn(2, 1, 28, 28)
     torch.testing.assert_close(loaded.model(x), model.eval()(x), atol=0, rtol=0)
-    assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors"]   # no temp files
+    assert sorted(os.listdir(folder)) == ["README.md", "config.json", "model.safetensors"]  # no temp
 
 
 def test_load_checkpoint_returns_the_plain_model(ckpt):
@@ -157,5 +157,5 @@ def test_a_killed_write_leaves_the_old_checkpoint(ckpt, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(folder, model, META)
     assert (folder / "model.safetensors").read_bytes() == before
-    assert sorted(os.listdir(folder)) == ["config.json", "model.safetensors"]
+    assert sorted(os.listdir(folder)) == ["README.md", "config.json", "model.safetensors"]
     load_checkpoint(folder)

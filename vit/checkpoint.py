@@ -22,9 +22,10 @@ from safetensors import SafetensorError, safe_open
 from vit.data.specs import DatasetSpec, builtin_spec
 from vit.device import pick_device
 from vit.explain.calibration import TEMPERATURE_RANGE
+from vit.hub import CARD, HubError, model_card, resolve
 from vit.model import ViT, ViTConfig
 from vit.preprocessing.styles import DIGITS, PHOTOS, Style
-from vit.storage import StorageError, load_tensors, save_json, save_tensors
+from vit.storage import StorageError, load_tensors, save_json, save_tensors, save_text
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -157,6 +158,7 @@ def save_checkpoint(folder, model: ViT, meta: dict) -> None:
                            "num_parameters": model.num_parameters(), **meta}, str(folder / CONFIG))
     save_tensors(folder / WEIGHTS, model.state_dict(), metadata={"format": FORMAT})
     save_json(folder / CONFIG, config.to_dict())
+    save_text(folder / CARD, model_card(config.to_dict()))
 
 
 # --- validation helpers: each returns the checked value or raises a one-line CheckpointError ---
@@ -363,9 +365,17 @@ def parse_config(obj, where: str) -> CheckpointConfig:
                             provenance=dict(provenance), calibration=dict(calibration))
 
 
+def checkpoint_folder(name) -> Path:
+    """A checkpoint folder, or a Hub id ("user/repo": vit/hub.py) -> the folder of its files."""
+    try:
+        return resolve(name)
+    except HubError as e:
+        raise CheckpointError(str(e)) from None
+
+
 def read_config(folder) -> CheckpointConfig:
-    """config.json of a checkpoint folder, read and validated."""
-    folder = Path(folder)
+    """config.json of a checkpoint folder (or Hub id), read and validated."""
+    folder = checkpoint_folder(folder)
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: checkpoint folder not found")
     path = folder / CONFIG
@@ -427,8 +437,9 @@ def check_weights(folder, config: CheckpointConfig) -> None:
 
 def open_checkpoint(folder, device=None) -> Checkpoint:
     """Load a checkpoint folder: config validated, weights checked against it (header first,
-    then values), model in eval mode on `device`. Raises CheckpointError with a one-line message."""
-    folder = Path(folder)
+    then values), model in eval mode on `device`. `folder` may be a Hub id ("user/repo"): see
+    vit/hub.py. Raises CheckpointError with a one-line message."""
+    folder = checkpoint_folder(folder)
     config = read_config(folder)
     check_weights(folder, config)
     try:
@@ -452,6 +463,7 @@ def open_checkpoint(folder, device=None) -> Checkpoint:
     device = device if isinstance(device, torch.device) else pick_device(device)
     model = model.to(device).eval()
     check_answers_finite(model, folder / WEIGHTS)
+    model.checkpoint_config = config           # what ViT.save_pretrained / push_to_hub write
     return Checkpoint(model=model, folder=folder, config=config)
 
 

@@ -71,6 +71,10 @@ def save_json(path: Path, obj: dict) -> None:
     atomic_write(Path(path), lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=2) + "\n"))
 
 
+def save_text(path: Path, text: str) -> None:
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text))
+
+
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> None:
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     atomic_write(Path(path), lambda tmp: save_file(tensors, tmp, metadata=metadata))

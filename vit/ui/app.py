@@ -65,8 +65,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         device = pick_device(device or os.environ.get("VIT_DEVICE") or "auto")
     except ValueError as e:
         raise StartupError(f"VIT_DEVICE: {e}") from None
+    hub = [h.strip() for h in os.environ.get("VIT_HUB_MODELS", "").split(",") if h.strip()]
     models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"),
-                              device)
+                              device, hub=hub)
     data_dir = Path(data_dir) if data_dir else data_dir_for_app()
     # A fresh private folder (0700) per process, removed at exit: a fixed /tmp path could be
     # another user's.

@@ -11,7 +11,13 @@ import sys
 import threading
 from pathlib import Path
 
-from vit.checkpoint import CheckpointConfig, CheckpointError, check_weights, read_config
+from vit.checkpoint import (
+    CheckpointConfig,
+    CheckpointError,
+    check_weights,
+    checkpoint_folder,
+    read_config,
+)
 from vit.inference import Predictor
 
 HOW_TO_GET_ONE = "train one with `python -m vit.train` (it writes checkpoints/mnist)"
@@ -31,7 +37,11 @@ def _public(message: str, folder: Path, name: str) -> str:
 
 
 class Models:
-    def __init__(self, root, device=None, warn=None):
+    """`root`: a folder of checkpoint folders, each named by its folder; `hub`: Hub ids
+    ("user/repo", vit/hub.py: from the Hub cache, downloaded there if need be), each named by its
+    id."""
+
+    def __init__(self, root, device=None, warn=None, hub=()):
         self.root = Path(root)
         self.device = device
         self._warn = warn or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
@@ -43,15 +53,17 @@ class Models:
         if not self.root.is_dir():
             raise NoModelsError(f"no checkpoints folder {self.root.name!r}: {HOW_TO_GET_ONE}, "
                                 f"or set VIT_CHECKPOINTS to a folder of checkpoint folders")
-        for folder in sorted(p.parent for p in self.root.glob("*/config.json")):
+        found = [(p.parent.name, p.parent) for p in sorted(self.root.glob("*/config.json"))]
+        for name, folder in found + [(hub_id, hub_id) for hub_id in hub]:
             try:
+                folder = checkpoint_folder(folder)
                 config = read_config(folder)
                 check_weights(folder, config)
             except CheckpointError as e:
-                self._warn(f"skipping model {folder.name!r}: {_public(str(e), folder, folder.name)}")
+                self._warn(f"skipping model {name!r}: {_public(str(e), Path(folder), name)}")
                 continue
-            self.configs[folder.name] = config
-            self.folders[folder.name] = folder
+            self.configs[name] = config
+            self.folders[name] = folder
         # MNIST first: the page's examples are digits.
         for name in sorted(self.configs, key=lambda n: (n != "mnist", n)):
             try:
