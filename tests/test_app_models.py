@@ -684,7 +684,9 @@ def test_the_public_api_keeps_its_parameters(grids_page):
            for k, v in demo.get_api_info()["named_endpoints"].items()}
     assert got == {"/classify": ["image"],
                    "/analyse_drawing": ["value", "name", "shared", "layer", "head"],
-                   "/analyse_upload": ["path", "name", "shared", "layer", "head"]}
+                   "/analyse_upload": ["path", "name", "shared", "layer", "head"],
+                   "/classify_image": ["image", "model"], "/explain_image": ["image", "model"],
+                   "/list_models": []}
 
 
 def test_explaining_the_same_input_again_computes_nothing_again(grids_page, tmp_path, monkeypatch):

@@ -30,6 +30,7 @@ from vit.ui.gradio_patches import (
     VerdictLabel,
     bounded_connections,
     hide_server_paths,
+    mcp_tools,
     never_rewrite_cached_images,
     raise_file_limit,
     short_errors,
@@ -39,6 +40,8 @@ from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, TESTSET, Page
 from vit.ui.render import PICTURES, WALK, WHY, rest_message
+from vit.ui.tools import NAMES as TOOL_NAMES
+from vit.ui.tools import Tools
 
 ROOT = Path(__file__).resolve().parents[2]
 CSS = (Path(__file__).parent / "page.css").read_text()
@@ -57,6 +60,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
     one thread each beat one request whose two threads fight the other's). Raises NoModelsError."""
     never_rewrite_cached_images()
     hide_server_paths()
+    mcp_tools(TOOL_NAMES)
     small_sessions()
     short_errors()
     limits = Limits.from_env()
@@ -225,6 +229,18 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
            **tst_progress)
         shown = on(tst.gallery.select, page.show_test_image, settings, ANALYSIS, **quiet)
         explained(shown.then(None, js=SCROLL_TO_RESULT))
+        # The tools for agents (vit/ui/tools.py): API endpoints on components the page never
+        # shows, which Gradio's MCP server offers (and only these: gradio_patches.mcp_tools).
+        with gr.Column(visible=False):
+            t_image, t_model = gr.Textbox(label="image"), gr.Textbox("", label="model")
+            t_answer, t_models = gr.JSON(label="answer"), gr.JSON(label="models")
+            t_relevance, t_occlusion = gr.Image(label="relevance"), gr.Image(label="occlusion")
+            t_go = gr.Button()
+        tools = Tools(page)
+        t_go.click(tools.classify_image, [t_image, t_model], t_answer, api_name="classify_image")
+        t_go.click(tools.explain_image, [t_image, t_model], [t_answer, t_relevance, t_occlusion],
+                   api_name="explain_image")
+        t_go.click(tools.list_models, None, t_models, api_name="list_models")
         # At load the example goes on the canvas, which sends it back like a drawing.
         demo.load(page.first_view, model, pad, **quiet)
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=CONCURRENCY)
@@ -258,6 +274,8 @@ def launch(demo: gr.Blocks, **kwargs):
     # run_history=False: Gradio 6.31 otherwise copies every event's inputs and outputs (each
     # drawing's PNG, every picture) into the browser's localStorage, ~250 ms of the page's main
     # thread per event here — the page stuttered while drawing — and keeps drawings there.
+    # The Model Context Protocol beside the page (vit/ui/tools.py), unless VIT_MCP=0.
+    kwargs.setdefault("mcp_server", os.environ.get("VIT_MCP", "1").strip() != "0")
     return demo.launch(css=CSS, show_error=True, max_file_size=MAX_FILE_BYTES, run_history=False,
                        state_session_capacity=limits.sessions,
                        app_kwargs={"middleware": limits.middleware()}, **kwargs)

@@ -42,6 +42,10 @@
    the process out of file descriptors) and takes any number of connections. `bounded_connections`
    closes one that sends no complete request within a few seconds and answers 503 beyond a
    number of open connections (vit/ui/limits.py).
+11. Gradio's MCP server (`launch(mcp_server=True)`) offers every public endpoint as a tool,
+   and fetches any URL an agent gives for a file parameter, on the server. `mcp_tools` offers the
+   agents' tools alone (vit/ui/tools.py), which take pictures as base64 and fetch nothing; and
+   it hands a tool's several outputs over one by one (Gradio sent them as one text line).
 """
 from __future__ import annotations
 
@@ -280,3 +284,33 @@ def raise_file_limit() -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         return hard
     return soft
+
+
+def mcp_tools(names) -> None:
+    """Patch 11 (idempotent). Gradio's MCP server offers every public endpoint as a tool: the
+    page's own (/classify takes a file, which Gradio would fetch from any URL an agent names, on
+    the server) as well as the tools written for agents. It offers `names` only."""
+    if "mcp" in _patched:
+        return
+    try:
+        from gradio.mcp import GradioMCPServer
+    except ImportError:                 # without gradio[mcp] there is no MCP server to narrow
+        return
+    everything = GradioMCPServer.get_tool_to_endpoint
+    allowed = set(names)
+
+    def get_tool_to_endpoint(self) -> dict[str, str]:
+        return {k: v for k, v in everything(self).items() if k in allowed}
+
+    GradioMCPServer.get_tool_to_endpoint = get_tool_to_endpoint
+    # Gradio 6.31 wraps a queued tool's result in a list whole: a tool with several outputs
+    # (explain_image: the answer and two pictures) reached the agent as one line of text, the
+    # pictures' server paths in it. Its outputs, one each, as the unqueued path gives them.
+    without_progress = GradioMCPServer._execute_tool_without_progress
+
+    async def _execute_tool_without_progress(self, job):
+        out = await without_progress(self, job)
+        return list(out[0]) if len(out) == 1 and isinstance(out[0], tuple) else out
+
+    GradioMCPServer._execute_tool_without_progress = _execute_tool_without_progress
+    _patched.add("mcp")

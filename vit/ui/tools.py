@@ -1,0 +1,117 @@
+"""The explorer as tools for agents (the Model Context Protocol: `python app.py` serves them at
+/gradio_api/mcp/, Gradio's MCP server, on unless VIT_MCP=0). Each tool's docstring and type hints
+are what an agent reads. A picture comes as base64 text, never as a URL or a path: the server
+fetches nothing and reads no file an agent names; its size is checked before it is decoded, as
+on every other path (vit/preprocessing/decode.py)."""
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+import gradio as gr
+import numpy as np
+
+from vit.inference import Predictor
+from vit.preprocessing.decode import PreprocessError
+from vit.ui import why_panel
+from vit.ui.limits import MAX_REQUEST_BYTES
+
+NAMES = ("classify_image", "explain_image", "list_models")     # the MCP tools, and only these
+# A picture's base64 must fit in one request's body, with room for the rest of the request.
+MAX_BASE64_CHARS = MAX_REQUEST_BYTES - 64_000
+DATA_URL = re.compile(r"^data:image/[\w.+-]+;base64,", re.IGNORECASE)
+
+
+class Tools:
+    def __init__(self, page):
+        self.page = page
+
+    def _predictor(self, model) -> Predictor:
+        return self.page.predictor(model or self.page.models.default)
+
+    def _read(self, image, model):
+        """(predictor, analysis) of a base64 picture; gr.Error with one line if it can't be."""
+        p = self._predictor(model)
+        try:
+            picture, ink = p.read(picture_bytes(image))
+            return p, p.analyse_input(picture, ink)
+        except PreprocessError as e:
+            raise gr.Error(str(e), print_exception=False) from None
+
+    def classify_image(self, image: str, model: str = "") -> dict:
+        """Classify a picture with one of the explorer's small Vision Transformers. Digits
+        (MNIST), clothing (Fashion-MNIST) or photos of animals and vehicles (CIFAR-10): call
+        list_models for the names. Probabilities are calibrated; a picture that is none of the
+        model's classes is answered "not a digit" (or "not one of these N classes") with the
+        reason.
+
+        Args:
+            image: the picture file's bytes as base64 (or a data: URL): PNG, JPEG, WebP, GIF, BMP or TIFF, at most about 1.4 MB. For digits, dark ink on a light background.
+            model: the model's name from list_models (for example "mnist", "fashion-mnist", "cifar10"); empty for the default, handwritten digits.
+
+        Returns:
+            {"model", "answer", "is_class", "reason", "probabilities": {class: probability}} with the probabilities in decreasing order.
+        """
+        p, a = self._read(image, model)
+        return answer(p, a, model or self.page.models.default)
+
+    def explain_image(self, image: str, model: str = "") -> tuple[dict, np.ndarray, np.ndarray]:
+        """Explain a Vision Transformer's answer for a picture: the answer (as classify_image
+        gives it) and two maps over the picture of what drove it. Relevance (Chefer et al.
+        2021) follows the attention that raised the answer's score back to the patches;
+        occlusion shows how much blanking each patch lowers the answer's probability. Brighter
+        = mattered more; each picture has its colour scale.
+
+        Args:
+            image: the picture file's bytes as base64 (or a data: URL): PNG, JPEG, WebP, GIF, BMP or TIFF, at most about 1.4 MB.
+            model: the model's name from list_models; empty for the default, handwritten digits.
+
+        Returns:
+            the answer, the relevance map and the occlusion map (pictures).
+        """
+        p, a = self._read(image, model)
+        relevance, occlusion, *_ = why_panel.render(p, a, why_panel.ANSWER, [])
+        return answer(p, a, model or self.page.models.default), relevance, occlusion
+
+    def list_models(self) -> list[dict]:
+        """The models this explorer offers: for each, its name (what the other tools take as
+        `model`), what its pictures show, its classes, its input size and its measured test
+        accuracy.
+
+        Returns:
+            a list of {"name", "title", "classes", "input", "test_accuracy"}, the default first.
+        """
+        out = []
+        for name in self.page.models.names:
+            c = self.page.models.configs[name]
+            out.append({"name": name, "title": c.friendly_title, "classes": list(c.class_names),
+                        "input": f"{c.model.image_size}x{c.model.image_size} px, "
+                                 f"{'colour' if c.model.channels == 3 else 'grey'}",
+                        "test_accuracy": c.test_accuracy})
+        return out
+
+
+def picture_bytes(image) -> bytes:
+    """A tool's `image` -> the file's bytes. Raises PreprocessError with one line."""
+    if not isinstance(image, str) or not image.strip():
+        raise PreprocessError("Send the picture file's bytes as base64 text.")
+    text = DATA_URL.sub("", image.strip(), count=1)
+    if text.lower().startswith(("http:", "https:", "file:", "/", "data:")):
+        raise PreprocessError("Send the picture file's bytes as base64 text: this server fetches "
+                              "no URL and reads no file.")
+    if len(text) > MAX_BASE64_CHARS:
+        raise PreprocessError(f"The picture is over {MAX_BASE64_CHARS * 3 / 4 / 1e6:.1f} MB; "
+                              f"send a smaller one.")
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise PreprocessError("That is not valid base64.") from None
+
+
+def answer(p: Predictor, a, name: str) -> dict:
+    order = np.argsort(a.probs)[::-1]
+    best = p.class_names[int(order[0])]
+    return {"model": name, "answer": best if a.is_class else p.not_label,
+            "is_class": bool(a.is_class), "reason": "" if a.is_class else a.verdict.reason,
+            "probabilities": {p.class_names[int(i)]: round(float(a.probs[i]), 4) for i in order}}
