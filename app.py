@@ -6,9 +6,15 @@ VIT_CHECKPOINTS (a folder of checkpoint folders), VIT_DATA_DIR (test sets), VIT_
 """
 from __future__ import annotations
 
+import os
 import sys
 
-from vit.ui import StartupError, create_app, launch
+# On a Hugging Face ZeroGPU Space the `spaces` package must be imported before torch: it lends a
+# GPU to the model passes marked with vit.device.gpu_task (see docs/hosting.md).
+if os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true"):
+    import spaces  # noqa: F401
+
+from vit.ui import StartupError, create_app, launch  # noqa: E402
 
 if __name__ == "__main__":
     try:

@@ -626,8 +626,8 @@ def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, mo
     more pass."""
     import vit.inference
     calls = []
-    real = vit.inference.explain
-    monkeypatch.setattr(vit.inference, "explain", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = vit.inference._explain            # the forward with attention (vit.device.gpu_task)
+    monkeypatch.setattr(vit.inference, "_explain", lambda *a, **k: calls.append(1) or real(*a, **k))
     page, visit = grids_page, grids_page.visit()
     four = {**drawing_value(tmp_path, "4", angle=7.0), "seq": 901}      # drawn by no other test
     page.follow_drawing(visit, {**four, "final": False}, "grid4")          # pen still down
@@ -692,11 +692,11 @@ def test_the_public_api_keeps_its_parameters(grids_page):
 def test_explaining_the_same_input_again_computes_nothing_again(grids_page, tmp_path, monkeypatch):
     """A tab switch back, or a panel re-rendering, asks "What drove the answer" for the same input
     and class again: its relevance and occlusion maps come back from memory, the same arrays."""
-    import vit.explain.attribution as attribution
+    import vit.inference
     calls = []
-    for name in ("relevance", "occlusion_maps"):
-        real = getattr(attribution, name)
-        monkeypatch.setattr(attribution, name,
+    for name in ("relevance", "occlusion_maps"):       # the passes Predictor makes (gpu_task)
+        real = getattr(vit.inference, "_" + name)
+        monkeypatch.setattr(vit.inference, "_" + name,
                             lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
     visit = grids_page.visit()
     grids_page.analyse_drawing(visit, {**drawing_value(tmp_path, "2", angle=-9.0), "seq": 911},

@@ -223,7 +223,7 @@ def test_an_answer_that_is_not_a_number_is_one_line_on_the_page(monkeypatch):
     real = p.analyse_input(np.zeros((28, 28), np.float32))
     broken = type(real.explanation)(**{**vars(real.explanation),
                                        "probs": np.full_like(real.probs, np.nan)})
-    monkeypatch.setattr("vit.inference.explain", lambda *a, **k: broken)
+    monkeypatch.setattr("vit.inference._explain", lambda *a, **k: broken)
     with pytest.raises(NonFiniteAnswer, match="not a number"):      # a new input: a new pass
         p.analyse_input(np.full((28, 28), 0.5, np.float32))
 

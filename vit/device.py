@@ -1,4 +1,5 @@
-"""Where a model runs: one choice of device for the app, the trainer and the CLIs."""
+"""Where a model runs: one choice of device for the app, the trainer and the CLIs, and the passes
+that need that device marked for a Hugging Face ZeroGPU Space (`gpu_task`)."""
 from __future__ import annotations
 
 import os
@@ -32,3 +33,20 @@ def pick_device(name: str | None = None) -> torch.device:
                                      and torch.backends.mps.is_available()):
         raise ValueError(f"device {name!r} asked for, but MPS is not available here")
     return device
+
+
+def on_zero_gpu() -> bool:
+    """Whether this process runs on a ZeroGPU Space (which sets SPACES_ZERO_GPU, read as the
+    `spaces` package reads it)."""
+    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
+
+
+def gpu_task(fn):
+    """`fn` (a pass of a model: tensors in, arrays out) marked as needing the GPU for the length
+    of a call: on a ZeroGPU Space the `spaces` package lends one per call (`spaces.GPU`, which
+    runs the call in a worker process, so only pure computations are marked, never a handler
+    that changes a visitor's page); anywhere else `fn` itself, unchanged."""
+    if not on_zero_gpu():
+        return fn
+    import spaces  # on a ZeroGPU Space it is installed, and imported first
+    return spaces.GPU(fn)

@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+from vit.text import code
+
 CARD = "README.md"
 FILES = ["config.json", "model.safetensors", CARD]
 # The Hub's copies of the data sets this project knows (the card's `datasets` and model-index).
@@ -90,11 +92,11 @@ def model_card(config: dict) -> str:
         f"{model.get('patch_size', '?')}-px patches |",
         f"| layers × heads, width | {model.get('depth', '?')} × {model.get('heads', '?')}, "
         f"{model.get('dim', '?')} |",
-        f"| classes | {_cell(', '.join(map(str, names)))} |",
+        f"| classes | {code(', '.join(map(str, names)))} |",
     ]
     for key in ("command", "commit", "device", "date", "wall_time_seconds", "torch"):
         if key in prov:
-            lines.append(f"| {key.replace('_', ' ')} | {_cell(prov[key])} |")
+            lines.append(f"| {key.replace('_', ' ')} | {code(prov[key])} |")
     calib = config.get("calibration", {})
     if "temperature" in calib:
         lines.append(f"| calibration | logits divided by {calib['temperature']:.4g} "
@@ -110,12 +112,6 @@ def _subject(dataset) -> str:
 
 def _pct(v) -> str:
     return "?" if v is None else f"{100 * v:.2f} %"
-
-
-def _cell(v) -> str:
-    """A value for one Markdown table cell: one line, pipes and backticks disarmed."""
-    text = " ".join(str(v).split())
-    return "`" + text.replace("`", "'").replace("|", "\\|") + "`" if text else ""
 
 
 def push_to_hub(folder, repo_id: str, token=None, private: bool | None = None,

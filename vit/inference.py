@@ -20,18 +20,35 @@ import numpy as np
 import torch
 
 from vit.checkpoint import Checkpoint, open_checkpoint
+from vit.device import gpu_task
 from vit.explain import attribution, ood
 from vit.explain.attention import Explanation, explain
 from vit.preprocessing import model_input, normalize_image
 from vit.preprocessing.decode import PreprocessError, decode, open_image
 from vit.preprocessing.layout import to_model_image
-from vit.text import md
+from vit.text import code, md
 
 BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squares (see below)
 # Per model, the attention of the inputs seen last is kept, so that a slider, a patch click, a
 # panel or a switch back to this model reuses their one forward pass: at most this many bytes of
 # maps (one ViT-B/16 input holds 22 MB; one MNIST-sized model's, 0.24 MB), and always the newest.
 EXPLAINED_BYTES = 128 << 20
+
+
+@torch.no_grad()
+def _logits(model, x: torch.Tensor) -> torch.Tensor:
+    """The fused path's logits of one input, on the CPU."""
+    return model(x.to(next(model.parameters()).device)).float()[0].cpu()
+
+
+# Every pass of a model the app makes, marked for a ZeroGPU Space (vit/device.py `gpu_task`;
+# unchanged anywhere else).
+_explain = gpu_task(explain)
+_glance = gpu_task(_logits)
+_relevance = gpu_task(attribution.relevance)
+_occlusion_maps = gpu_task(attribution.occlusion_maps)
+_deletion_curve = gpu_task(attribution.deletion_curve)
+_ablate = gpu_task(attribution.ablate)
 # And the class-specific maps of those inputs (relevance, occlusion: a few KB each), so that a tab
 # switch or a panel re-rendering the same input and class does not compute them again.
 ATTRIBUTED_BYTES = 16 << 20
@@ -158,17 +175,16 @@ class Predictor:
         key = array_key(image)
         e = self._explained.get(key)
         if e is None:
-            e = explain(self.model, self.tensor(image), self.config.temperature)
+            e = _explain(self.model, self.tensor(image), self.config.temperature)
             for v in (e.probs, e.attn, e.logits):
                 v.setflags(write=False)
             self._explained.put(key, e, e.attn.nbytes)
         return e
 
-    @torch.no_grad()
     def glance(self, image: np.ndarray, ink: np.ndarray | None = None) -> Analysis:
         """The answer alone, while the pen still moves: the fused attention path (no maps kept),
         a fraction of `analyse_input`'s time on a big model. Same probabilities, up to rounding."""
-        logits = self.model(self.tensor(image).to(self.device)).float()[0].cpu()
+        logits = _glance(self.model, self.tensor(image))
         probs = _finite(torch.softmax(logits / self.config.temperature, -1).numpy())
         return Analysis(image, probs, ood.judge(ink, probs, self.config))
 
@@ -199,7 +215,7 @@ class Predictor:
         return got
 
     def relevance(self, image: np.ndarray, target: int) -> np.ndarray:
-        return self._attribution("relevance", image, target, lambda: attribution.relevance(
+        return self._attribution("relevance", image, target, lambda: _relevance(
             self.model, self.tensor(image), target))
 
     @property
@@ -213,7 +229,7 @@ class Predictor:
         return 2 if self.grid > 8 else 1
 
     def occlusion_maps(self, image: np.ndarray, target: int) -> dict[str, np.ndarray]:
-        return self._attribution("occlusion", image, target, lambda: attribution.occlusion_maps(
+        return self._attribution("occlusion", image, target, lambda: _occlusion_maps(
             self.model, self.tensor(image), target, self.background, self.config.temperature,
             self.occlusion_block))
 
@@ -222,12 +238,12 @@ class Predictor:
 
     def deletion_auc(self, image: np.ndarray, target: int, importance: np.ndarray,
                      steps: int | None = None) -> float:
-        return attribution.deletion_auc(*attribution.deletion_curve(
+        return attribution.deletion_auc(*_deletion_curve(
             self.model, self.tensor(image), target, importance, self.background,
             self.config.temperature, steps))
 
     def ablate(self, image: np.ndarray, off) -> np.ndarray:
-        return attribution.ablate(self.model, self.tensor(image), off, self.config.temperature)
+        return _ablate(self.model, self.tensor(image), off, self.config.temperature)
 
     def faithfulness(self, a: Analysis, steps: int = 16, random_orders: int = 3) -> dict[str, float]:
         """The deletion test of each map on an analysed input, for the model's answer (for a
@@ -316,11 +332,3 @@ def _opened(image):
             yield im
     else:
         yield decode(image) if isinstance(image, dict) else image
-
-
-def code(text, limit: int = 300) -> str:
-    """A config string as a Markdown code span inside a table cell: one line, no backtick to end
-    the span early, column bars escaped (GFM splits cells on them even inside code)."""
-    line = " ".join(str(text).split()).replace("`", "'")
-    line = line if len(line) <= limit else line[:limit - 1] + "…"
-    return "`" + line.replace("|", "\\|") + "`"

@@ -22,6 +22,7 @@ import torch
 from vit.checkpoint import WEIGHTS
 from vit.data.loading import DEFAULT_DATA_DIR, DataError, load_split
 from vit.data.specs import builtin_spec
+from vit.device import gpu_task, on_zero_gpu
 from vit.explain.calibration import calibrated
 from vit.scoring import confusion_matrix, predict_logits
 from vit.storage import StorageError, load_tensors, save_tensors
@@ -85,6 +86,9 @@ class Results:
         return f"{verdict} {100 * self.confidence[i]:.0f}%"
 
 
+_predict_logits = gpu_task(predict_logits)     # marked for a ZeroGPU Space (vit/device.py)
+
+
 def _sha256(*arrays: bytes) -> str:
     h = hashlib.sha256()
     for a in arrays:
@@ -115,7 +119,10 @@ def load_results(checkpoint, data_dir, progress=None) -> Results:
             return Results(dataset, names, images, labels, probs, True)
     except (StorageError, KeyError, ValueError):
         pass                                 # no cache, or an outdated or damaged one: recompute
-    logits = predict_logits(model, split.images, config.mean, config.std, 500, progress)
+    # On a ZeroGPU Space the pass runs in a worker process (vit/device.py): without a progress
+    # bar, which lives in this one.
+    logits = _predict_logits(model, split.images, config.mean, config.std, 500,
+                             None if on_zero_gpu() else progress)
     try:
         key_bytes = torch.frombuffer(bytearray(json.dumps(key).encode()), dtype=torch.uint8)
         save_tensors(cache, {"logits": logits, "key": key_bytes})

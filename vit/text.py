@@ -27,3 +27,11 @@ def md(text, limit: int = 200) -> str:
         line = line[:limit - 1] + "…"
     line = _INLINE.sub(r"\\\1", html.escape(line, quote=False))
     return _LINE_START.sub(r"\\\1", line)
+
+
+def code(text, limit: int = 300) -> str:
+    """A config string as a Markdown code span inside a table cell: one line, no backtick to end
+    the span early, column bars escaped (GFM splits cells on them even inside code)."""
+    line = " ".join(str(text).split()).replace("`", "'")
+    line = line if len(line) <= limit else line[:limit - 1] + "…"
+    return "`" + line.replace("|", "\\|") + "`"

@@ -27,6 +27,7 @@ import gradio as gr
 import numpy as np
 import torch
 
+from vit.device import gpu_task
 from vit.explain.mechanism import (
     CLS,
     Filters,
@@ -49,6 +50,9 @@ from vit.preprocessing.styles import DIGITS
 from vit.text import md
 from vit.ui import views
 
+# The panel's passes of the model, marked for a ZeroGPU Space (vit/device.py).
+_walk_through = gpu_task(walk_through)
+_mean_attention_distance = gpu_task(mean_attention_distance)
 TEST_IMAGES = 64          # test images averaged over for mean attention distance (paper: 128)
 COMPONENTS = 16           # principal components of the embedding filters shown
 
@@ -168,7 +172,7 @@ def render(p: Predictor, a: Analysis, layer, head, patch, cls=False) -> tuple[np
     sliders, the clicked patch (0-based; None: the centre) and whether to follow [CLS] instead.
     Values out of range are clamped; anything else falls back to layer 1, head 1, the centre."""
     layer, head, patch = clamp(p, layer, head, patch)
-    w = walk_through(p.model, p.tensor(a.image), CLS if cls else patch, layer, head)
+    w = _walk_through(p.model, p.tensor(a.image), CLS if cls else patch, layer, head)
     pic = walk_through_picture(w, a.image, p.model.cfg.patch_size, stem_rim(p.model))
     return pic, walk_text(w)
 
@@ -268,7 +272,7 @@ def _model_images(p: Predictor, data_dir) -> ModelPictures:
         about = f"{len(images)} drawn digits (the app's own examples" + "".join(
             f"; {w}" for w in why) + ")"
     x = torch.cat([p.tensor(im) for im in images])                             # (B, C, S, S)
-    dist = mean_attention_distance(p.model, x)
+    dist = _mean_attention_distance(p.model, x)
     f = embedding_filters(p.model, COMPONENTS, x)
     return ModelPictures(
         position_similarity_picture(position_similarity(p.model)),
