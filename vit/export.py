@@ -16,6 +16,7 @@ its answer (see docs/library.md#onnx):
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 import warnings
@@ -70,10 +71,9 @@ def export(folder, out) -> Path:
     ExportError with one line."""
     try:
         import onnx
-        import onnxscript  # noqa: F401  (torch's exporter needs it)
     except ImportError:
-        raise ExportError("ONNX export needs two packages: pip install onnx onnxscript "
-                          "(and onnxruntime to run the file)") from None
+        raise ExportError("ONNX export needs the onnx package: pip install onnx (and "
+                          "onnxruntime to run the file)") from None
     ck = open_checkpoint(folder, "cpu")
     cfg = ck.model.cfg
     wrapped = Normalised(ck).eval()
@@ -81,12 +81,11 @@ def export(folder, out) -> Path:
     try:
         with warnings.catch_warnings():      # the exporter's notes on its own internals
             warnings.simplefilter("ignore")
-            batch = torch.export.Dim("batch", min=1, max=1 << 16)
-            program = torch.onnx.export(wrapped, (example,), None, input_names=["pictures"],
-                                        output_names=["logits"], opset_version=OPSET,
-                                        dynamo=True, dynamic_shapes={"pictures": {0: batch}},
-                                        verbose=False)
-        proto = program.model_proto
+            buffer = io.BytesIO()
+            torch.onnx.export(wrapped, (example,), buffer, input_names=["pictures"],
+                              output_names=["logits"], opset_version=OPSET, dynamo=False,
+                              dynamic_axes={"pictures": {0: "batch"}, "logits": {0: "batch"}})
+        proto = onnx.load_from_string(buffer.getvalue())
     except Exception as e:           # the exporter raises many kinds; the user needs one line
         raise ExportError(f"could not export {folder}: {str(e).splitlines()[0]}") from None
     for key, value in contract(ck).items():

@@ -247,7 +247,7 @@ class ViT(nn.Module, PyTorchModelHubMixin, library_name="vit-explorer",
         head_mask: (depth, H), multiplying each head's output (0 = switched off), per call — so
         that one request can switch heads off while another uses the same model."""
         x = x.to(self.pos_embed.device)                # a CPU input to a GPU model just works
-        if x.device.type == "cpu":
+        if x.device.type == "cpu" and not torch.jit.is_tracing():     # (ONNX export traces)
             # Channels-last (B, S, S, C in memory): oneDNN's convolutions run faster on it
             # (the stem's forward and backward ~25 % less time on a 2-core CPU), and the patch
             # projection then hands back its tokens already contiguous. The same maths.
