@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import gzip
 import os
 import shutil
@@ -24,6 +25,20 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 HAS_MNIST = (SHARED_DATA / "MNIST" / "raw" / "t10k-images-idx3-ubyte").is_file()
+
+@functools.lru_cache(maxsize=None)
+def bundled_test_logits(name: str):
+    """(logits (N, C) float32 on the CPU, labels (N,)) of bundled checkpoint `name` on its data
+    set's full test split from ../shared/data: computed once per test session (MNIST's is
+    scored by three test modules). Raises DataError without the data."""
+    from vit.checkpoint import open_checkpoint
+    from vit.data.loading import load_split
+    from vit.scoring import predict_logits
+    ck = open_checkpoint(ROOT / "checkpoints" / name, "cpu")
+    test = load_split(ck.config.dataset, SHARED_DATA, train=False)
+    c = ck.config
+    return predict_logits(ck.model, test.images, c.mean, c.std, 1000), test.labels
+
 
 # Arguments for a model small enough to train in seconds.
 TINY_MODEL = ["--dim", "16", "--depth", "2", "--heads", "2", "--mlp-dim", "32"]

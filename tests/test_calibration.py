@@ -257,10 +257,9 @@ def judged(p: Predictor, drawings):
 
 
 def test_confidence_is_calibrated_on_the_mnist_test_set(bundled, mnist_test):
-    from vit.scoring import predict_logits
-    images, labels = mnist_test
+    from conftest import bundled_test_logits
+    logits, labels = bundled_test_logits("mnist")           # scored once per session
     c = bundled.config
-    logits = predict_logits(bundled.model, torch.from_numpy(images), c.mean, c.std, 1000)
     e = ece(calibrated(logits, c.temperature), labels)
     print(f"MNIST test ECE: {100 * e:.2f} % calibrated (T = {c.temperature:.3f}), "
           f"{100 * ece(torch.softmax(logits, 1), labels):.2f} % raw")
