@@ -15,6 +15,7 @@ from vit.ui.record import KIND_OF, Record, Shown, same
 PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
 WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance")
 WALK = ("walk", "walk_text")
+EXPLORER = ("pick", "row")                # one patch's grid and its attention row
 ANSWER = ("status", "label", "answered")
 EVERY = ANSWER + PICTURES + WHY + WALK
 
@@ -107,7 +108,7 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
     left out (left as it is on the page); the step-by-step walk only while its panel is open."""
     out, live = {}, answered(r) and a is not None
     waiting = isinstance(r.shown, Shown) and not live
-    why = walk = None
+    why = walk = explored = None
     for name in names:
         if name == "status":
             out[name] = headline(r, p, test_set_here)
@@ -128,13 +129,16 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
         elif name in WALK:
             walk = walk or mechanism_panel.render(p, a, *r.mechanism[:2], r.patch, r.mechanism[2])
             out[name] = walk[WALK.index(name)]
+        elif name in EXPLORER:                # both drawn by one call
+            explored = explored or views.explorer(p, a, r.layer, r.head, r.patch)
+            out[name] = explored[EXPLORER.index(name)]
         else:
             out[name] = picture(name, r, p, a)
     return out
 
 
 def picture(name: str, r: Record, p: Predictor, a: Analysis) -> np.ndarray:
-    """One of the analysis panels' pictures (vit/ui/views.py)."""
+    """One of the analysis panels' pictures (vit/ui/views.py) but the explorer's two."""
     grid = p.grid
     if name == "seen":
         return patch_grid_picture(a.image, grid)
@@ -145,4 +149,4 @@ def picture(name: str, r: Record, p: Predictor, a: Analysis) -> np.ndarray:
     if name == "rollout":
         return single_map_picture(a.image, a.explanation.rollout_map, "rollout into the final [CLS]",
                                   uniform=uniform_level(grid))
-    return views.explorer(p, a, r.layer, r.head, r.patch)[("pick", "row").index(name)]
+    raise KeyError(name)
