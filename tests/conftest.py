@@ -27,17 +27,26 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 HAS_MNIST = (SHARED_DATA / "MNIST" / "raw" / "t10k-images-idx3-ubyte").is_file()
 
 @functools.lru_cache(maxsize=None)
-def bundled_test_logits(name: str):
-    """(logits (N, C) float32 on the CPU, labels (N,)) of bundled checkpoint `name` on its data
-    set's full test split from ../shared/data: computed once per test session (MNIST's is
-    scored by three test modules). Raises DataError without the data."""
+def bundled_test_pass(name: str):
+    """(logits (N, C), [CLS] tokens (N, D), labels (N,)) of bundled checkpoint `name` on its
+    data set's full test split from ../shared/data, on the CPU: computed once per test session
+    (several test modules score the same). Raises DataError without the data."""
     from vit.checkpoint import open_checkpoint
     from vit.data.loading import load_split
-    from vit.scoring import predict_logits
+    from vit.explain.typical import cls_features
     ck = open_checkpoint(ROOT / "checkpoints" / name, "cpu")
     test = load_split(ck.config.dataset, SHARED_DATA, train=False)
     c = ck.config
-    return predict_logits(ck.model, test.images, c.mean, c.std, 1000), test.labels
+    features = cls_features(ck.model, test.images, c.mean, c.std, 1000)
+    with torch.no_grad():
+        logits = ck.model.head(torch.from_numpy(features)).float()
+    return logits, features, test.labels
+
+
+def bundled_test_logits(name: str):
+    """(logits, labels) of `bundled_test_pass`."""
+    logits, _, labels = bundled_test_pass(name)
+    return logits, labels
 
 
 # Arguments for a model small enough to train in seconds.

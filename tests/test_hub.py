@@ -3,7 +3,7 @@ trainer's checkpoint carries a model card with the Hub's metadata (library, tags
 model-index with its test accuracy) that hostile provenance cannot break; `ViT.from_pretrained`
 reads a folder, and a Hub id from a folder laid out as the Hub cache (offline), as do the CLIs
 and the app (VIT_HUB_MODELS); `save_pretrained` round-trips and refuses a model without class
-names in one line; `push_to_hub` sends the three files and nothing else; an unknown id is one
+names in one line; `push_to_hub` sends the checkpoint's files and nothing else; an unknown id is one
 line."""
 import json
 import shutil
@@ -114,7 +114,7 @@ def test_the_app_offers_hub_models_by_id_and_skips_a_missing_one(tmp_path, monke
     assert len(warned) == 1 and "someone/missing" in warned[0] and str(cache) not in warned[0]
 
 
-def test_push_to_hub_sends_the_three_files_and_nothing_else(tmp_path, monkeypatch):
+def test_push_to_hub_sends_the_checkpoint_files_and_nothing_else(tmp_path, monkeypatch):
     calls = []
 
     class FakeApi:
@@ -131,5 +131,5 @@ def test_push_to_hub_sends_the_three_files_and_nothing_else(tmp_path, monkeypatc
     folder = ROOT / "checkpoints" / "mnist"
     assert push_to_hub(folder, "me/vit", token="t").endswith("/commit/abc")
     assert calls == [("token", "t"), ("create", "me/vit", True),
-                     ("upload", "me/vit", ["config.json", "model.safetensors", "README.md"],
-                      str(folder))]
+                     ("upload", "me/vit", ["config.json", "model.safetensors",
+                                           "typical.safetensors", "README.md"], str(folder))]

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 import torch
 from conftest import HAS_MNIST, ROOT, SHARED_DATA
-from PIL import Image, ImageFilter
+from PIL import Image
 
+from vit.data import realistic
 from vit.data.examples import render_digit
 from vit.preprocessing import normalize_image
 from vit.preprocessing.decode import PreprocessError, decode
@@ -28,72 +29,10 @@ from vit.preprocessing.layout import to_model_image
 from vit.preprocessing.paper import NO_INK_IN_PHOTO, _photo_ink, connected_runs
 
 
-def _smooth_noise(rng, h: int, w: int, cells: int) -> np.ndarray:
-    """Low-frequency noise in about [-1, 1]: a `cells`-wide random grid, upscaled bicubically."""
-    small = rng.standard_normal((cells, cells)).astype(np.float32)
-    return np.asarray(Image.fromarray(small, "F").resize((w, h), Image.BICUBIC))
-
-
-def _light(rng, h: int, w: int, shadows: int) -> np.ndarray:
-    """Illumination (h, w): a linear gradient, a vignette and `shadows` soft shadow bands."""
-    ys = (np.arange(h, dtype=np.float32) / max(h, w))[:, None]            # broadcast, not (h, w)
-    xs = (np.arange(w, dtype=np.float32) / max(h, w))[None, :]
-    t = rng.uniform(0, 2 * np.pi)
-    ramp = float(np.cos(t)) * xs + float(np.sin(t)) * ys
-    ramp = (ramp - ramp.min()) / max(np.ptp(ramp), 1e-6)                  # 0 .. 1 across the photo
-    light = np.float32(rng.uniform(0.85, 1.0)) * (1 - np.float32(rng.uniform(0.3, 0.55)) * ramp)
-    cy, cx = rng.uniform(0, h / max(h, w)), rng.uniform(0, w / max(h, w))
-    light *= 1 - rng.uniform(0.1, 0.35) * np.clip(((ys - cy) ** 2 + (xs - cx) ** 2) / 0.5, 0, 1)
-    for _ in range(shadows):
-        # a band (a pen, a hand, the phone) or a half-plane, with a soft edge
-        t = rng.uniform(0, 2 * np.pi)
-        d = float(np.cos(t)) * (xs - rng.uniform(0.2, 0.8) * w / max(h, w)) \
-            + float(np.sin(t)) * (ys - rng.uniform(0.2, 0.8) * h / max(h, w))
-        soft = rng.uniform(0.01, 0.08)
-        if rng.random() < 0.5:
-            inside = 1 / (1 + np.exp(-d / soft))
-        else:
-            half = rng.uniform(0.1, 0.25)
-            inside = 1 / (1 + np.exp((np.abs(d) - half) / soft))
-        light *= 1 - rng.uniform(0.4, 0.6) * inside
-    return light
-
-
-def paper_photo(digit: np.ndarray | None, rng: np.random.Generator, size=None) -> bytes:
-    """A JPEG of `digit` (an MNIST image, 28x28 uint8 white on black) written on paper and
-    photographed, 300-800 px a side (or `size`, (h, w)); `digit=None` photographs the blank page."""
-    h, w = size or (int(rng.integers(300, 801)), int(rng.integers(300, 801)))
-    alpha = np.zeros((h, w), np.float32)
-    if digit is not None:
-        ys, xs = np.nonzero(digit > 0)
-        crop = digit[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
-        # the digit's 20x20 box is 150-400 px, and fits in the photo with a margin
-        side = min(rng.uniform(150, 400) * max(1, min(h, w) / 800), 0.8 * min(h, w))
-        s = side / 20
-        dh, dw = max(1, round(crop.shape[0] * s)), max(1, round(crop.shape[1] * s))
-        big = np.asarray(Image.fromarray(crop).resize((dw, dh), Image.BICUBIC), np.float32) / 255
-        big = np.clip((big - 0.5) * 1.6 + 0.5, 0, 1)                        # crisper, like a pen
-        m = round(0.04 * min(h, w))                                       # framed, not cut
-        y, x = int(rng.integers(m, h - dh - m + 1)), int(rng.integers(m, w - dw - m + 1))
-        pressure = np.clip(rng.uniform(0.85, 1.0) + 0.08 * _smooth_noise(rng, dh, dw, 6), 0, 1)
-        alpha[y:y + dh, x:x + dw] = big * pressure
-    paper = rng.uniform(0.82, 0.95) * np.array([1.0, rng.uniform(0.97, 1.0), rng.uniform(0.9, 1.0)],
-                                               np.float32)
-    if rng.random() < 0.5:                                                # dark grey pencil/pen
-        ink = np.full(3, rng.uniform(0.12, 0.3), np.float32)
-    else:                                                                 # blue ballpoint
-        ink = np.array([rng.uniform(0.1, 0.25), rng.uniform(0.15, 0.3), rng.uniform(0.4, 0.6)],
-                       np.float32)
-    grain = (rng.uniform(0.01, 0.03) * _smooth_noise(rng, h, w, 64)
-             + rng.uniform(0.015, 0.035) * rng.standard_normal((h, w), np.float32))  # + sensor noise
-    light = _light(rng, h, w, int(rng.integers(1, 3)))
-    a = alpha[..., None]
-    rgb = light[..., None] * ((paper * (1 + grain[..., None])) * (1 - a) + ink * a)
-    im = Image.fromarray(np.clip(rgb * 255 + 0.5, 0, 255).astype(np.uint8), "RGB")
-    im = im.filter(ImageFilter.GaussianBlur(rng.uniform(0.5, 1.5)))
-    buf = io.BytesIO()
-    im.save(buf, "JPEG", quality=int(rng.integers(60, 91)))
-    return buf.getvalue()
+def paper_photo(digit, rng, size=None) -> bytes:
+    """vit/data/realistic.py's photo of a digit on paper, without a narrow shadow band (those are
+    bench/real_inputs.py's and tests/test_real_inputs.py's)."""
+    return realistic.paper_photo(digit, rng, size, bands=0)
 
 
 def _mnist_photos(n: int, seed: int):

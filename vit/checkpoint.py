@@ -22,6 +22,7 @@ from safetensors import SafetensorError, safe_open
 from vit.data.specs import DatasetSpec, builtin_spec
 from vit.device import pick_device
 from vit.explain.calibration import TEMPERATURE_RANGE
+from vit.explain.typical import TYPICAL_FILE, Typical, from_tensors
 from vit.hub import CARD, HubError, model_card, resolve
 from vit.model import ViT, ViTConfig
 from vit.preprocessing.styles import DIGITS, PHOTOS, Style
@@ -88,6 +89,13 @@ class CheckpointConfig:
         return None if v is None else float(v)
 
     @property
+    def far_above(self) -> float | None:
+        """A [CLS] token farther than this from every class (vit/explain/typical.py) means "not
+        one of these classes" (None: no such threshold; the checkpoint has no typical.safetensors)."""
+        v = self.calibration.get("far_above")
+        return None if v is None else float(v)
+
+    @property
     def spec(self) -> DatasetSpec | None:
         return builtin_spec(self.dataset)
 
@@ -137,6 +145,7 @@ class Checkpoint:
     model: ViT
     folder: Path
     config: CheckpointConfig
+    typical: Typical | None = None     # where the training images' [CLS] tokens lie (far_above)
 
     @property
     def class_names(self) -> list[str]:
@@ -157,6 +166,8 @@ def save_checkpoint(folder, model: ViT, meta: dict) -> None:
     config = parse_config({"format": FORMAT, "model": model.cfg.to_dict(),
                            "num_parameters": model.num_parameters(), **meta}, str(folder / CONFIG))
     save_tensors(folder / WEIGHTS, model.state_dict(), metadata={"format": FORMAT})
+    if config.far_above is None:             # fitted to other weights: vit.typical fits anew
+        (folder / TYPICAL_FILE).unlink(missing_ok=True)
     save_json(folder / CONFIG, config.to_dict())
     save_text(folder / CARD, model_card(config.to_dict()))
 
@@ -214,7 +225,8 @@ def _model_config(obj, where: str) -> ViTConfig:
     types = {f.name: f.type for f in fields(ViTConfig)}
     unknown = sorted(set(obj) - set(types))
     if unknown:
-        raise CheckpointError(f"{where}: unknown model config key(s) {', '.join(unknown)}")
+        raise CheckpointError(f"{where}: unknown model config key(s) "
+                              f"{', '.join(_show(k) for k in unknown[:5])}")
     # Every field is required: a default filled in silently would describe other weights. The one
     # exception is a field added later whose absence means what every earlier checkpoint was.
     obj = {**{k: v for k, v in LATER_MODEL_KEYS.items() if k not in obj}, **obj}
@@ -359,6 +371,10 @@ def parse_config(obj, where: str) -> CheckpointConfig:
     if r is not None and not (_is_number(r) and 0 <= r <= 1):
         raise CheckpointError(f"{where}: calibration.reject_below must be a number in [0, 1], "
                               f"got {_show(r)}")
+    far = calibration.get("far_above")
+    if far is not None and not (_is_number(far) and math.isfinite(far) and far > 0):
+        raise CheckpointError(f"{where}: calibration.far_above must be a number > 0, "
+                              f"got {_show(far)}")
     return CheckpointConfig(model=model, class_names=tuple(names), mean=mean, std=std,
                             dataset=dataset, test_accuracy=None if acc is None else float(acc),
                             num_parameters=n_params, training=dict(obj.get("training", {})),
@@ -464,7 +480,25 @@ def open_checkpoint(folder, device=None) -> Checkpoint:
     model = model.to(device).eval()
     check_answers_finite(model, folder / WEIGHTS)
     model.checkpoint_config = config           # what ViT.save_pretrained / push_to_hub write
-    return Checkpoint(model=model, folder=folder, config=config)
+    return Checkpoint(model=model, folder=folder, config=config, typical=read_typical(folder, config))
+
+
+def read_typical(folder: Path, config: CheckpointConfig) -> Typical | None:
+    """The checkpoint's typical.safetensors, checked against its config; None when the config
+    has no `calibration.far_above`. Raises CheckpointError."""
+    if config.far_above is None:
+        return None
+    path = folder / TYPICAL_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{folder / CONFIG}: calibration.far_above is set but {TYPICAL_FILE} "
+                              f"is missing")
+    try:
+        return from_tensors(load_tensors(path), config.model.num_classes, config.model.dim,
+                            str(path))
+    except StorageError as e:
+        raise CheckpointError(str(e)) from None
+    except ValueError as e:
+        raise CheckpointError(_line(e)) from None
 
 
 def check_answers_finite(model: ViT, where) -> None:

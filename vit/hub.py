@@ -3,7 +3,7 @@ repository (`config.json` + `model.safetensors`); this adds its model card (`REA
 the Hub's metadata, written from config.json's provenance), lets a Hub id stand wherever a
 folder goes (`resolve`: downloaded into the normal Hub cache, or found there offline), and
 uploads a folder (`push_to_hub`). `ViT.from_pretrained` / `ViT.push_to_hub` (vit/model.py) are
-huggingface_hub's `PyTorchModelHubMixin` over these. Only the three files are ever fetched or
+huggingface_hub's `PyTorchModelHubMixin` over these. Only the checkpoint's FILES are ever fetched or
 sent: never a pickle, never anything else a repository holds."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from vit.text import code
 
 CARD = "README.md"
-FILES = ["config.json", "model.safetensors", CARD]
+FILES = ["config.json", "model.safetensors", "typical.safetensors", CARD]
 # The Hub's copies of the data sets this project knows (the card's `datasets` and model-index).
 HUB_DATASETS = {"mnist": "ylecun/mnist", "fashion-mnist": "zalando-datasets/fashion_mnist",
                 "cifar10": "uoft-cs/cifar10"}

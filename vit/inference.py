@@ -36,9 +36,10 @@ EXPLAINED_BYTES = 128 << 20
 
 
 @torch.no_grad()
-def _logits(model, x: torch.Tensor) -> torch.Tensor:
-    """The fused path's logits of one input, on the CPU."""
-    return model(x.to(next(model.parameters()).device)).float()[0].cpu()
+def _logits(model, x: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
+    """The fused path's logits of one input and its [CLS] token, on the CPU."""
+    tokens, _ = model.forward_features(x.to(next(model.parameters()).device))
+    return model.forward_head(tokens).float()[0].cpu(), tokens[0, 0].float().cpu().numpy()
 
 
 # Every pass of a model the app makes, marked for a ZeroGPU Space (vit/device.py `gpu_task`;
@@ -167,7 +168,14 @@ class Predictor:
         ink map (`read`, `ink`), for the checks that need the drawing before it was shrunk;
         without it (a test-set image) only the calibrated probability can refuse."""
         e = self.explanation(image)
-        return Analysis(image, _finite(e.probs), ood.judge(ink, e.probs, self.config), e)
+        return Analysis(image, _finite(e.probs), self.judge(ink, e.probs, e.features), e)
+
+    def judge(self, ink: np.ndarray | None, probs: np.ndarray, features: np.ndarray | None):
+        """vit.explain.ood's verdict, with the [CLS] token's distance from the training images
+        where the checkpoint has them (vit/explain/typical.py)."""
+        typical = self.checkpoint.typical
+        far = None if typical is None or features is None else typical.distance(features)
+        return ood.judge(ink, probs, self.config, far)
 
     def explanation(self, image: np.ndarray) -> Explanation:
         """The forward pass with every head's attention for a prepared input: computed once per
@@ -184,9 +192,9 @@ class Predictor:
     def glance(self, image: np.ndarray, ink: np.ndarray | None = None) -> Analysis:
         """The answer alone, while the pen still moves: the fused attention path (no maps kept),
         a fraction of `analyse_input`'s time on a big model. Same probabilities, up to rounding."""
-        logits = _glance(self.model, self.tensor(image))
+        logits, features = _glance(self.model, self.tensor(image))
         probs = _finite(torch.softmax(logits / self.config.temperature, -1).numpy())
-        return Analysis(image, probs, ood.judge(ink, probs, self.config))
+        return Analysis(image, probs, self.judge(ink, probs, features))
 
     # --- what drove the answer (vit/explain/attribution.py) --------------------------------------------
     def tensor(self, image: np.ndarray) -> torch.Tensor:

@@ -21,8 +21,10 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw
 
+from vit.data.examples import render_digit
 from vit.preprocessing.decode import PreprocessError
 from vit.preprocessing.layout import to_model_image
+from vit.preprocessing.styles import DIGITS, Style
 
 # Capital letters as pen strokes in a unit box (y down), chosen not to look like digits.
 LETTERS = {
@@ -136,16 +138,27 @@ def _two_digits(im: Image.Image, rng: random.Random, side: int, digits: np.ndarr
         x += h + gap - round(h * 0.25)      # MNIST digits have a 4-px margin each side
 
 
-def draw(seed, digits: np.ndarray | None = None) -> tuple[np.ndarray, str]:
-    """One non-digit drawing on a canvas (uint8 (side, side), black on white) and its kind."""
+def _digit(im: Image.Image, rng: random.Random, side: int) -> None:
+    """One pen-stroke digit, anywhere, of any size: not a garment (for a clothing model)."""
+    h = round(side * rng.uniform(0.4, 0.9))
+    digit = render_digit(str(rng.randrange(10)), h, width=max(2, round(h * rng.uniform(0.05, 0.12))),
+                         angle=rng.uniform(-20, 20))
+    im.paste(digit, (rng.randrange(side - h + 1), rng.randrange(side - h + 1)))
+
+
+def draw(seed, digits: np.ndarray | None = None, kinds=KINDS) -> tuple[np.ndarray, str]:
+    """One drawing of `kinds` (each one of KINDS or "digit") on a canvas (uint8 (side, side),
+    black on white) and its kind. "two digits" needs `digits`."""
     rng = random.Random(seed)
-    kinds = KINDS if digits is not None and len(digits) else KINDS[:-1]
+    kinds = [k for k in kinds if k != "two digits" or (digits is not None and len(digits))]
     kind = rng.choice(kinds)
     side = rng.randint(200, 500)
     im = Image.new("L", (side, side), 255)
     d = ImageDraw.Draw(im)
     if kind == "two digits":
         _two_digits(im, rng, side, digits)
+    elif kind == "digit":
+        _digit(im, rng, side)
     else:
         {"scribble": _scribble, "dots": _dots, "dash": _dash, "shape": _shape,
          "letter": _letter}[kind](d, rng, side)
@@ -153,9 +166,10 @@ def draw(seed, digits: np.ndarray | None = None) -> tuple[np.ndarray, str]:
 
 
 def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int = 28,
-              desc: str | None = None) -> torch.Tensor:
-    """n non-digit drawings laid out as the app lays out a drawing: uint8 (n, size, size).
-    `digits` (uint8 (N, 28, 28) training digits, white on black) feed the "two digits" kind.
+              desc: str | None = None, style: Style = DIGITS) -> torch.Tensor:
+    """n drawings of none of a data set's classes, of the kinds its `style` names (`outliers`),
+    laid out as the app lays out a drawing in that style: uint8 (n, size, size). `digits`
+    (uint8 (N, 28, 28) training digits, white on black) feed the "two digits" kind.
     `desc`: a progress bar's title (on a terminal)."""
     from tqdm import tqdm
     pool = None if digits is None else digits.cpu().numpy()
@@ -163,9 +177,9 @@ def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int =
     for i in tqdm(range(n), desc=desc, leave=False, dynamic_ncols=True, disable=None if desc else True,
                   file=sys.stderr):
         for attempt in range(10):       # a mark too faint to lay out is drawn again
-            canvas, _ = draw(f"{seed}-{i}-{attempt}", pool)   # str seeds: sha512, stable
+            canvas, _ = draw(f"{seed}-{i}-{attempt}", pool, style.outliers)   # str seeds: sha512
             try:
-                img = to_model_image(canvas, "digits", size)
+                img = to_model_image(canvas, style, size)
             except PreprocessError:
                 continue
             out[i] = torch.from_numpy(np.round(img * 255).astype(np.uint8))

@@ -20,6 +20,7 @@ class Explanation:
     attn: np.ndarray         # (L, H, T, T) attention weights, rows sum to 1
     grid: int                # G
     logits: np.ndarray | None = None     # (classes,) the model's raw output
+    features: np.ndarray | None = None   # (D,) the [CLS] token after the last block
 
     @property
     def cls_maps(self) -> np.ndarray:
@@ -38,10 +39,11 @@ def explain(model: ViT, x: torch.Tensor, temperature: float = 1.0) -> Explanatio
     `temperature`: the checkpoint's fitted one (`CheckpointConfig.temperature`; 1 = raw softmax),
     so that the probabilities shown are calibrated (vit/explain/calibration.py)."""
     device = next(model.parameters()).device
-    logits, attn = model(x.to(device), return_attention=True)
-    logits = logits.float()[0].cpu()
+    tokens, attn = model.forward_features(x.to(device), return_attention=True)
+    logits = model.forward_head(tokens).float()[0].cpu()
     probs = torch.softmax(logits / temperature, -1).numpy()
-    return Explanation(probs, attn[0].float().cpu().numpy(), model.cfg.grid, logits.numpy())
+    return Explanation(probs, attn[0].float().cpu().numpy(), model.cfg.grid, logits.numpy(),
+                       tokens[0, 0].float().cpu().numpy())
 
 
 def cls_attention(attn: np.ndarray, grid: int) -> np.ndarray:

@@ -271,11 +271,13 @@ def not_label(config) -> str:
     return f"not {'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
-def judge(ink: np.ndarray | None, probs: np.ndarray, config) -> Verdict:
+def judge(ink: np.ndarray | None, probs: np.ndarray, config, far: float | None = None) -> Verdict:
     """Is this input one of the model's classes? `ink`: the input's ink map (`ink_map`), or None
     where there is no drawing to look at (a test-set image, a colour model's input); `probs`:
-    the calibrated class probabilities; `config`: the checkpoint's CheckpointConfig. The ink
-    checks apply to digit-style models only (a pair of sandals is two marks side by side)."""
+    the calibrated class probabilities; `config`: the checkpoint's CheckpointConfig; `far`: the
+    input's [CLS] token's distance from the training images (vit/explain/typical.py), or None.
+    The ink checks apply to digit-style models only (a pair of sandals is two marks side by
+    side)."""
     known = config.spec is not None
     noun = config.noun if known else "image"
     if ink is not None and config.style.drawn and config.model.channels == 1:
@@ -285,6 +287,9 @@ def judge(ink: np.ndarray | None, probs: np.ndarray, config) -> Verdict:
     threshold = config.reject_below
     probs = np.asarray(probs, np.float64)
     best = int(probs.argmax())
+    if far is not None and config.far_above is not None and far > config.far_above:
+        return Verdict(False, f"This doesn't look like anything the model was trained on "
+                              f"(nearest: {config.class_names[best]}).", "unfamiliar")
     if threshold is not None and probs[best] < threshold:
         what = f"any {noun}" if known else f"any of its {len(config.class_names)} classes"
         return Verdict(False, f"The model isn't confident this is {what} (best guess "

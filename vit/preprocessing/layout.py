@@ -128,6 +128,28 @@ def _sharpen(small: np.ndarray, scale: float) -> np.ndarray:
     return np.clip((small - lo) / (hi - lo), 0, 1)
 
 
+GRAIN_SPREAD = 3.0    # paper grain reaches this many robust deviations above the paper's level
+
+
+def _drop_grain(ink: np.ndarray) -> np.ndarray:
+    """Stretched ink with the paper's grain taken to 0: a scan's noise, an enlarged picture's few
+    grey levels, which would otherwise lie as a grey box around the digit (MNIST's background is
+    exactly 0). The grain's top is estimated from the paper (the pixels below INK_THRESHOLD):
+    its median plus GRAIN_SPREAD robust deviations. On a clean drawing the paper is exactly 0
+    and this changes nothing."""
+    step = max(1, max(ink.shape) // 256)
+    sample = ink[::step, ::step]
+    paper = sample[sample < INK_THRESHOLD]
+    if paper.size == 0:
+        return ink
+    level = float(np.median(paper))
+    grain = level + GRAIN_SPREAD * 1.4826 * float(np.median(np.abs(paper - level)))
+    if grain <= 0:
+        return ink
+    grain = min(grain, 0.5 * INK_THRESHOLD)
+    return np.clip((ink - grain) / (1 - grain), 0, 1)
+
+
 def contrast_range(ink: np.ndarray) -> tuple[float, float, float]:
     """(background, strongest ink, maximum) levels of an ink map: its 1st percentile, the 90th
     percentile of the pixels above INK_THRESHOLD of that range, and its maximum. Stretching
@@ -161,6 +183,7 @@ def to_model_image(image, style: Style | str = DIGITS, size: int = 28) -> np.nda
         raise BlankInputError("The image looks blank: draw or upload a digit with some contrast.")
     # Stretch so that background -> 0 and the ink's strongest pixels -> 1 (paper tone, faint pencil).
     ink = np.clip((ink - lo) / max(top - lo, 1e-6), 0, 1)
+    ink = _drop_grain(ink)
     ink, h, w = _crop_to_ink(ink)                   # (h, w): the ink's box, inside the rim
     if max(h, w) > 4 * box:
         # Work on the crop at 4x the final size: stroke analysis and morphology cost little

@@ -4,6 +4,8 @@ scans never take this path. Also the small morphology kit it uses (dilate, closi
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from PIL import Image
 
@@ -17,11 +19,12 @@ from vit.preprocessing.decode import WORK_SIDE, PreprocessError
 # edges) and divided out; ink is what stays clearly darker than its paper, and only the stroke
 # components that form the digit are kept. Clean drawings never come here: their background is
 # one exact grey level, or flat.
-PHOTO_MIN_SIDE = 96          # smaller pictures are icons or drawings, never photos of paper
+PHOTO_MIN_SIDE = 160         # smaller pictures are icons, scans or drawings: too few pixels to tell light from ink
 PHOTO_SMALL = 128            # the paper's light and the strokes' scale are measured at this size
 PHOTO_PARTS = 256            # the ink's connected components are found at this size
 PHOTO_UNEVEN = 0.1           # paper whose brightness spans more than this (2nd-98th pct) is "uneven"
 PHOTO_MIN_INK = 0.28         # ink is on average this much darker than its paper; shadows' edges are not
+PHOTO_CUTS = (0.4, 0.55, 0.7)  # ink: darker than this share of the ink's contrast, strictest last
 PHOTO_RADII = (1, 2, 3, 4, 6, 8, 11, 15, 20, 26)    # closing radii tried, in pixels at PHOTO_SMALL
 NO_INK_IN_PHOTO = ("Couldn't find a dark digit on a lighter background in that photo: try more "
                    "light or a closer crop.")
@@ -161,6 +164,70 @@ def _darkness(grey: np.ndarray, paper: np.ndarray) -> tuple[np.ndarray, float, f
     return 1 - flat / level, level, noise
 
 
+def _parts(dark, mask, rows, starts, ends, label, n):
+    """Each connected part's ink (summed darkness), mean darkness, and box (top, bottom, left,
+    right, inclusive), from `connected_runs` of `mask`."""
+    h, w = dark.shape
+    csum = np.zeros((h, w + 1))
+    csum[:, 1:] = np.cumsum(np.where(mask, dark, 0), axis=1)
+    mass = np.bincount(label, csum[rows, ends] - csum[rows, starts], n)
+    shade = mass / np.maximum(np.bincount(label, ends - starts, n), 1)
+    top, bottom = np.full(n, h), np.zeros(n, np.int64)
+    left, right = np.full(n, w), np.zeros(n, np.int64)
+    np.minimum.at(top, label, rows)
+    np.maximum.at(bottom, label, rows)
+    np.minimum.at(left, label, starts)
+    np.maximum.at(right, label, ends - 1)
+    return mass, shade, (top, bottom, left, right)
+
+
+@dataclass
+class _Found:
+    """The ink's parts in a photo, seen against one estimate of its paper (`_find_digit`)."""
+    dark: np.ndarray           # darkness against the paper, PHOTO_PARTS a side
+    level: float               # the paper's reflectance
+    noise: float               # its grain
+    floor: float               # darkness below this is grain
+    contrast: float            # the ink's darkness (95th percentile of what is above the floor)
+    rows: np.ndarray           # the parts' runs (connected_runs)
+    starts: np.ndarray
+    ends: np.ndarray
+    label: np.ndarray
+    mass: np.ndarray           # each part's ink, mean darkness and box (_parts)
+    shade: np.ndarray
+    box: tuple
+    border: np.ndarray         # which parts touch the picture's edge
+    main: int                  # the digit's part
+
+
+def _find_digit(grey: np.ndarray, paper: np.ndarray) -> _Found:
+    """The ink's components: the digit is the one with the most ink away from the border; with
+    it go (later) the pieces near it and as dark (a 5's bar, a broken stroke), not specks,
+    grain, or the shadows' edges that cross the picture. A shadow band as narrow as a stroke
+    that crosses the digit joins it into one part touching the border: the ink is darker than
+    the band, so a stricter cut parts them (PHOTO_CUTS). Raises PreprocessError without ink."""
+    dark, level, noise = _darkness(grey, paper)
+    h, w = dark.shape
+    floor = max(0.08, 4 * noise)
+    candidates = dark[dark > floor]
+    if candidates.size == 0:
+        raise PreprocessError(NO_INK_IN_PHOTO)
+    contrast = float(np.percentile(candidates, 95))
+    for cut in PHOTO_CUTS:
+        mask = dark > max(floor, cut * contrast)
+        rows, starts, ends, label, n = connected_runs(mask)
+        if n == 0:
+            raise PreprocessError(NO_INK_IN_PHOTO)
+        mass, shade, box = _parts(dark, mask, rows, starts, ends, label, n)
+        top, bottom, left, right = box
+        border = (top == 0) | (left == 0) | (bottom == h - 1) | (right == w - 1)
+        main = int(np.argmax(np.where(border, 0.1, 1.0) * mass))
+        if not border[main]:
+            break
+    return _Found(dark, level, noise, floor, contrast, rows, starts, ends, label, mass, shade, box,
+                  border, main)
+
+
 def _paint(shape, rows, starts, ends, chosen) -> np.ndarray:
     """The boolean image of the chosen runs."""
     edges = np.zeros((shape[0], shape[1] + 1), np.int32)
@@ -173,7 +240,8 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
     """A photo of a digit on unevenly lit paper -> the digit's ink (H, W) in [0, 1], the paper,
     its shadows and its specks at 0: a crop around the digit, at most `detail` pixels along the
     digit's longer side. None when `a` is not such a photo (a drawing, a scan, a transparent or
-    a small image). Raises PreprocessError when it is one but holds no plausible ink."""
+    a small image, or ink that reaches the edge: a tight crop). Raises PreprocessError when it is
+    one but holds no plausible ink."""
     if a.ndim == 3:
         if a[..., 1].min() < 0.99:
             return None                               # transparency: a drawing, not a photo
@@ -193,36 +261,33 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
         return None
     radius = _stroke_radius(small, closed) or max(2, round(0.06 * max(small.shape)))
     grey = _shrink_to(g, PHOTO_PARTS)
-    dark, level, noise = _darkness(grey, closed(radius))
-
-    # The ink's components: the digit is the one with the most ink away from the border; with
-    # it go the pieces near it and as dark (a 5's bar, a broken stroke), not specks, grain, or
-    # the shadows' edges that cross the picture.
+    found = _find_digit(grey, closed(radius))
+    wide = round(0.16 * max(small.shape))
+    if found.shade[found.main] < PHOTO_MIN_INK and wide > radius:
+        # Strokes wider than the closing (a bold digit; a shadow band set the stroke scale): the
+        # paper seen at a radius no stroke survives. Shadows' edges pass at that radius too, so
+        # only a clearly dark part away from the edges counts.
+        try:
+            wider = _find_digit(grey, closed(wide))
+        except PreprocessError:
+            wider = found
+        ink = wider.shade[wider.main]
+        if ink >= max(PHOTO_MIN_INK, 2 * wider.floor) and not wider.border[wider.main]:
+            found, radius = wider, wide
+    dark, level, floor, contrast = found.dark, found.level, found.floor, found.contrast
+    rows, starts, ends, label, main, border = (found.rows, found.starts, found.ends, found.label,
+                                               found.main, found.border)
+    mass, shade, (top, bottom, left, right) = found.mass, found.shade, found.box
     h, w = dark.shape
-    floor = max(0.08, 4 * noise)
-    candidates = dark[dark > floor]
-    if candidates.size == 0:
-        raise PreprocessError(NO_INK_IN_PHOTO)
-    contrast = float(np.percentile(candidates, 95))
-    mask = dark > max(floor, 0.4 * contrast)
-    rows, starts, ends, label, n = connected_runs(mask)
-    if n == 0:
-        raise PreprocessError(NO_INK_IN_PHOTO)
-    csum = np.zeros((h, w + 1))
-    csum[:, 1:] = np.cumsum(np.where(mask, dark, 0), axis=1)
-    mass = np.bincount(label, csum[rows, ends] - csum[rows, starts], n)
-    shade = mass / np.maximum(np.bincount(label, ends - starts, n), 1)        # mean darkness
-    top, bottom = np.full(n, h), np.zeros(n, np.int64)
-    left, right = np.full(n, w), np.zeros(n, np.int64)
-    np.minimum.at(top, label, rows)
-    np.maximum.at(bottom, label, rows)
-    np.minimum.at(left, label, starts)
-    np.maximum.at(right, label, ends - 1)
-    border = (top == 0) | (left == 0) | (bottom == h - 1) | (right == w - 1)
-    main = int(np.argmax(np.where(border, 0.1, 1.0) * mass))
     side = max(bottom[main] - top[main], right[main] - left[main]) + 1
-    if border[main] or side < 0.03 * max(h, w) or shade[main] < max(PHOTO_MIN_INK, 2 * floor):
+    if shade[main] < PHOTO_MIN_INK or side < 0.03 * max(h, w):
         raise PreprocessError(NO_INK_IN_PHOTO)
+    if border[main] or shade[main] < 2 * floor:
+        # Ink that reaches the picture's edge at every cut (a tight crop), or that is barely
+        # darker than the paper's grain (an enlarged scan's few grey levels read as grain): not a
+        # page with a digit on it. Its light matters less than its shape: read it as a scan, and
+        # let the model's calibrated confidence say when it is unsure (never refuse a digit).
+        return None
     pad = 0.3 * side
     keep = ((bottom >= top[main] - pad) & (top <= bottom[main] + pad) & (right >= left[main] - pad)
             & (left <= right[main] + pad) & ~border & (mass >= 0.05 * mass[main])
@@ -236,7 +301,6 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
     # seen at a radius no stroke survives, its core is as dark as the ink, shadows are not: fill
     # what is that dark between the outlines, and each hole in the ink that is that dark on the
     # whole (a 0's or an 8's loop is paper, and stays). Worked out around the digit only.
-    wide = round(0.16 * max(small.shape))
     core = np.zeros((h, w), np.float32)
     if wide > radius:
         reach = round(wide * max(h, w) / max(small.shape))

@@ -22,11 +22,15 @@ class Style:
     # People draw these: vit.explain.ood's checks of a drawing's ink apply ("not a digit"), and
     # the trainer shows the model drawn non-digits (vit/data/negatives.py).
     drawn: bool = False
+    # What the trainer shows the model as "none of these" (outlier exposure, vit/data/negatives.py):
+    # the kinds of drawing people try that are not of the data set's classes.
+    outliers: tuple[str, ...] = ()
 
 
-
-DIGITS = Style("digits", box=20 / 28, by_mass=True, paper=True, strokes=True, drawn=True)
-OBJECTS = Style("objects")
+DIGITS = Style("digits", box=20 / 28, by_mass=True, paper=True, strokes=True, drawn=True,
+               outliers=("scribble", "dots", "dash", "shape", "letter", "two digits"))
+# A clothing model is shown scribbles, outlines, letters and digits: people draw those to try it.
+OBJECTS = Style("objects", outliers=("scribble", "shape", "letter", "digit"))
 PHOTOS = Style("photos", colour=True)
 STYLES = {s.name: s for s in (DIGITS, OBJECTS, PHOTOS)}
 

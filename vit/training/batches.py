@@ -14,6 +14,7 @@ import torch
 
 from vit.data import trivial_augment
 from vit.data.affine import draw_erasing, erase
+from vit.data.degrade import degrade
 from vit.data.loading import Split, normalize, to_unit_float
 from vit.data.specs import DatasetSpec
 from vit.preprocessing.styles import Style
@@ -22,6 +23,7 @@ from vit.training.config import TrainConfig, TrainingError
 from vit.training.prepared import cached, code_digest
 from vit.training.seeds import (
     STREAM_AUGMENT,
+    STREAM_DEGRADE,
     STREAM_ERASE,
     STREAM_NEG,
     STREAM_ORDER,
@@ -95,17 +97,18 @@ def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable
         served, val_served = views.get("train"), views.get("validation")
         say(f"Laid out {sum(len(x) for _, x in parts):,} images as the app would: "
             f"{'taken from the cache' if reused else 'done'} in {time.time() - t0:.0f} s", flush=True)
-    if tc.negatives and spec.style.drawn:
+    if tc.negatives and spec.style.outliers:
         t0 = time.time()
         digits = train_split.images[:5000]        # for "two digits side by side": training images only
         n_held = min(HELD_OUT_NEGATIVES, max(1, tc.negatives // 10))
         bank, reused = cached(cache, "non-digits", {
-            **data, "negatives": tc.negatives, "held_out": n_held,
+            **data, "negatives": tc.negatives, "held_out": n_held, "kinds": spec.style.outliers,
             "code": code_digest(decode, layout, paper, negatives_module)}, lambda: {
             "train": negatives_module.make_bank(tc.negatives, mix_seed(STREAM_NEG, 0), digits,
-                                                spec.image_size, "drawing non-digits"),
+                                                spec.image_size, "drawing non-digits", spec.style),
             "held_out": negatives_module.make_bank(n_held, mix_seed(STREAM_NEG, 1), digits,
-                                                   spec.image_size, "drawing held-out non-digits")})
+                                                   spec.image_size, "drawing held-out non-digits",
+                                                   spec.style)})
         negatives, held_out = bank["train"], bank["held_out"]
         say(f"Drew {len(negatives) + len(held_out):,} non-digit drawings: "
             f"{'taken from the cache' if reused else 'done'} in {time.time() - t0:.0f} s", flush=True)
@@ -151,6 +154,9 @@ def make_batch(s: Session, order: torch.Tensor, step: int) -> Batch:
     if s.tc.policy == "trivialaugment":     # the digits only, like erasing
         drawn = trivial_augment.draw(len(batch), _generator(s.tc.seed, STREAM_POLICY, step))
         x[:len(idx)] = trivial_augment.apply(x[:len(idx)], drawn.rows(mine))
+    if s.tc.degrade:            # the digits only: drawn for the global batch, as erasing
+        x[:len(idx)] = degrade(x[:len(idx)], s.tc.degrade,
+                               _generator(s.tc.seed, STREAM_DEGRADE, step), len(batch), mine)
     if s.tc.erase:              # the digits only: a non-digit with a hole is still one
         gen = _generator(s.tc.seed, STREAM_ERASE, step)
         S = s.spec.image_size

@@ -38,7 +38,7 @@ MODEL_FLAG_LIMITS = {"image_size": 1024, "patch_size": 1024, "dim": 8192, "depth
 
 # Training settings added after runs were already being saved, with the value that does what a
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
-LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "norm_eps": 1e-5, "policy": "none",
+LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "degrade": 0.0, "norm_eps": 1e-5, "policy": "none",
                     "init": ""}
 
 
@@ -99,6 +99,9 @@ class TrainConfig:
         "help": "start from this checkpoint folder's weights (fine-tuning): its architecture, a new "
                 "head for this data set's classes, position embeddings resized when --image-size "
                 "changes the grid"})
+    degrade: float = field(default=0.0, metadata={
+        "help": "probability that a training image is degraded as uploads are: enlarged from "
+                "7-16 px, few grey levels, blur, contrast, noise (vit/data/degrade.py; 0 = off)"})
     erase: float = field(default=0.0, metadata={
         "help": "probability of random erasing: a rectangle of 2-25 %% of the image replaced by "
                 "noise, after the affine augmentation (0 = off)"})
@@ -162,6 +165,7 @@ def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = N
          f"--teacher-epochs must be between 1 and {MAX_EPOCHS:,}"),
         (1 <= tc.teacher_width <= 1024, "--teacher-width must be between 1 and 1024"),
         (0 <= tc.erase <= 1, "--erase must be in [0, 1] (0 = off)"),
+        (0 <= tc.degrade <= 1, "--degrade must be in [0, 1] (0 = off)"),
         (not (tc.resume and tc.overwrite),
          "--resume continues the run in --out and --overwrite replaces it: pass only one"),
         ((mc.image_size, mc.channels) == (S, C),

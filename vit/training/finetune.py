@@ -47,15 +47,17 @@ def resize_pos_embed(pos: torch.Tensor, grid: int) -> torch.Tensor:
     return torch.cat([cls, img.permute(0, 2, 3, 1).reshape(1, grid * grid, -1).to(pos.dtype)], 1)
 
 
-def load_pretrained(model: ViT, folder) -> list[str]:
+def load_pretrained(model: ViT, folder, class_names=None) -> list[str]:
     """Copy a checkpoint's weights into `model` (built with the same architecture), except the
-    head; position embeddings resized to the model's grid. Returns the names not copied (the
-    head's). Raises InitError."""
-    from vit.checkpoint import CheckpointError, load_checkpoint
+    head unless the checkpoint has these `class_names` (a fine-tune of the same data set: the
+    head it learnt is the best start); position embeddings resized to the model's grid. Returns
+    the names not copied (the head's, or none). Raises InitError."""
+    from vit.checkpoint import CheckpointError, open_checkpoint
     try:
-        source = load_checkpoint(Path(folder), "cpu")
+        opened = open_checkpoint(Path(folder), "cpu")
     except CheckpointError as e:
         raise InitError(f"--init: {e}") from None
+    source = opened.model
     theirs, ours = source.cfg, model.cfg
     differ = [k for k in ARCHITECTURE if getattr(theirs, k) != getattr(ours, k)]
     if differ:
@@ -64,7 +66,8 @@ def load_pretrained(model: ViT, folder) -> list[str]:
                         f"run {getattr(ours, k)}: leave the model flags out to take its own")
     state = source.state_dict()
     state["pos_embed"] = resize_pos_embed(state["pos_embed"], ours.grid)
-    kept = {k: v for k, v in state.items() if not k.startswith("head.")}
+    same = class_names is not None and list(class_names) == list(opened.class_names)
+    kept = {k: v for k, v in state.items() if same or not k.startswith("head.")}
     missing, unexpected = model.load_state_dict(kept, strict=False)
     assert not unexpected and all(k.startswith("head.") for k in missing), (missing, unexpected)
     return sorted(missing)

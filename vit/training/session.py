@@ -85,10 +85,10 @@ def new_session(tc: TrainConfig, mc: ViTConfig, train_split: Split,
     `spec`: the data set's (an image folder's); a built-in data set's by default."""
     torch.manual_seed(tc.seed)                         # the initial weights
     model = ViT(mc)
-    if tc.init and fresh:                              # all but the head from a checkpoint
+    if tc.init and fresh:                # the weights from a checkpoint (its head: same classes)
         from vit.training.finetune import InitError, load_pretrained
         try:
-            load_pretrained(model, tc.init)
+            load_pretrained(model, tc.init, spec.class_names if spec is not None else None)
         except InitError as e:
             raise TrainingError(str(e)) from None
     model = model.to(device)

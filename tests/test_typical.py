@@ -1,0 +1,132 @@
+"""'Looks like nothing it was trained on' (vit/explain/typical.py, `python -m vit.fit_typical`):
+the distance is small near a class and large far from all; a checkpoint's typical.safetensors
+is checked like its weights; the app's verdict says so in one line; the trainer's degradations
+(vit/data/degrade.py) are seeded and keep the digit.
+"""
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import ROOT, run_module
+
+from vit.checkpoint import CheckpointError, open_checkpoint, save_checkpoint
+from vit.data.degrade import degrade
+from vit.explain.typical import TYPICAL_FILE, Typical, fit, from_tensors
+from vit.inference import Predictor
+from vit.model import ViT, ViTConfig
+from vit.storage import save_tensors
+
+
+def test_distance_is_small_near_a_class_and_large_far_from_all():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(0, 5, (3, 8))
+    labels = rng.integers(0, 3, 3000)
+    features = centres[labels] + rng.normal(0, 1, (3000, 8))
+    typical = fit(features, labels, 3)
+    near = typical.distance(centres[1] + rng.normal(0, 1, 8))
+    far = typical.distance(centres.mean(0) + 20)
+    assert isinstance(near, float) and near < 30 < far       # chi-square with 8 dof: ~8 near
+    assert typical.distance(features[:5]).shape == (5,)
+
+
+def test_stored_tensors_are_checked_in_one_line():
+    good = {"means": torch.zeros(10, 4), "precision": torch.eye(4)}
+    assert isinstance(from_tensors(good, 10, 4, "t"), Typical)
+    for bad, words in (({"means": torch.zeros(10, 4)}, "expected tensors"),
+                       ({**good, "precision": torch.eye(5)}, "do not fit"),
+                       ({**good, "means": torch.full((10, 4), float("nan"))}, "NaN")):
+        with pytest.raises(ValueError, match=words) as e:
+            from_tensors(bad, 10, 4, "t")
+        assert "\n" not in str(e.value)
+
+
+def _checkpoint(folder, far_above=None):
+    torch.manual_seed(0)
+    model = ViT(ViTConfig(image_size=28, channels=1, patch_size=7, dim=16, depth=1, heads=2,
+                          mlp_dim=32, num_classes=10))
+    calibration = {"temperature": 1.0} | ({"far_above": far_above} if far_above else {})
+    save_checkpoint(folder, model, {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
+                                    "normalization": {"mean": [0.1307], "std": [0.3081]},
+                                    "training": {"val_size": 50}, "calibration": calibration})
+    return model
+
+
+def test_a_checkpoint_promising_a_typical_file_must_have_it(tmp_path):
+    _checkpoint(tmp_path, far_above=50.0)
+    with pytest.raises(CheckpointError, match="typical.safetensors is missing"):
+        open_checkpoint(tmp_path, "cpu")
+    save_tensors(tmp_path / TYPICAL_FILE, {"means": torch.zeros(10, 16), "precision": torch.eye(16)})
+    assert open_checkpoint(tmp_path, "cpu").typical.means.shape == (10, 16)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["calibration"]["far_above"] = -1
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="far_above must be a number > 0"):
+        open_checkpoint(tmp_path, "cpu")
+
+
+def test_saving_new_weights_drops_a_typical_file_fitted_to_old_ones(tmp_path):
+    _checkpoint(tmp_path, far_above=50.0)
+    save_tensors(tmp_path / TYPICAL_FILE, {"means": torch.zeros(10, 16), "precision": torch.eye(16)})
+    _checkpoint(tmp_path)                         # the trainer's next epoch: no far_above
+    assert not (tmp_path / TYPICAL_FILE).exists()
+    assert open_checkpoint(tmp_path, "cpu").typical is None
+
+
+def test_a_picture_far_from_every_class_is_not_one_of_these(tmp_path):
+    """With means far from any token the model makes, everything is 'unfamiliar', in one line
+    that names the nearest class; with the threshold past every distance, nothing is."""
+    _checkpoint(tmp_path, far_above=1.0)
+    save_tensors(tmp_path / TYPICAL_FILE, {"means": torch.full((10, 16), 100.0),
+                                           "precision": torch.eye(16)})
+    drawing = np.zeros((200, 200), np.uint8)
+    drawing[40:160, 90:110] = 255
+    a = Predictor(str(tmp_path), "cpu").analyse(drawing)
+    assert not a.is_class and a.verdict.kind == "unfamiliar"
+    assert a.verdict.reason.startswith("This doesn't look like anything the model was trained on")
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["calibration"]["far_above"] = 1e9
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert Predictor(str(tmp_path), "cpu").analyse(drawing).verdict.kind != "unfamiliar"
+
+
+def test_fit_typical_fits_on_training_images_and_records_how(tmp_path, tiny_data):
+    _checkpoint(tmp_path / "ck")
+    r = run_module("vit.fit_typical", str(tmp_path / "ck"), "--data-dir", str(tiny_data),
+                   "--share", "0.1")
+    assert r.returncode == 0, r.stderr
+    ck = open_checkpoint(tmp_path / "ck", "cpu")
+    record = ck.config.calibration
+    assert record["far_above"] > 0 and ck.typical is not None
+    assert "270 training images" in record["typical"]["fitted_on"]      # 320 less 50 held out
+    assert record["typical"]["command"].startswith("python -m vit.fit_typical ")
+    assert 0.02 <= record["typical"]["validation_far"] <= 0.2
+    bad = run_module("vit.fit_typical", str(tmp_path / "nowhere"), "--data-dir", str(tiny_data))
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
+
+
+def test_degrade_is_seeded_keeps_the_digit_and_touches_only_the_picked(tmp_path):
+    x = torch.zeros(20, 1, 28, 28)
+    x[:, :, 6:22, 12:16] = 1.0                                            # a "1"
+    a = degrade(x, 0.5, torch.Generator().manual_seed(3))
+    b = degrade(x, 0.5, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+    changed = (a != x).flatten(1).any(1)
+    assert 0 < changed.sum() < 20
+    for img in a[changed]:
+        assert img[0, 6:22, 12:16].mean() > 0.5 > img[0, :, :6].mean()   # the stroke still there
+    # A rank's rows of the global batch get the numbers the whole batch would have drawn.
+    whole = degrade(x, 0.5, torch.Generator().manual_seed(4))
+    part = degrade(x[10:], 0.5, torch.Generator().manual_seed(4), total=20, mine=slice(10, 20))
+    assert torch.equal(whole[10:], part)
+
+
+def test_the_bundled_cifar_model_says_noise_is_not_a_photo():
+    """The CIFAR-10 model read noise as "frog" at 96 %."""
+    folder = ROOT / "checkpoints" / "cifar10"
+    if not (folder / TYPICAL_FILE).exists():
+        pytest.skip("no typical.safetensors")
+    rng = np.random.default_rng(0)
+    noise = rng.integers(0, 256, (8, 8, 3)).astype(np.uint8).repeat(32, 0).repeat(32, 1)
+    assert not Predictor(str(folder), "cpu").analyse(noise).is_class
+

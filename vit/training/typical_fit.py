@@ -1,0 +1,54 @@
+"""Add "looks like nothing it was trained on" to a checkpoint (vit/explain/typical.py): its
+training images' [CLS] tokens fitted, the threshold set on its validation split (the one the
+trainer held out, carved the same way), written as typical.safetensors and config.json's
+`calibration.far_above` with how it was fitted. `python -m vit.fit_typical` is the command.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vit.checkpoint import CONFIG, CheckpointError, open_checkpoint, read_config
+from vit.data.loading import load_split
+from vit.explain.typical import FAR_SHARE, TYPICAL_FILE, cls_features, fit
+from vit.storage import save_json, save_tensors
+from vit.training.batches import carve_validation
+from vit.training.records import git_commit
+
+
+def fit_typical(folder, data_dir, share: float = FAR_SHARE, command: str | None = None,
+                say=print) -> dict:
+    """Fit and write the checkpoint's typical.safetensors and calibration.far_above; returns
+    what config.json's calibration now records of it. Raises CheckpointError, DataError."""
+    started = time.time()
+    folder = Path(folder)
+    ck = open_checkpoint(folder, "cpu")
+    c = ck.config
+    if c.spec is None:
+        raise CheckpointError(f"{folder}: its data set ({c.dataset}) is not a built-in one")
+    split = load_split(c.spec, data_dir, train=True)
+    train, val = carve_validation(split, int(c.training.get("val_size", 5000)))
+    if val is None:
+        raise CheckpointError(f"{folder}: trained without a validation split (--val-size 0)")
+    torch.manual_seed(0)
+    feats = cls_features(ck.model, train.images, c.mean, c.std)
+    typical = fit(feats, train.labels.numpy(), c.model.num_classes)
+    far = typical.distance(cls_features(ck.model, val.images, c.mean, c.std))
+    threshold = float(np.quantile(far, 1 - share))
+    record = {"far_above": round(threshold, 3),
+              "typical": {"fitted_on": f"[CLS] tokens of the {len(train):,} training images "
+                                       f"trained on; threshold: {100 * share:g} % of the "
+                                       f"{len(val):,} validation images lie beyond it",
+                          "validation_far": round(float((far > round(threshold, 3)).mean()), 5),
+                          "command": command, "commit": git_commit()}}
+    save_tensors(folder / TYPICAL_FILE, typical.tensors(), metadata={"format": "vit-typical/1"})
+    config = read_config(folder).to_dict()
+    config["calibration"] = {**config.get("calibration", {}), **record}
+    save_json(folder / CONFIG, config)
+    open_checkpoint(folder, "cpu")                       # reads back, or raises
+    say(f"{folder}: far_above {threshold:.1f}; {len(train):,} training images, "
+        f"{time.time() - started:.0f} s")
+    return record
