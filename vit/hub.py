@@ -101,6 +101,10 @@ def model_card(config: dict) -> str:
     if "temperature" in calib:
         lines.append(f"| calibration | logits divided by {calib['temperature']:.4g} "
                      f"(fitted on the validation split) |")
+    typical = calib.get("typical")
+    if "far_above" in calib and isinstance(typical, dict):
+        lines.append(f"| not one of these | a [CLS] token farther than {calib['far_above']:.4g} "
+                     f"(Mahalanobis, squared) from every class: {code(typical.get('command', '?'))} |")
     return "\n".join(lines) + "\n"
 
 

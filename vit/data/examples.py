@@ -146,6 +146,9 @@ SCENES: dict[str, tuple] = {
           for x in (26, 36, 60, 68)],
         ("poly", (60, 35, 20), [(22, 42), (12, 62), (16, 64), (24, 48)])]),
     "frog": ((70, 55, 35), (70, 55, 35), 100, None, [
+        # on leaf litter: on flat brown it lay at the edge of what the model knows (typical.py)
+        ("ellipse", (95, 75, 40), (0, 0, 30, 20)), ("ellipse", (55, 70, 30), (70, 5, 100, 25)),
+        ("ellipse", (90, 70, 45), (75, 80, 100, 100)), ("ellipse", (50, 40, 25), (0, 82, 30, 100)),
         *[("ellipse", (70, 130, 40), box) for box in ((20, 35, 80, 80), (30, 28, 45, 43),
                                                        (55, 28, 70, 43))],
         ("ellipse", (60, 115, 35), (10, 60, 40, 85)),

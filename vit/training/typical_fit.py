@@ -14,7 +14,8 @@ import torch
 from vit.checkpoint import CONFIG, CheckpointError, open_checkpoint, read_config
 from vit.data.loading import load_split
 from vit.explain.typical import FAR_SHARE, TYPICAL_FILE, cls_features, fit
-from vit.storage import save_json, save_tensors
+from vit.hub import CARD, model_card
+from vit.storage import save_json, save_tensors, save_text
 from vit.training.batches import carve_validation
 from vit.training.records import git_commit
 
@@ -48,6 +49,7 @@ def fit_typical(folder, data_dir, share: float = FAR_SHARE, command: str | None 
     config = read_config(folder).to_dict()
     config["calibration"] = {**config.get("calibration", {}), **record}
     save_json(folder / CONFIG, config)
+    save_text(folder / CARD, model_card(config))
     open_checkpoint(folder, "cpu")                       # reads back, or raises
     say(f"{folder}: far_above {threshold:.1f}; {len(train):,} training images, "
         f"{time.time() - started:.0f} s")
