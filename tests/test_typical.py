@@ -74,8 +74,8 @@ def test_saving_new_weights_drops_a_typical_file_fitted_to_old_ones(tmp_path):
 
 
 def test_a_picture_far_from_every_class_is_not_one_of_these(tmp_path):
-    """With means far from any token the model makes, everything is 'unfamiliar', in one line
-    that names the nearest class; with the threshold past every distance, nothing is."""
+    """With means far from any token the model makes, everything is 'unfamiliar', in one line;
+    with the threshold past every distance, nothing is."""
     _checkpoint(tmp_path, far_above=1.0)
     save_tensors(tmp_path / TYPICAL_FILE, {"means": torch.full((10, 16), 100.0),
                                            "precision": torch.eye(16)})
@@ -133,3 +133,20 @@ def test_the_bundled_cifar_model_says_noise_is_not_a_photo():
     for _ in range(50):
         noise = rng.integers(0, 256, (32, 32, 3)).astype(np.uint8)
         assert p.analyse(noise).verdict.kind == "unfamiliar"
+
+
+def test_fit_typical_takes_an_image_folders_model(tmp_path):
+    """A model of your own folder (`--dataset folder`) is fitted on that folder's train/."""
+    from test_imagefolder import write_folder
+    write_folder(tmp_path / "photos", classes=("a", "b", "c"), per_class=30)
+    torch.manual_seed(0)
+    model = ViT(ViTConfig(image_size=32, channels=3, patch_size=8, dim=16, depth=1, heads=2,
+                          mlp_dim=32, num_classes=3))
+    save_checkpoint(tmp_path / "ck", model, {
+        "dataset": "folder", "class_names": ["a", "b", "c"],
+        "normalization": {"mean": [0.5] * 3, "std": [0.25] * 3}, "training": {"val_size": 9}})
+    r = run_module("vit.fit_typical", str(tmp_path / "ck"), "--data-dir", str(tmp_path / "photos"),
+                   "--share", "0.2")
+    assert r.returncode == 0, r.stderr
+    assert "81 training images" in open_checkpoint(tmp_path / "ck", "cpu").config.calibration[
+        "typical"]["fitted_on"]

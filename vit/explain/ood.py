@@ -288,8 +288,8 @@ def judge(ink: np.ndarray | None, probs: np.ndarray, config, far: float | None =
     probs = np.asarray(probs, np.float64)
     best = int(probs.argmax())
     if far is not None and config.far_above is not None and far > config.far_above:
-        return Verdict(False, f"This doesn't look like anything the model was trained on "
-                              f"(nearest: {config.class_names[best]}).", "unfamiliar")
+        return Verdict(False, "This doesn't look like anything the model was trained on.",
+                       "unfamiliar")
     if threshold is not None and probs[best] < threshold:
         what = f"any {noun}" if known else f"any of its {len(config.class_names)} classes"
         return Verdict(False, f"The model isn't confident this is {what} (best guess "

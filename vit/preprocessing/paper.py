@@ -19,7 +19,7 @@ from vit.preprocessing.decode import WORK_SIDE, PreprocessError
 # edges) and divided out; ink is what stays clearly darker than its paper, and only the stroke
 # components that form the digit are kept. Clean drawings never come here: their background is
 # one exact grey level, or flat.
-PHOTO_MIN_SIDE = 160         # smaller pictures are icons, scans or drawings: too few pixels to tell light from ink
+PHOTO_MIN_SIDE = 160         # smaller: icons, scans, drawings (too few pixels to tell light from ink)
 PHOTO_SMALL = 128            # the paper's light and the strokes' scale are measured at this size
 PHOTO_PARTS = 256            # the ink's connected components are found at this size
 PHOTO_UNEVEN = 0.1           # paper whose brightness spans more than this (2nd-98th pct) is "uneven"

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from vit.checkpoint import CONFIG, CheckpointError, open_checkpoint, read_config
-from vit.data.loading import load_split
+from vit.data.loading import folder_split, load_split
+from vit.data.specs import FOLDER
 from vit.explain.typical import FAR_SHARE, TYPICAL_FILE, cls_features, fit
 from vit.hub import CARD, model_card
 from vit.storage import save_json, save_tensors, save_text
@@ -28,9 +29,13 @@ def fit_typical(folder, data_dir, share: float = FAR_SHARE, command: str | None 
     folder = Path(folder)
     ck = open_checkpoint(folder, "cpu")
     c = ck.config
-    if c.spec is None:
-        raise CheckpointError(f"{folder}: its data set ({c.dataset}) is not a built-in one")
-    split = load_split(c.spec, data_dir, train=True)
+    if c.dataset == FOLDER:               # an image folder's model: its own train/ folder
+        split = folder_split(data_dir, True, c.model.image_size, c.model.channels, c.class_names)
+    elif c.spec is not None:
+        split = load_split(c.spec, data_dir, train=True)
+    else:
+        raise CheckpointError(f"{folder}: its data set ({c.dataset}) is neither a built-in one "
+                              f"nor an image folder")
     train, val = carve_validation(split, int(c.training.get("val_size", 5000)))
     if val is None:
         raise CheckpointError(f"{folder}: trained without a validation split (--val-size 0)")
