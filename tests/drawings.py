@@ -8,10 +8,11 @@ imported): a test set built from the generator a model was trained on would only
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFilter, ImageFont
+from PIL import Image, ImageDraw, ImageFilter
+
+from vit.data import realistic
 
 # Letters that don't look like any digit (no O, I, l, S, Z, B, G, q, g, b…).
 LETTERS = "AEFHKMNRWXYkmwx"
@@ -61,12 +62,7 @@ def redrawn_digits(images: np.ndarray, labels: np.ndarray, n: int, seed: int = 0
 
 # --- things that are not digits ----------------------------------------------------------------
 
-@lru_cache(maxsize=16)
-def _font(size: int):
-    try:
-        return ImageFont.truetype("DejaVuSans.ttf", size)
-    except OSError:                               # CI installs fonts-dejavu-core; else PIL's own
-        return ImageFont.load_default(size=size)
+_font = realistic.font
 
 
 def _pen(rng, side: int) -> int:

@@ -162,7 +162,8 @@ WORDS = ("hello", "ViT", "test", "cat", "photo", "42", "OK", "Monday", "note", "
 
 
 @lru_cache(maxsize=16)
-def _font(size: int):
+def font(size: int):
+    """DejaVu Sans at `size` px (PIL's own font where it is not installed)."""
     try:
         return ImageFont.truetype("DejaVuSans.ttf", size)
     except OSError:                               # CI installs fonts-dejavu-core; else PIL's own
@@ -183,8 +184,8 @@ def outside(kind: str, rng: np.random.Generator) -> Image.Image:
     side = int(rng.integers(200, 401))
     if kind == "digit":                    # typed, not drawn: the trainer draws its digits
         im = Image.new("L", (side, side), 255)
-        font = _font(int(side * rng.uniform(0.5, 0.8)))
-        _centred_text(ImageDraw.Draw(im), str(int(rng.integers(0, 10))), font, side)
+        _centred_text(ImageDraw.Draw(im), str(int(rng.integers(0, 10))),
+                      font(int(side * rng.uniform(0.5, 0.8))), side)
         return im.rotate(float(rng.uniform(-15, 15)), Image.BILINEAR, fillcolor=255).convert("RGB")
     if kind == "noise":
         colour = rng.random() < 0.5
@@ -206,7 +207,7 @@ def outside(kind: str, rng: np.random.Generator) -> Image.Image:
     pen = max(3, int(side * rng.uniform(0.02, 0.05)))
     if kind == "text":
         word = WORDS[int(rng.integers(len(WORDS)))]
-        _centred_text(d, word, _font(int(side * rng.uniform(0.12, 0.25))), side)
+        _centred_text(d, word, font(int(side * rng.uniform(0.12, 0.25))), side)
         return im
     if kind == "drawing":
         s = side
