@@ -150,3 +150,20 @@ def test_fit_typical_takes_an_image_folders_model(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "81 training images" in open_checkpoint(tmp_path / "ck", "cpu").config.calibration[
         "typical"]["fitted_on"]
+
+
+def test_the_page_says_so_for_noise_with_the_bundled_cifar_model(tmp_path):
+    """/classify, as a client calls it, with the CIFAR-10 model as the page's only model."""
+    from PIL import Image
+
+    from vit.ui import create_app
+    if not (ROOT / "checkpoints" / "cifar10" / TYPICAL_FILE).exists():
+        pytest.skip("no typical.safetensors")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "cifar10").symlink_to(ROOT / "checkpoints" / "cifar10")
+    page = create_app(tmp_path / "models", device="cpu").page
+    noise = np.random.default_rng(1).integers(0, 256, (32, 32, 3)).astype(np.uint8)
+    Image.fromarray(noise).save(tmp_path / "noise.png")
+    value = page.classify(str(tmp_path / "noise.png"))
+    assert value["label"].startswith("not a")
+    assert len(value["confidences"]) == 10
