@@ -348,8 +348,9 @@ def page_with_model(browser, app_server, option: str, hint: str, example: str):
 
 
 def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(browser, app_server):
-    """Switching to Fashion-MNIST changes what the page asks for and its examples; an outline
-    filled with the Fill tool becomes a solid shape, and it is answered."""
+    """Switching to Fashion-MNIST changes what the page asks for and its examples; an outline is
+    "not a piece of clothing", and filled with the Fill tool it becomes a solid shape, read as
+    what it shows."""
     pg = page_with_model(browser, app_server, "Clothing and shoes (Fashion-MNIST)",
                          "piece of clothing", "Ankle boot")
     assert "Fill" in pg.locator("#draw-hint").inner_text()
@@ -368,7 +369,9 @@ def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(bro
         for i in range(1, 9):
             pg.mouse.move(x0 + (ax + (bx - ax) * i / 8) * side, y0 + (ay + (by - ay) * i / 8) * side)
     pg.mouse.up()
-    wait_status(pg, "reads this as")
+    # An outline is not what the clothing model knows (garments are filled silhouettes; it was
+    # shown outlines as "none of these"): it says so, and the Fill tool makes it a garment.
+    wait_status(pg, "Not a piece of clothing")
     ink = ("() => { const c = document.querySelector('#drawpad canvas');"
            " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
            " let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 128; return n / (d.length / 4); }")
