@@ -166,7 +166,7 @@ def save_checkpoint(folder, model: ViT, meta: dict) -> None:
     config = parse_config({"format": FORMAT, "model": model.cfg.to_dict(),
                            "num_parameters": model.num_parameters(), **meta}, str(folder / CONFIG))
     save_tensors(folder / WEIGHTS, model.state_dict(), metadata={"format": FORMAT})
-    if config.far_above is None:             # fitted to other weights: vit.typical fits anew
+    if config.far_above is None:             # fitted to other weights: vit.fit_typical fits anew
         (folder / TYPICAL_FILE).unlink(missing_ok=True)
     save_json(folder / CONFIG, config.to_dict())
     save_text(folder / CARD, model_card(config.to_dict()))

@@ -184,7 +184,7 @@ class Predictor:
         e = self._explained.get(key)
         if e is None:
             e = _explain(self.model, self.tensor(image), self.config.temperature)
-            for v in (e.probs, e.attn, e.logits):
+            for v in (e.probs, e.attn, e.logits, e.features):
                 v.setflags(write=False)
             self._explained.put(key, e, e.attn.nbytes)
         return e

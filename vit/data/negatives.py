@@ -40,7 +40,9 @@ LETTERS = {
     "V": [[(0, 0), (0.5, 1), (1, 0)]],
     "#": [[(0.3, 0), (0.3, 1)], [(0.7, 0), (0.7, 1)], [(0, 0.3), (1, 0.3)], [(0, 0.7), (1, 0.7)]],
 }
-KINDS = ("scribble", "dots", "dash", "shape", "letter", "two digits")
+# Every kind this module draws. A data set's style names the ones its model is shown
+# (`Style.outliers` in vit/preprocessing/styles.py: a digit is "none of these" to a clothing model).
+KINDS = ("scribble", "dots", "dash", "shape", "letter", "two digits", "digit")
 
 
 def _pen(rng: random.Random, side: int) -> int:
@@ -146,9 +148,9 @@ def _digit(im: Image.Image, rng: random.Random, side: int) -> None:
     im.paste(digit, (rng.randrange(side - h + 1), rng.randrange(side - h + 1)))
 
 
-def draw(seed, digits: np.ndarray | None = None, kinds=KINDS) -> tuple[np.ndarray, str]:
-    """One drawing of `kinds` (each one of KINDS or "digit") on a canvas (uint8 (side, side),
-    black on white) and its kind. "two digits" needs `digits`."""
+def draw(seed, digits: np.ndarray | None = None, kinds=DIGITS.outliers) -> tuple[np.ndarray, str]:
+    """One drawing of one of `kinds` (of KINDS) on a canvas (uint8 (side, side), black on white)
+    and its kind. "two digits" needs `digits`."""
     rng = random.Random(seed)
     kinds = [k for k in kinds if k != "two digits" or (digits is not None and len(digits))]
     kind = rng.choice(kinds)
@@ -159,9 +161,11 @@ def draw(seed, digits: np.ndarray | None = None, kinds=KINDS) -> tuple[np.ndarra
         _two_digits(im, rng, side, digits)
     elif kind == "digit":
         _digit(im, rng, side)
-    else:
+    elif kind in KINDS:
         {"scribble": _scribble, "dots": _dots, "dash": _dash, "shape": _shape,
          "letter": _letter}[kind](d, rng, side)
+    else:
+        raise ValueError(f"unknown kind {kind!r}: choose among {', '.join(KINDS)}")
     return np.array(im), kind
 
 

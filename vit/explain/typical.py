@@ -9,7 +9,7 @@ Out-of-Distribution Samples"). Means and covariance are fitted on the training i
 trainer trains on (its validation split held out); the threshold `far_above` is the distance
 that only FAR_SHARE of the validation images exceed. Never the test set. Stored beside the
 weights as `typical.safetensors`, the threshold and how it was fitted in config.json's
-"calibration" (`python -m vit.typical` adds them to a checkpoint).
+"calibration" (`python -m vit.fit_typical` adds them to a checkpoint).
 """
 from __future__ import annotations
 

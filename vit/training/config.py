@@ -96,12 +96,13 @@ class TrainConfig:
                 "colour, contrast, sharpness, posterize, solarize, autocontrast, equalize), at a "
                 "random strength (none = off)", "choices": ["none", "trivialaugment"]})
     init: str = field(default="", metadata={
-        "help": "start from this checkpoint folder's weights (fine-tuning): its architecture, a new "
-                "head for this data set's classes, position embeddings resized when --image-size "
-                "changes the grid"})
+        "help": "start from this checkpoint folder's weights (fine-tuning): its architecture, its "
+                "head if it has this data set's classes (else a new one), position embeddings "
+                "resized when --image-size changes the grid"})
     degrade: float = field(default=0.0, metadata={
-        "help": "probability that a training image is degraded as uploads are: enlarged from "
-                "7-16 px, few grey levels, blur, contrast, noise (vit/data/degrade.py; 0 = off)"})
+        "help": "probability that a training image is degraded as uploads are: shrunk to 7 px "
+                "up to half its size and enlarged back, few grey levels, blur, contrast, noise "
+                "(vit/data/degrade.py; 0 = off)"})
     erase: float = field(default=0.0, metadata={
         "help": "probability of random erasing: a rectangle of 2-25 %% of the image replaced by "
                 "noise, after the affine augmentation (0 = off)"})
