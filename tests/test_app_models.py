@@ -33,7 +33,13 @@ from PIL import Image
 from vit.checkpoint import save_checkpoint
 from vit.data.examples import render_digit
 from vit.model import ViT, ViTConfig
-from vit.pictures.attention_maps import _attention_grid_template, _factor, attention_grid_picture
+from vit.pictures.attention_maps import (
+    CAPTION,
+    MINI,
+    _attention_grid_template,
+    _factor,
+    attention_grid_picture,
+)
 from vit.ui import NoModelsError, create_app
 from vit.ui.canvas import drawing_value as canvas_value
 from vit.ui.models import Models
@@ -402,9 +408,10 @@ def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path
     assert grid.shape[0] < full.shape[0] / 2                  # two rows of maps, not seven
     p = page.predictor("deep")
     tile = 28 * _factor(28, 112)
-    first_row = (64 + 4 * (tile + 21) + 5, 30)              # the mean map of layer 5
+    GAP = 6 + MINI + CAPTION                                  # between maps: scale bar, caption
+    first_row = (64 + 4 * (tile + GAP) + 5, 30)              # the mean map of layer 5
     assert page.pick_head(visit, SimpleNamespace(index=list(first_row))) == {"layer": 5}
-    second_row = (64 + 6 * (tile + 21) + 5, grid.shape[0] // 2 + 60)     # head 7 of the chosen layer
+    second_row = (64 + 6 * (tile + GAP) + 5, grid.shape[0] // 2 + 60)     # head 7 of the chosen layer
     assert views_hit(p, *second_row) == (None, 6)
     other = page.explore(visit, 6, 1)["grid"]
     assert other.shape == grid.shape and not np.array_equal(other, grid)
@@ -621,17 +628,17 @@ def test_a_typed_layer_or_head_out_of_range_puts_the_slider_back_in_range(grids_
 
 def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, monkeypatch):
     """A drawing's lift, its explanations, the step-by-step panel, sliders, a patch click and a
-    switch away and back reuse one forward pass with attention (vit.inference.Recent); while the
-    pen moves, the answer comes from the fused path, which keeps no maps. A new drawing is one
-    more pass."""
+    switch away and back reuse one forward pass with attention (vit.inference.Recent) — the one
+    made while the pen was still down, for the pipeline strip's maps (a small model: a few ms). A
+    new drawing is one more pass."""
     import vit.inference
     calls = []
     real = vit.inference._explain            # the forward with attention (vit.device.gpu_task)
     monkeypatch.setattr(vit.inference, "_explain", lambda *a, **k: calls.append(1) or real(*a, **k))
     page, visit = grids_page, grids_page.visit()
     four = {**drawing_value(tmp_path, "4", angle=7.0), "seq": 901}      # drawn by no other test
-    page.follow_drawing(visit, {**four, "final": False}, "grid4")          # pen still down
-    assert calls == []
+    live = page.follow_drawing(visit, {**four, "final": False}, "grid4")   # pen still down
+    assert len(calls) == 1 and live["pipeline"]["head_map"] is not None
     page.analyse_drawing(visit, four, "grid4", True, 2, 1)
     page.why(visit)
     page.open_mechanism(visit, True)

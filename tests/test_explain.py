@@ -14,6 +14,7 @@ from vit.model import ViT, ViTConfig
 from vit.pictures.attention_maps import (
     BAR_HEIGHT,
     CAPTION,
+    MINI,
     HEAT_ALPHA,
     _attention_grid_template,
     _bar_span,
@@ -211,7 +212,7 @@ def test_one_scale_for_all_maps_is_absolute_and_each_map_is_captioned(attn, img)
     _, corners = _attention_grid_template(3, 2, 112)
     y, x = corners[2][1]
     assert np.abs(pic[y + 2, x + 2].astype(int) - _cell_colour(0.2, 0.0)).max() <= 1
-    below = pic[y + 112 + 1:y + 112 + CAPTION, x:x + 112]
+    below = pic[y + 112 + MINI + 1:y + 112 + MINI + CAPTION, x:x + 112]
     assert (below < 100).any()                                     # a caption is written there
     assert tile_caption(0.354, 0.0004, True) == "max 0.35 · [CLS] <0.001"
     assert tile_caption(0.0054, 0.02, False) == "0 to 0.005 · [CLS] 0.02"

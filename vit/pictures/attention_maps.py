@@ -258,6 +258,7 @@ def tile_caption(peak: float, cls_share: float | None, shared_scale: bool) -> st
 
 
 CAPTION = 15        # pixels under each map of the layers x heads picture for its caption
+MINI = 6            # pixels of the scale bar under each map, above its caption
 
 
 @lru_cache(maxsize=8)
@@ -265,7 +266,7 @@ def _attention_grid_template(L: int, H: int, tile: int, rows: tuple | None = Non
                              cols: tuple | None = None):
     """The white sheet with row and column labels ("layer l", "head h" unless given), and the
     top-left corner of every map. The geometry does not depend on the labels."""
-    left, top, gap = 64, 22, 6 + CAPTION
+    left, top, gap = 64, 22, 6 + MINI + CAPTION
     W = left + H * (tile + gap)
     im = Image.new("RGB", (W, top + L * (tile + gap)), "white")
     draw = ImageDraw.Draw(im)
@@ -312,13 +313,27 @@ def attention_grid_picture(img: np.ndarray, cls_maps: np.ndarray, shared_scale: 
         for h in range(H):
             y, x = corners[l][h]
             share = None if cls_self is None else float(cls_self[l, h])
-            draw.text((x, y + tile + 1), tile_caption(float(peaks[l, h]), share, shared_scale),
+            draw.text((x, y + tile + 1 + MINI), tile_caption(float(peaks[l, h]), share,
+                                                            shared_scale),
                       fill="black", font=font)
-    out = np.asarray(im)
+    out = np.asarray(im).copy()
+    # Every map's own scale bar under it: 0 to its top (its maximum, or the shared top), with a
+    # tick where evenly spread attention would fall, so a bright but nearly flat map says so.
+    bar = _lut()[np.linspace(0, 255, tile).astype(np.uint8)]                         # (tile, 3)
+    for l in range(L):
+        for h in range(H):
+            y, x = corners[l][h]
+            out[y + tile + 1:y + tile + MINI - 1, x:x + tile] = bar
+            t = float(top) if shared_scale else float(peaks[l, h])
+            u = uniform_level(G) / max(t, 1e-12)
+            if u <= 1:
+                ux = x + min(tile - 2, int(round(u * (tile - 1))))
+                out[y + tile:y + tile + MINI, ux:ux + 2] = (34, 197, 94)
     if shared_scale:
         bar = _colorbar(out.shape[1], top, f"{title}, one scale for all maps", uniform_level(G))
     else:
-        bar = _colorbar(out.shape[1], "its max", "each map scaled to its own range (under it)")
+        bar = _colorbar(out.shape[1], "its max", "each map scaled to its own range: 0 to the "
+                                                 "value under it; green tick: even spread")
     return np.concatenate([out, bar], axis=0)
 
 

@@ -39,12 +39,15 @@ from vit.ui.gradio_patches import (
 from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, TESTSET, Page
+from vit.ui.pipeline import PipelineStrip
+from vit.ui.words import glossary_markdown
 from vit.ui.render import PICTURES, WALK, WHY, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
 
 ROOT = Path(__file__).resolve().parents[2]
 CSS = (Path(__file__).parent / "page.css").read_text()
+JS = (Path(__file__).parent / "page.js").read_text()       # the first-visit tour
 # A burst of requests must not make the next visitor wait for answers nobody will read: the
 # queue holds a few per worker; beyond that a client is told at once that the server is busy.
 CONCURRENCY = 2
@@ -85,18 +88,19 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
     on_space = "SPACE_ID" in os.environ
 
     with gr.Blocks(title="ViT Explorer", delete_cache=CACHE_LIFETIME) as demo:
-        with gr.Row(equal_height=True):
+        with gr.Row(equal_height=True, elem_id="header"):
             with gr.Column(scale=3, min_width=300):
-                gr.Markdown("# ViT Explorer\nA small Vision Transformer, trained from scratch, "
-                            "cuts your drawing into patches, reads them as a sequence of tokens and "
-                            "names the class. Below: what it sees, where every attention head "
-                            "looks, and what drove the answer.", elem_id="intro")
+                gr.Markdown("# ViT Explorer\nDraw, and watch a small Vision Transformer read "
+                            "it: your picture is cut into patches, the patches become tokens, "
+                            "attention mixes them, and the answer comes out on the right. "
+                            "<button type=\"button\" id=\"tour-start\">Take the tour</button> "
+                            "<a href=\"#glossary\">Glossary</a>", elem_id="intro")
             model = FreeDropdown(models.choices(), value=models.default, label="Model",
                                 info="what it was trained to recognise", elem_id="model",
-                                visible=len(models.names) > 1, scale=0, min_width=360)
+                                visible=len(models.names) > 1, scale=0, min_width=320)
         visit = gr.State(page.visit())           # the visitor's page: vit/ui/record.py
         with gr.Row(equal_height=False, elem_id="top"):
-            with gr.Column(scale=5, min_width=300, elem_id="input-col"):
+            with gr.Column(scale=4, min_width=300, elem_id="input-col"):
                 with gr.Tabs():
                     with gr.Tab("Draw", id="draw") as draw_el:
                         draw = draw_tab.build(p.config.noun, p.config.style.name,
@@ -107,9 +111,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                     # On a Space the tab appears only when the data was put there too.
                     tst = testset_tab.build(models, data_dir, visible=not on_space
                                             or testset_tab.data_on_disk(models, data_dir))
-            with gr.Column(scale=4, min_width=300, elem_id="result-col"):
+            with gr.Column(scale=6, min_width=300, elem_id="result-col"):
                 status = gr.Markdown(rest_message(p), elem_id="status",
                                      label="headline")
+                strip = PipelineStrip(elem_id="pipeline")
                 with gr.Row(equal_height=False):
                     label = VerdictLabel(num_top_classes=10, label="Probability per class",
                                          elem_id="prediction", scale=3, min_width=200)
@@ -121,10 +126,11 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         mech = mechanism_panel.build(p)
         with gr.Accordion("About this model", open=False, elem_id="about-model"):
             card = gr.Markdown(p.card())
+        gr.Markdown("## Glossary\n" + glossary_markdown(), elem_id="glossary")
 
         # Every component a handler may name (vit/ui/render.py's names and a few more).
         comps = dict(
-            model=model, card=card, status=status, label=label, glance=glance,
+            model=model, card=card, status=status, label=label, glance=glance, pipeline=strip,
             answered=draw.answered, pad=pad, hint=draw.hint, examples=draw.examples,
             **dict(zip(PICTURES, panel.pictures)), layer=panel.layer, head=panel.head,
             relevance=why.relevance, occlusion=why.occlusion, faithfulness=why.faithfulness,
@@ -174,8 +180,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         # The canvas sends its PNG while the pen moves ("live": the answer alone) and when it
         # lifts ("lift": everything); always_last: a request waiting behind a running one is
         # replaced by the newest, never queued up.
-        on(pad.live, page.follow_drawing, [pad, model], ("status", "label", "answered"),
+        on(pad.live, page.follow_drawing, [pad, model], ("status", "label", "answered", "pipeline"),
            trigger_mode="always_last", **quiet)
+        on(strip.pick, page.pick_strip_patch, [strip], ("pick", "row", "pipeline", *WALK), **quiet)
         explained(on(pad.lift, page.analyse_drawing, [pad, model, *settings], ANALYSIS,
                      trigger_mode="always_last", show_progress="hidden",
                      api_name="analyse_drawing"))
@@ -198,9 +205,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         on(panel.shared.change, page.rescale, [panel.shared], ("grid",), **quiet)
         for s in (panel.layer, panel.head):
             on(s.change, page.explore, [panel.layer, panel.head],
-               ("grid", "pick", "row", "layer", "head"), trigger_mode="always_last", **quiet)
+               ("grid", "pick", "row", "pipeline", "layer", "head"), trigger_mode="always_last", **quiet)
         on(panel.grid.select, page.pick_head, [], ("layer", "head"), **quiet)
-        on(panel.pick.select, page.pick_patch, [], ("pick", "row", *WALK), **quiet)
+        on(panel.pick.select, page.pick_patch, [], ("pick", "row", "pipeline", *WALK), **quiet)
         model_views = ("position", "distance", "filters", "model_caption")
         for event, opened in ((mech.accordion.expand, True), (mech.accordion.collapse, False)):
             dep = on(event, functools.partial(page.open_mechanism, opened=opened), [], WALK,
@@ -276,6 +283,6 @@ def launch(demo: gr.Blocks, **kwargs):
     # thread per event here — the page stuttered while drawing — and keeps drawings there.
     # The Model Context Protocol beside the page (vit/ui/tools.py), unless VIT_MCP=0.
     kwargs.setdefault("mcp_server", os.environ.get("VIT_MCP", "1").strip() != "0")
-    return demo.launch(css=CSS, show_error=True, max_file_size=MAX_FILE_BYTES, run_history=False,
+    return demo.launch(css=CSS, js=JS, show_error=True, max_file_size=MAX_FILE_BYTES, run_history=False,
                        state_session_capacity=limits.sessions,
                        app_kwargs={"middleware": limits.middleware()}, **kwargs)

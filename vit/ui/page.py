@@ -23,7 +23,7 @@ from vit.pictures.confusion import cell_at
 from vit.preprocessing.decode import BlankInputError, PreprocessError, decode
 from vit.preprocessing.layout import compact
 from vit.text import md
-from vit.ui import draw_tab, mechanism_panel, testset_tab, views, why_panel
+from vit.ui import draw_tab, mechanism_panel, pipeline, testset_tab, views, why_panel
 from vit.ui.canvas import colour_picture, load_value, read_drawing, seq
 from vit.ui.record import ANSWER, Record, Refused, Shown, Visit
 from vit.ui.render import (
@@ -202,12 +202,15 @@ class Page:
         number = int(seq(value) or 0)
         if visit.note_drawing(number):
             return {}
-        p = self.predictor(name)
-        item, a = self._drawing(value, p, name, glance=True)
+        p, r = self.predictor(name), visit.record
+        # The strip's attention maps too, where they cost little (every bundled model: ~2-7 ms
+        # a drawing on a 2-core CPU); a big model's quick answer leaves them for the pen's lift.
+        item, a = self._drawing(value, p, name, glance=views.big(p))
         if visit.note_drawing(number):
             return {}
         return {"status": item.headline, "label": p.label(a.probs, a.verdict) if a else None,
-                "answered": seq(value)}
+                "answered": seq(value),
+                "pipeline": pipeline.strip_value(p, a, r.layer, r.head, r.patch, live=True)}
 
     def analyse_drawing(self, visit: Visit, value, name, shared, layer, head):
         """The canvas's PNG when the pen lifts: the answer and every picture. The drawing is the
@@ -388,7 +391,7 @@ class Page:
         value was out of it."""
         base = visit.record
         p = self.predictor(base.model)
-        names = ("grid", "pick", "row") if views.big(p) else ("pick", "row")
+        names = ("grid", "pick", "row", "pipeline") if views.big(p) else ("pick", "row", "pipeline")
         out = self._commit(visit, base, replace(base, layer=layer, head=head), names)
         return {**out, **dict(zip(("layer", "head"), views.snapped(p, layer, head)))}
 
@@ -401,8 +404,20 @@ class Page:
             x = y = float("nan")
         if not (math.isfinite(x) and math.isfinite(y)):        # a click can't be at NaN or inf
             return {}
-        patch = patch_at(x, y, views.PICK_SIZE, p.grid)
-        return self._commit(visit, base, replace(base, patch=patch), ("pick", "row", *WALK))
+        return self._choose_patch(visit, patch_at(x, y, views.PICK_SIZE, p.grid))
+
+    def pick_strip_patch(self, visit: Visit, value):
+        """A tap on a patch in the pipeline strip (its value: {"pick": n}, 0-based)."""
+        patch = pipeline.picked(value)
+        if patch is None or patch >= self.predictor(visit.record.model).grid ** 2:
+            return {}
+        return self._choose_patch(visit, patch)
+
+    def _choose_patch(self, visit: Visit, patch: int):
+        """The chosen patch, which the strip, the explorer and the step-by-step panel follow."""
+        base = visit.record
+        return self._commit(visit, base, replace(base, patch=patch),
+                            ("pick", "row", "pipeline", *WALK))
 
     def pick_head(self, visit: Visit, evt: gr.SelectData):
         """A click on a map of the layers x heads picture opens that layer and head below (the

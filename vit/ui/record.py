@@ -51,7 +51,7 @@ class Record:
     test: Shown | Refused | None = None
     on_screen: str | None = None     # the kind of input the answer and pictures are for
     patch: int | None = None         # the clicked patch (0-based); None: the centre
-    shared: bool = True              # one colour scale for all head maps
+    shared: bool = False             # one colour scale for all head maps (off: each its own)
     layer: object = None             # the explorer's sliders (1-based, as a client sent them)
     head: object = None
     target: object = ANSWER          # "What drove it": the class explained

@@ -9,14 +9,15 @@ import numpy as np
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import patch_grid_picture, single_map_picture, token_strip, uniform_level
 from vit.text import md
-from vit.ui import mechanism_panel, views, why_panel
+from vit.ui import mechanism_panel, pipeline, views, why_panel
 from vit.ui.record import KIND_OF, Record, Shown, same
+from vit.ui.words import unsure_words
 
 PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
 WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance")
 WALK = ("walk", "walk_text")
 EXPLORER = ("pick", "row")                # one patch's grid and its attention row
-ANSWER = ("status", "label", "answered")
+ANSWER = ("status", "label", "answered", "pipeline")
 EVERY = ANSWER + PICTURES + WHY + WALK
 
 # What each component's value depends on: record fields, and "shown" (the input on screen and
@@ -24,6 +25,7 @@ EVERY = ANSWER + PICTURES + WHY + WALK
 DEPENDS = {
     "status": ("tab", "shown", "drawing", "upload", "test", "testset_open"),
     "label": ("shown",),
+    "pipeline": ("shown", "layer", "head", "patch"),
     "answered": ("drawing",),
     "seen": ("shown",), "strip": ("shown",), "rollout": ("shown",),
     "grid": ("shown", "shared", "layer"),
@@ -94,10 +96,13 @@ def answer_headline(p: Predictor, a: Analysis) -> str:
             text += (f" (On its own the model would read it as **{md(p.class_names[best])}**, "
                      f"{100 * probs[best]:.0f} %.)")
         return text
-    text = f"### The model reads this as **{md(p.class_names[best])}** ({100 * probs[best]:.1f} %)"
-    if probs[best] < 0.6 and second != best:
-        text += (f"\nNot sure: it could also be **{md(p.class_names[second])}** "
-                 f"({100 * probs[second]:.1f} %).")
+    name, other = md(p.class_names[best]), md(p.class_names[second])
+    if probs[best] < pipeline.UNSURE and second != best:
+        # As a person says it: "probably a 7; maybe a 2", then the numbers.
+        return (f"### {unsure_words(f'**{name}**', f'**{other}**')}\n"
+                f"The model reads this as **{name}** ({100 * probs[best]:.1f} %); "
+                f"**{other}** gets {100 * probs[second]:.1f} %.")
+    text = f"### The model reads this as **{name}** ({100 * probs[best]:.1f} %)"
     return text
 
 
@@ -121,6 +126,8 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
                          else "" if name in ("faithfulness", "ablation") else None)
         elif name == "label":
             out[name] = p.label(a.probs, a.verdict)
+        elif name == "pipeline":
+            out[name] = pipeline.strip_value(p, a, r.layer, r.head, r.patch)
         elif name == "ablation":             # heads switched off: this text alone changes
             out[name] = why_panel.switch_heads(p, a, r.heads_off)
         elif name in WHY:

@@ -19,6 +19,7 @@ from vit.pictures.attention_maps import (
     uniform_level,
 )
 from vit.ui.gradio_patches import FreeSlider
+from vit.ui.words import caption, term
 
 PICK_SIZE = 336                      # pixels of the clickable patch picture
 # Beyond this many layers x heads, one picture of every map is unreadable (ViT-B/16: 144 maps,
@@ -141,35 +142,47 @@ class Panel:
 
 
 def build(depth: int, heads: int) -> Panel:
-    gr.Markdown("## What the model sees\nYour input, laid out like the training data at the "
-                "model's input size, cut into a grid of patches. Each patch becomes one token "
-                "(\"About this model\" at the bottom says whether a small convolution stem first lets "
-                "it see a few pixels past its patch); a learned [CLS] token is put in front and the answer "
-                "is read from it.")
+    gr.Markdown("## What the model sees\n" + caption(
+        f"Your input at the model's size, cut into {term('patch', 'patches')}; each patch "
+        f"becomes a {term('token')}, and a {term('cls')} token goes first.",
+        "The input is laid out like the training data (centred, scaled, normalised) at the "
+        "model's input size and cut into non-overlapping patches, numbered from 1 in reading "
+        "order. Each patch becomes one token (\"About this model\" says whether a small "
+        "convolution stem first lets it see a few pixels past its patch); a learned [CLS] token "
+        "is put in front and the answer is read from it."))
     with gr.Row():
         seen = gr.Image(label="Input with its patch grid (patch numbers = token order)",
                         interactive=False, height=340, buttons=["download"], elem_id="seen")
         strip = gr.Image(label="The token sequence: [CLS], then patches 1…N",
                          interactive=False, height=340, buttons=["download"], elem_id="strip")
-    gr.Markdown("## Where each head looks\nFor every layer (rows) and head (columns): how much of "
-                "the [CLS] token's attention goes to each patch (the weights of a row sum to 1, "
-                "[CLS]'s share for itself included, printed under each map). The colour bar marks "
-                "the uniform level, 1/(patches + 1): attention spread evenly. A map is never "
-                "stretched past 5× that level, so a nearly even map stays dull.\n\n"
-                "**Rollout** (Abnar & Zuidema 2020) multiplies the layers' attention (each plus "
-                "the residual path) into one map of how much each patch flows into the final "
-                "[CLS]. It is the same whatever class you ask about: it shows where the model "
-                "gathers information, not why it chose this class. Click a map to open that layer "
-                "and head in the explorer below.")
-    shared = gr.Checkbox(True, label="One colour scale for all maps (untick: scale each map "
-                                     "to its own range, printed under it)")
+    gr.Markdown("## Where each head looks\n" + caption(
+        f"Each small map is one {term('head')} of one {term('layer')}: brighter patches get more "
+        f"of [CLS]'s {term('attention')}. Each map has its own colour scale (the bar under it); "
+        f"tick the box for one scale for all. Click a map to open it above and below.",
+        "For every layer (rows) and head (columns): the share of the [CLS] token's attention "
+        "that goes to each patch (a row of the attention matrix sums to 1, [CLS]'s share for "
+        "itself included, printed under each map). With one scale for all, the bar marks the "
+        "uniform level 1/(patches + 1), attention spread evenly, and no map is stretched past 5× "
+        "that level; with a scale per map (the default), the green tick on each map's bar marks "
+        "that level. **Rollout** (Abnar & Zuidema 2020) multiplies the layers' attention (each "
+        "plus the residual path) into one map of how much each patch flows into the final "
+        "[CLS]. It is the same whatever class you ask about: it shows where the model gathers "
+        "information, not why it chose this class."))
+    shared = gr.Checkbox(False, label="One colour scale for all maps (off: each map is scaled "
+                                      "to its own range, shown by the bar under it)",
+                         elem_id="shared-scale")
     with gr.Row():
         grid = gr.Image(label="[CLS] attention, layers × heads", interactive=False, scale=3,
                         buttons=["download", "fullscreen"], elem_id="attention")
         rollout = gr.Image(label="Attention rollout (class-agnostic)", interactive=False, scale=2,
                            buttons=["download"], elem_id="rollout")
-    gr.Markdown("## Explore one patch\nClick a patch on the left to see where *that patch* looks in "
-                "the chosen layer and head (its own row of the attention matrix).")
+    gr.Markdown("## Explore one patch\n" + caption(
+        "Click a patch on the left (or tap one in the strip at the top) to see where that "
+        "patch looks in the chosen layer and head.",
+        "The right picture is that patch token's own row of the attention matrix in the chosen "
+        "layer and head: how much of its attention goes to each patch (and, not shown, to "
+        "[CLS]). The patch, layer and head chosen here are the ones the strip at the top and the "
+        "step-by-step panel show."))
     with gr.Row():
         layer = FreeSlider(1, max(depth, 2), value=depth, step=1, label="Layer", elem_id="layer")
         head = FreeSlider(1, max(heads, 2), value=1, step=1, label="Head", elem_id="head")

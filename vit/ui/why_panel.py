@@ -11,6 +11,7 @@ import numpy as np
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import single_map_picture
 from vit.text import md
+from vit.ui.words import caption, term
 
 ANSWER = -1                       # the target dropdown's "the model's answer"
 OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
@@ -60,14 +61,17 @@ def parse_heads(p: Predictor, values) -> list[tuple[int, int]]:
 
 
 def build(p: Predictor) -> WhyPanel:
-    gr.Markdown(
-        "## What drove the answer\nAttention shows where [CLS] looked, whatever the class. These "
-        "ask what the answer **for one class** rests on. *Relevance* (Chefer et al. 2021) weighs "
-        "each layer's attention by how much it raises that class's score and follows it back to "
-        "the patches. *Occlusion* blanks each patch in turn and measures how much that class's "
-        "probability drops (its log-odds, when the model is so sure that the probability "
-        "hardly moves). Pick another class to ask \"why this and not that?\" (why 7 and not 1; "
-        "why ship and not airplane).")
+    gr.Markdown("## What drove the answer\n" + caption(
+        f"Which patches the answer for one class rests on: {term('relevance')} follows the "
+        f"answer back through the layers, occlusion hides each patch and watches the "
+        f"probability drop.",
+        "Attention shows where [CLS] looked, whatever the class. These ask what the answer "
+        "**for one class** rests on. *Relevance* (Chefer et al. 2021) weighs each layer's "
+        "attention by how much it raises that class's score and follows it back to the patches. "
+        "*Occlusion* blanks each patch in turn and measures how much that class's probability "
+        "drops (its log-odds, when the model is so sure that the probability hardly moves). "
+        "Pick another class to ask \"why this and not that?\" (why 7 and not 1; why ship and "
+        "not airplane). The deletion test checks which map removes the answer fastest."))
     with gr.Row():
         target = gr.Dropdown(target_choices(p), value=ANSWER, label="Explain the class",
                              elem_id="target", scale=1)
@@ -82,8 +86,8 @@ def build(p: Predictor) -> WhyPanel:
                                    "see the title) changes when a patch is blanked",
                              interactive=False, elem_id="occlusion",
                              buttons=["download"], height=400)
-    gr.Markdown("### Switch heads off\nTick heads to remove their output from the model and see "
-                "whether the answer changes.")
+    gr.Markdown("### Switch heads off\nTick heads to remove them and see whether the answer "
+                "changes.")
     heads = gr.CheckboxGroup(head_choices(p), label="Heads switched off", elem_id="heads")
     ablation = gr.Markdown(elem_id="ablation")
     return WhyPanel(target, heads, relevance, occlusion, measure, faithfulness, ablation)

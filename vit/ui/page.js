@@ -1,0 +1,73 @@
+() => {
+  // The page's own script (vit/ui/app.py launch(js=...)): the first-visit tour. Four steps, each a
+  // bubble beside the part it names; no backdrop, so the page stays usable under it. Skipping or
+  // finishing it is remembered in this browser (localStorage), and "Take the tour" starts it again.
+  const KEY = "vit-explorer-tour";
+  const STEPS = [
+    ["#drawpad", "Draw here with a mouse, pen or finger. The model answers while you draw."],
+    ["#pipeline", "Read this strip left to right: what the model sees, its patches, the tokens, " +
+                  "where it looks, and its answer. Point at (or tap) a patch to follow it."],
+    ["#status", "The answer in plain words. A \u201c?\u201d opens the precise version; the " +
+                "Glossary at the bottom explains every term."],
+    ["#attention", "Further down: every attention head of every layer. Click a map to open " +
+                   "that head in the explorer and in the strip."],
+  ];
+  let bubble = null;
+
+  function close(done) {
+    if (bubble) bubble.remove();
+    bubble = null;
+    if (done) try { localStorage.setItem(KEY, "done"); } catch (e) { /* private mode */ }
+  }
+
+  function show(i) {
+    close(false);
+    const [sel, text] = STEPS[i];
+    const target = document.querySelector(sel);
+    if (!target) { if (i + 1 < STEPS.length) show(i + 1); else close(true); return; }
+    target.scrollIntoView({block: "nearest", behavior: "instant"});
+    bubble = document.createElement("div");
+    bubble.id = "tour";
+    bubble.setAttribute("role", "dialog");
+    bubble.setAttribute("aria-label", `Tour, step ${i + 1} of ${STEPS.length}`);
+    const p = document.createElement("p");
+    p.textContent = text;
+    const step = document.createElement("span");
+    step.className = "tour-count";
+    step.textContent = `${i + 1} / ${STEPS.length}`;
+    const skip = document.createElement("button");
+    skip.type = "button"; skip.className = "tour-skip"; skip.textContent = "Skip tour";
+    skip.onclick = () => close(true);
+    const next = document.createElement("button");
+    next.type = "button"; next.className = "tour-next";
+    next.textContent = i + 1 < STEPS.length ? "Next" : "Done";
+    next.onclick = () => (i + 1 < STEPS.length ? show(i + 1) : close(true));
+    bubble.append(p, step, skip, next);
+    // Inside Gradio's container: page.css is scoped to it.
+    (document.querySelector(".gradio-container") || document.body).appendChild(bubble);
+    const r = target.getBoundingClientRect(), w = Math.min(300, window.innerWidth - 20);
+    bubble.style.width = w + "px";
+    const below = r.bottom + 8 + bubble.offsetHeight < window.innerHeight;
+    const top = below ? r.bottom + 8 : Math.max(8, r.top - bubble.offsetHeight - 8);
+    bubble.style.top = Math.max(8, Math.min(top, window.innerHeight - bubble.offsetHeight - 8)) + "px";
+    bubble.style.left = Math.max(10, Math.min(r.left, window.innerWidth - w - 10)) + "px";
+    target.classList.add("tour-target");
+    setTimeout(() => target.classList.remove("tour-target"), 1600);
+    next.focus({preventScroll: true});
+  }
+
+  document.addEventListener("click", e => {
+    if (e.target.closest("#tour-start")) { e.preventDefault(); show(0); }
+  });
+  let seen = null;
+  try { seen = localStorage.getItem(KEY); } catch (e) { seen = "done"; }
+  if (!seen) {
+    const wait = setInterval(() => {
+      if (document.querySelector("#pipeline [data-ready]") && document.querySelector("#drawpad canvas")) {
+        clearInterval(wait);
+        show(0);
+      }
+    }, 300);
+    setTimeout(() => clearInterval(wait), 30000);
+  }
+}

@@ -1,0 +1,214 @@
+// The pipeline strip (vit/ui/pipeline.py runs this as gr.HTML's js_on_load, with `element`,
+// `props`, `trigger` and `watch` in scope). It draws what the server sends — the model's input,
+// its patch grid, the token sequence, [CLS]'s attention and the top classes — and follows the
+// pointer: the patch under it is outlined in every step at once, in the browser, with no round
+// trip. A tap (or click) chooses the patch: props.value = {pick: n}, then a "pick" event; the
+// page's explorer and step-by-step panel follow it.
+const pipe = element.querySelector(".pipe");
+const readout = pipe.querySelector(".readout");
+const PX = 132;                 // canvas pixels of a picture step (CSS scales it)
+const CMAP = [[0, 0, 4], [40, 11, 84], [101, 21, 110], [159, 42, 99], [212, 72, 66],
+              [245, 125, 21], [250, 193, 39], [252, 255, 164]];   // inferno, as the server's maps
+let data = null, img = null, hover = null, mode = "rollout";   // all layers first: the clearest
+
+function colour(t) {
+  t = Math.max(0, Math.min(1, t)) * (CMAP.length - 1);
+  const i = Math.min(Math.floor(t), CMAP.length - 2), f = t - i;
+  return CMAP[i].map((c, k) => Math.round(c + (CMAP[i + 1][k] - c) * f));
+}
+
+function canvasOf(step) {
+  const c = pipe.querySelector(".c-" + step);
+  if (!c) return null;
+  if (c.width !== PX) { c.width = PX; c.height = PX; }
+  const ctx = c.getContext("2d");
+  ctx.imageSmoothingEnabled = false;
+  return [c, ctx];
+}
+
+function outline(ctx, x, y, w, h, col, lw) {
+  ctx.strokeStyle = col; ctx.lineWidth = lw;
+  ctx.strokeRect(x + lw / 2, y + lw / 2, w - lw, h - lw);
+}
+
+function marked() { return hover !== null ? hover : (data ? data.patch : null); }
+
+function drawSeen() {
+  const [c, ctx] = canvasOf("seen");
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, PX, PX);
+  if (!img) return;
+  ctx.drawImage(img, 0, 0, PX, PX);
+  const m = marked(), g = data.grid, s = PX / g;
+  if (m !== null) outline(ctx, (m % g) * s, Math.floor(m / g) * s, s, s, "#22c55e", 2);
+}
+
+function drawPatches() {
+  const [c, ctx] = canvasOf("patches");
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, PX, PX);
+  if (!img) return;
+  const g = data.grid, gap = g > 10 ? 1 : 2, s = (PX - gap * (g - 1)) / g, n = data.size / g;
+  for (let r = 0; r < g; r++) for (let q = 0; q < g; q++)
+    ctx.drawImage(img, q * n, r * n, n, n, q * (s + gap), r * (s + gap), s, s);
+  const m = marked();
+  if (m !== null) outline(ctx, (m % g) * (s + gap) - 1, Math.floor(m / g) * (s + gap) - 1,
+                          s + 2, s + 2, "#22c55e", 2);
+}
+
+// The sequence: [CLS] then the patches in reading order, wrapped into rows.
+function tokenLayout() {
+  const n = data.grid * data.grid + 1, cols = Math.ceil(Math.sqrt(n));   // wraps one later than the grid
+  const gap = n > 100 ? 1 : 2, s = (PX - gap * (cols - 1)) / cols;
+  return {n, cols, gap, s};
+}
+
+function drawTokens() {
+  const [c, ctx] = canvasOf("tokens");
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, PX, PX);
+  if (!img) return;
+  const {n, cols, gap, s} = tokenLayout(), g = data.grid, px = data.size / g;
+  const m = marked();
+  for (let t = 0; t < n; t++) {
+    const x = (t % cols) * (s + gap), y = Math.floor(t / cols) * (s + gap);
+    if (t === 0) { ctx.fillStyle = "#6366f1"; ctx.fillRect(x, y, s, s); continue; }
+    const p = t - 1;
+    ctx.drawImage(img, (p % g) * px, Math.floor(p / g) * px, px, px, x, y, s, s);
+    ctx.strokeStyle = "rgba(99,102,241,0.35)"; ctx.lineWidth = 1;    // the position it was told
+    ctx.strokeRect(x + 0.5, y + 0.5, s - 1, s - 1);
+    if (p === m) outline(ctx, x - 1, y - 1, s + 2, s + 2, "#22c55e", 2);
+  }
+}
+
+function attentionMap() { return data ? (mode === "rollout" ? data.rollout : data.head_map) : null; }
+
+function drawAttention() {
+  const [c, ctx] = canvasOf("attention");
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, PX, PX);
+  const map = attentionMap(), hi = pipe.querySelector(".s-attention .hi");
+  if (!img || !map) {
+    hi.textContent = "";
+    if (img) { ctx.fillStyle = "#777"; ctx.font = "12px sans-serif";
+               ctx.fillText("after the pen lifts", 14, PX / 2); }
+    return;
+  }
+  const g = data.grid, s = PX / g, top = Math.max(...map) || 1;
+  ctx.globalAlpha = 0.35; ctx.drawImage(img, 0, 0, PX, PX); ctx.globalAlpha = 1;
+  for (let p = 0; p < g * g; p++) {
+    const [r, gg, b] = colour(map[p] / top);
+    ctx.fillStyle = `rgba(${r},${gg},${b},0.82)`;
+    ctx.fillRect((p % g) * s, Math.floor(p / g) * s, Math.ceil(s), Math.ceil(s));
+  }
+  const m = marked();
+  if (m !== null) outline(ctx, (m % g) * s, Math.floor(m / g) * s, s, s, "#22c55e", 2);
+  hi.textContent = pct(top);       // this map's own scale: 0 to its largest weight
+  // Where "spread evenly" falls on that scale: a map whose top is near it is nearly flat,
+  // however bright its colours.
+  const even = pipe.querySelector(".s-attention .even"), u = mode === "rollout"
+    ? 1 / (g * g) : 1 / (g * g + 1);
+  even.style.left = (100 * Math.min(1, u / top)).toFixed(1) + "%";
+  even.title = `even: ${pct(u)} each`;
+}
+
+function pct(v) { return v >= 0.095 ? (100 * v).toFixed(0) + " %" : v >= 0.0095 ? (100 * v).toFixed(1) + " %" : (100 * v).toFixed(2) + " %"; }
+
+function drawAnswer() {
+  const box = pipe.querySelector(".bars");
+  box.replaceChildren();
+  if (!data) return;
+  const head = document.createElement("div");
+  head.className = "said" + (data.refused ? " refused" : "");
+  head.textContent = data.answer;
+  box.appendChild(head);
+  for (const [name, p] of data.classes) {
+    const row = document.createElement("div");
+    row.className = "bar"; row.setAttribute("role", "listitem");
+    const label = document.createElement("span"); label.className = "name"; label.textContent = name;
+    const track = document.createElement("span"); track.className = "track";
+    const fill = document.createElement("i"); fill.style.width = (100 * p).toFixed(1) + "%";
+    track.appendChild(fill);
+    const val = document.createElement("span"); val.className = "val"; val.textContent = pct(p);
+    row.append(label, track, val);
+    box.appendChild(row);
+  }
+}
+
+function say() {
+  const m = marked();
+  if (!data) { readout.textContent = ""; return; }
+  const live = data.live ? " (reading while you draw)" : "";
+  if (m === null) {
+    readout.textContent = "Point at (or tap) a patch to follow it through every step." + live;
+    return;
+  }
+  const g = data.grid, map = attentionMap();
+  let text = `Patch ${m + 1} (row ${Math.floor(m / g) + 1}, column ${m % g + 1}) is token ` +
+             `${m + 2} of ${g * g + 1}`;
+  if (map) text += mode === "rollout"
+    ? `; ${pct(map[m])} of what flows into [CLS] over all layers comes from it`
+    : `; [CLS] gives it ${pct(map[m])} of its attention in layer ${data.layer}, head ${data.head}`;
+  readout.textContent = text + "." + live;
+}
+
+function drawAll() {
+  pipe.dataset.empty = data ? "0" : "1";
+  const b = pipe.querySelector('[data-mode="head"]');
+  if (data) b.textContent = `layer ${data.layer}, head ${data.head}`;
+  pipe.querySelectorAll("[data-mode]").forEach(x =>
+    x.setAttribute("aria-pressed", String(x.dataset.mode === mode)));
+  drawSeen(); drawPatches(); drawTokens(); drawAttention(); drawAnswer(); say();
+}
+
+function load() {
+  const v = props.value;
+  if (!v || typeof v !== "object" || !("grid" in v)) {
+    if (v === null || v === undefined || v === "") { data = null; img = null; drawAll(); }
+    return;                          // {pick: n}: our own tap going to the server
+  }
+  data = v;
+  const im = new Image();
+  im.onload = () => { if (data === v) { img = im; drawAll(); } };
+  im.src = v.image;
+  drawAll();
+}
+
+// The patch under the pointer, from any step's picture (null: none).
+function patchAt(e) {
+  if (!data) return null;
+  const c = e.target.closest("canvas");
+  if (!c) return null;
+  const r = c.getBoundingClientRect(), x = (e.clientX - r.left) / r.width * PX,
+        y = (e.clientY - r.top) / r.height * PX, g = data.grid;
+  if (c.classList.contains("c-tokens")) {
+    const {n, cols, gap, s} = tokenLayout();
+    const t = Math.floor(y / (s + gap)) * cols + Math.floor(x / (s + gap));
+    return t >= 1 && t < n && x % (s + gap) < s ? t - 1 : null;
+  }
+  if (c.classList.contains("c-patches")) {
+    const gap = g > 10 ? 1 : 2, s = (PX - gap * (g - 1)) / g;
+    const q = Math.floor(x / (s + gap)), r2 = Math.floor(y / (s + gap));
+    return q >= 0 && q < g && r2 >= 0 && r2 < g ? r2 * g + q : null;
+  }
+  const q = Math.floor(x / (PX / g)), r2 = Math.floor(y / (PX / g));
+  return q >= 0 && q < g && r2 >= 0 && r2 < g ? r2 * g + q : null;
+}
+
+pipe.addEventListener("pointermove", e => {
+  if (e.pointerType === "touch") return;        // a finger scrolls; a tap chooses
+  const p = patchAt(e);
+  if (p !== hover) { hover = p; drawSeen(); drawPatches(); drawTokens(); drawAttention(); say(); }
+});
+pipe.addEventListener("pointerleave", () => {
+  if (hover !== null) { hover = null; drawAll(); }
+});
+pipe.addEventListener("click", e => {
+  const b = e.target.closest("[data-mode]");
+  if (b) { mode = b.dataset.mode; drawAll(); return; }
+  const p = patchAt(e);
+  if (p === null) return;
+  data.patch = p; hover = null; drawAll();
+  props.value = {pick: p};
+  trigger("pick");
+});
+
+watch("value", load);
+load();
+element.dataset.ready = "1";

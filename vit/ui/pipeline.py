@@ -1,0 +1,128 @@
+"""The pipeline strip beside the canvas: input -> what the model sees -> patches -> tokens ->
+where [CLS] looks -> the answer, read left to right, live while the pen moves.
+
+`strip_value(p, a, layer, head, patch)` is a pure function from an analysis to the few kilobytes
+of numbers the browser draws (pipeline.js): the model's input as a small PNG, the chosen head's
+and the rollout's [CLS] maps, the top classes. Hovering or tapping a patch is handled in the
+browser, so every step highlights it at once; a tap also sends {"pick": n} ("pick" event), which
+the page turns into the chosen patch that the explorer and the step-by-step panel follow.
+Class names reach the page as text (the script sets textContent), never as HTML."""
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+from PIL import Image
+
+from vit.inference import Analysis, Predictor
+from vit.ui import views
+from vit.ui.words import GLOSSARY, unsure_words
+
+HERE = Path(__file__).parent
+TOP = 5                       # classes listed in the answer step
+UNSURE = 0.6                  # below this probability the answer is said with a "maybe"
+
+# (id, title, plain caption, glossary key for its "?")
+STEPS = (
+    ("seen", "1 · Its view", "Your input at the model's size", "patch"),
+    ("patches", "2 · Patches", "Cut into small squares", "patch"),
+    ("tokens", "3 · Tokens", "[CLS] first, then one per patch, each told its place", "token"),
+    ("attention", "4 · Attention", "Where [CLS] looks; brighter: more", "attention"),
+    ("answer", "5 · Answer", "", "calibrated"),
+)
+
+
+def _template() -> str:
+    import html
+    steps = []
+    for i, (key, title, plain, term) in enumerate(STEPS):
+        precise = html.escape(GLOSSARY[term][1])
+        body = ('<div class="bars" role="list"></div>' if key == "answer" else
+                f'<canvas class="c-{key}" aria-label="{html.escape(title)}"></canvas>')
+        extra = ""
+        if key == "attention":
+            extra = ('<div class="scale"><span class="lo">0</span><i><b class="even" '
+                     'title="even"></b></i><span class="hi"></span></div><div class="modes" role="group" aria-label="Which attention">'
+                     '<button type="button" data-mode="rollout" aria-pressed="true">'
+                     'all layers</button>'
+                     '<button type="button" data-mode="head" aria-pressed="false"></button></div>')
+        arrow = '<span class="arrow" aria-hidden="true">→</span>' if i < len(STEPS) - 1 else ""
+        steps.append(
+            f'<li class="step s-{key}" data-step="{key}"><div class="title">{html.escape(title)}'
+            f'<details class="q"><summary title="The precise version">?</summary>'
+            f'<div class="pop">{precise} <a href="#glossary">Glossary</a></div></details></div>'
+            f'{body}{extra}<div class="note">{html.escape(plain)}</div>{arrow}</li>')
+    return ('<div class="pipe" data-empty="1"><ol class="steps">' + "".join(steps) + '</ol>'
+            '<div class="readout" aria-live="polite">Point at (or tap) a patch to follow it '
+            'through every step.</div></div>')
+
+
+class PipelineStrip(gr.HTML):
+    """The strip: its value is `strip_value(...)`'s dict (None: nothing to show yet)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(value=None, html_template=_template(),
+                         css_template=(HERE / "pipeline.css").read_text(),
+                         js_on_load=(HERE / "pipeline.js").read_text(), **kwargs)
+
+
+def _png(image: np.ndarray) -> str:
+    """The model's input (S, S) or (S, S, 3) in [0, 1] as a PNG data URL (a few hundred bytes)."""
+    a = (np.clip(image, 0, 1) * 255).round().astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(a, "L" if a.ndim == 2 else "RGB").save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def _rounded(m: np.ndarray) -> list[float]:
+    return [round(float(v), 5) for v in np.asarray(m, np.float64).ravel()]
+
+
+def answer_line(p: Predictor, a: Analysis) -> str:
+    """The answer in the words a person would use: "a 7", or "probably a 7; maybe a 2", or the
+    model's refusal ("not a digit")."""
+    order = np.argsort(a.probs)[::-1]
+    first = p.class_names[order[0]]
+    if not a.is_class:
+        return p.not_label.capitalize()
+    if a.probs[order[0]] < UNSURE and len(order) > 1:
+        return unsure_words(first, p.class_names[order[1]])
+    return f"{first}"
+
+
+def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=None,
+                live: bool = False) -> dict | None:
+    """What the strip draws for analysis `a` of the input on screen by model `p`: the model's
+    input, its grid, [CLS]'s attention in the chosen layer and head (1-based, as the sliders
+    send them; clamped) and its rollout, and the top classes. `live`: the pen is still down.
+    An analysis without attention (a big model's quick answer while drawing) leaves the maps out."""
+    if a is None:
+        return None
+    L, H, P = views.clamp(p, layer, head, patch)
+    order = np.argsort(a.probs)[::-1][:TOP]
+    e = a.explanation
+    value = {
+        "image": _png(a.image), "size": int(a.image.shape[0]), "grid": int(p.grid),
+        "layer": L + 1, "head": H + 1, "layers": p.model.cfg.depth, "heads": p.model.cfg.heads,
+        "patch": int(P) if patch is not None else None,
+        "classes": [[str(p.class_names[i]), round(float(a.probs[i]), 5)] for i in order],
+        "answer": answer_line(p, a), "refused": not a.is_class, "live": bool(live),
+        "head_map": None, "rollout": None, "cls_self": None,
+    }
+    if e is not None:
+        value["head_map"] = _rounded(e.cls_maps[L, H])
+        value["cls_self"] = round(float(e.attn[L, H, 0, 0]), 5)
+        value["rollout"] = _rounded(e.rollout_map)
+    return value
+
+
+def picked(value) -> int | None:
+    """The patch a tap on the strip chose (0-based), from what the browser sent: anything but a
+    small non-negative integer is None."""
+    n = value.get("pick") if isinstance(value, dict) else None
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 1 << 16:
+        return None
+    return n

@@ -1,0 +1,96 @@
+"""The page's plain words: the glossary every caption links to, and answers said as people say
+them ("probably a 7; maybe a 2"). Pure text, no Gradio: the captions, the pipeline strip and
+the tour all take their terms from here, so a word means one thing everywhere on the page.
+
+Numbers for people are counted from 1 (patch 1 is the top-left one; layer 1 the first); the
+code counts from 0 and adds 1 only where it writes for people."""
+from __future__ import annotations
+
+# term -> (one plain sentence, the precise version). Order: as a reader meets them.
+GLOSSARY: dict[str, tuple[str, str]] = {
+    "patch": (
+        "A small square of the picture; the model cuts every picture into a grid of them.",
+        "The input (28×28 or 32×32 pixels here) is cut into non-overlapping squares (4×4 px for "
+        "the digit model: a 7×7 grid of 49 patches), numbered left to right, top to bottom, from "
+        "1. A small convolution stem lets each patch see a pixel or two past its edge."),
+    "token": (
+        "What one patch becomes inside the model: a list of numbers that stands for it.",
+        "Each patch's pixels go through a learned linear map to a vector of D numbers (its "
+        "embedding), and a learned position vector is added so the token also says where the "
+        "patch was. The transformer reads the tokens as a sequence, like words in a sentence."),
+    "cls": (
+        "[CLS] is one extra token with no pixels of its own; the answer is read from it.",
+        "A learned vector put in front of the patch tokens (token 0). Through the layers it "
+        "gathers information from the patches by attention; after the last layer a linear head "
+        "turns it into one score per class (Dosovitskiy et al. 2020, after BERT)."),
+    "layer": (
+        "One round of the model's work: every token looks at the others, then is updated.",
+        "A transformer block: LayerNorm, multi-head self-attention, a residual add, LayerNorm, an "
+        "MLP applied to each token on its own, another residual add. These models have 6."),
+    "head": (
+        "One of several independent ways of looking within a layer; each can attend elsewhere.",
+        "Multi-head attention splits each token's vector into H parts; each head has its own "
+        "query, key and value maps and its own attention weights. Their outputs are joined."),
+    "attention": (
+        "How much one token takes from each other token; the weights add up to 100 %.",
+        "softmax(q·k / √d) over all tokens, for one query token in one head: a row of the "
+        "attention matrix. A map of [CLS]'s row shows which patches it drew from in that head "
+        "— where it looked, not why the answer is what it is."),
+    "rollout": (
+        "All layers' attention combined into one map of where information flowed to [CLS].",
+        "Attention rollout (Abnar & Zuidema 2020): each layer's head-averaged attention plus the "
+        "identity (the residual path), renormalised and multiplied through the layers. It is "
+        "the same for every class, so it shows where the model gathers, not why it chose."),
+    "relevance": (
+        "How much each patch pushed the answer towards the class shown.",
+        "Gradient-weighted attention relevance (Chefer et al. 2021) for the chosen class: "
+        "class-specific, unlike rollout. Checked against occlusion and by the deletion test "
+        "in \"What drove the answer\"."),
+    "calibrated": (
+        "When it says 90 %, it is right about nine times in ten.",
+        "The logits are divided by a temperature fitted on validation images (never the test "
+        "set) so that confidence matches accuracy; the Test set tab's reliability diagram shows "
+        "how well it holds there."),
+}
+
+TERMS = {"patch": "patch", "token": "token", "cls": "[CLS]", "layer": "layer", "head": "head",
+         "attention": "attention", "rollout": "rollout", "relevance": "relevance",
+         "calibrated": "calibrated"}
+
+
+def glossary_markdown() -> str:
+    """The glossary as Markdown: each term, its plain sentence, and the precise version."""
+    rows = [f"- <span id=\"term-{key}\"></span>**{TERMS[key]}** — {plain} "
+            f"<details><summary>precisely</summary>{precise}</details>"
+            for key, (plain, precise) in GLOSSARY.items()]
+    return "\n".join(rows)
+
+
+def term(key: str, text: str | None = None) -> str:
+    """A link to the glossary's entry for `key` (Markdown), showing `text` (default: the term)."""
+    if key not in GLOSSARY:
+        raise KeyError(key)
+    return f"[{text or TERMS[key]}](#term-{key})"
+
+
+def caption(plain: str, precise: str) -> str:
+    """A caption: one plain sentence, and the precise version behind a "?" (HTML <details>,
+    which Gradio's Markdown keeps: it opens in place, nothing else moves)."""
+    return (f"{plain} <details class=\"precise\"><summary title=\"The precise version\">?"
+            f"</summary>\n\n{precise}\n\n</details>")
+
+
+def article(name: str) -> str:
+    """"a" or "an" before a class name as people say it: an 8, an ankle boot, a 7, a ship."""
+    s = name.strip("* ").lower()          # (a name in Markdown bold: "**8**")
+    if not s:
+        return "a"
+    if s[0].isdigit():
+        return "an" if s[0] == "8" or s in ("11", "18") else "a"        # eight, eleven
+    return "an" if s[0] in "aeio" or (s[0] == "u" and not s.startswith(("uni", "use", "usu"))) else "a"
+
+
+def unsure_words(first: str, second: str) -> str:
+    """An unsure answer as a person says it: "probably a 7; maybe a 2"."""
+    return f"Probably {article(first)} {first}; maybe {article(second)} {second}"
+
