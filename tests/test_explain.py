@@ -14,8 +14,8 @@ from vit.model import ViT, ViTConfig
 from vit.pictures.attention_maps import (
     BAR_HEIGHT,
     CAPTION,
-    MINI,
     HEAT_ALPHA,
+    MINI,
     _attention_grid_template,
     _bar_span,
     _lut,

@@ -40,10 +40,10 @@ from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, TESTSET, Page
 from vit.ui.pipeline import PipelineStrip
-from vit.ui.words import glossary_markdown
 from vit.ui.render import PICTURES, WALK, WHY, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
+from vit.ui.words import glossary_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 CSS = (Path(__file__).parent / "page.css").read_text()

@@ -45,7 +45,8 @@ def _template() -> str:
         extra = ""
         if key == "attention":
             extra = ('<div class="scale"><span class="lo">0</span><i><b class="even" '
-                     'title="even"></b></i><span class="hi"></span></div><div class="modes" role="group" aria-label="Which attention">'
+                     'title="even"></b></i><span class="hi"></span></div>'
+                     '<div class="modes" role="group" aria-label="Which attention">'
                      '<button type="button" data-mode="rollout" aria-pressed="true">'
                      'all layers</button>'
                      '<button type="button" data-mode="head" aria-pressed="false"></button></div>')
