@@ -384,7 +384,9 @@ def test_the_mechanism_panel_works_only_while_open(grids_page, tmp_path):
     assert grids_page.mechanism(visit) == {} == grids_page.mechanism_model(visit)   # closed
     out = grids_page.open_mechanism(visit, True)
     assert out["walk"].dtype == np.uint8 and "largest weights" in out["walk_text"].lower()
-    assert "layer 2, head 2" in grids_page.mechanism_settings(visit, 2, 2, False)["walk_text"]
+    # The page's one layer and head: the explorer's sliders move the walk too.
+    assert "layer 2, head 2" in grids_page.explore(visit, 2, 2)["walk_text"]
+    assert "[CLS], layer 2, head 2" in grids_page.follow_cls(visit, True)["walk_text"]
     nothing = grids_page.visit()
     assert grids_page.open_mechanism(nothing, True) == {"walk": None,
                                                         "walk_text": "Draw or upload something first."}
@@ -469,21 +471,25 @@ def test_a_model_switch_never_rereads_a_drawing_older_than_one_already_sent(grid
 
 
 def test_switching_between_drawing_and_photo_models_puts_the_new_models_example_on_the_canvas():
-    """A digit means nothing to the CIFAR-10 model, nor a photo to the digit model: across that
-    line the switch puts the new model's first example on the canvas and the re-reading of the
-    old drawing waits for it; between two drawing models the drawing stays and is re-read."""
+    """A digit means nothing to the CIFAR-10 model, nor a photo to the digit model, nor a digit
+    to the clothing model: between models of different classes the switch puts the new model's
+    first example on the canvas (its headline says what the model knows) and the old drawing is
+    not silently re-read; between models of the same classes the drawing stays and is re-read."""
     page = create_app(ROOT / "checkpoints", device="cpu").page
     visitor = page.visit()
     page.analyse_drawing(visitor, canvas_value(_example_ink("7"), seq=2), "mnist", True, 2, 1)
     to_photos = page.choose_model(visitor, "cifar10")
     assert to_photos["pad"]["colour"] is True and to_photos["pad"]["name"] == "ship"
-    assert page.reanalyse(visitor) == {}
+    assert "label" not in page.reanalyse(visitor)       # no answer for the digit by this model
     back = page.choose_model(visitor, "mnist")
     assert back["pad"]["name"] == "7" and "colour" not in back["pad"]
     to_clothes = page.choose_model(visitor, "fashion-mnist")
-    assert to_clothes["pad"] == gr.update()
-    again = page.reanalyse(visitor)["status"]
-    assert "reads this as" in again or "Not" in again
+    assert to_clothes["pad"]["name"] == "Ankle boot" and "label" not in page.reanalyse(visitor)
+    boot = next(x for x in page.examples["objects"] if x.endswith("Ankle-boot.png"))
+    ink = 255 - np.asarray(Image.open(boot).convert("L"))        # as the canvas sends it back
+    sent = {**canvas_value(ink, seq=3), "example": "Ankle boot"}
+    shown = page.analyse_drawing(visitor, sent, "fashion-mnist", False, 6, 1)
+    assert "This model knows: T-shirt/top, Trouser" in shown["status"]
 
 
 def test_the_answer_follows_the_tab_in_view(tmp_path):
@@ -642,7 +648,7 @@ def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, mo
     page.analyse_drawing(visit, four, "grid4", True, 2, 1)
     page.why(visit)
     page.open_mechanism(visit, True)
-    page.mechanism_settings(visit, 2, 1, True)
+    page.follow_cls(visit, True)
     page.explore(visit, 2, 2)
     page.explore(visit, 1, 1)
     page.rescale(visit, False)

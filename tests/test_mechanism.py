@@ -33,6 +33,7 @@ from vit.pictures.mechanism_views import (
     walk_through_picture,
 )
 from vit.ui import mechanism_panel as panel
+from vit.ui import views
 
 
 def tiny(stem_channels=4, seed=0):
@@ -231,9 +232,9 @@ def test_render_every_layer_and_head_and_its_text_names_the_top_token(analysed):
 def test_render_clamps_what_a_client_sends(analysed):
     p, a = analysed["mnist"]
     cfg, N = p.model.cfg, p.grid ** 2
-    assert panel.clamp(p, 99, 99, 10 ** 6) == (cfg.depth - 1, cfg.heads - 1, N - 1)
-    assert panel.clamp(p, -4, 0, -3) == (0, 0, 0)
-    assert panel.clamp(p, "x", None, "y") == (0, 0, (p.grid // 2) * p.grid + p.grid // 2)
+    assert views.clamp(p, 99, 99, 10 ** 6) == (cfg.depth - 1, cfg.heads - 1, N - 1)
+    assert views.clamp(p, -4, 0, -3) == (0, 0, 0)
+    assert views.clamp(p, "x", None, "y") == (cfg.depth - 1, 0, (p.grid // 2) * p.grid + p.grid // 2)
     pic, text = panel.render(p, a, 99, 99, 10 ** 6)
     assert f"Patch {N}, layer {cfg.depth}, head {cfg.heads}" in text
     not_blank(pic)
@@ -292,14 +293,16 @@ def test_pictures_for_other_models(cfg):
     not_blank(position_similarity_picture(position_similarity(model)))
 
 
-def test_the_panel_builds_with_sliders_for_the_model(analysed):
+def test_the_panel_has_no_layer_or_head_of_its_own(analysed):
+    """It follows the page's one layer, head and patch: two sets of sliders used to disagree."""
     import gradio as gr
     p, a = analysed["mnist"]
-    with gr.Blocks():
+    with gr.Blocks() as demo:
         mp = panel.build(p)
-    assert mp.layer.maximum == max(p.model.cfg.depth, 2) and mp.walk.elem_id == "mech-walk"
-    layer, head = panel.slider_updates(p)
-    assert layer["maximum"] == p.model.cfg.depth and head["maximum"] == p.model.cfg.heads
+    assert mp.walk.elem_id == "mech-walk"
+    assert not [b for b in demo.blocks.values() if isinstance(b, gr.Slider)]
+    _, text = panel.render(p, a, 2, 3, 10)
+    assert "patch 11, layer 2, head 3" in text.lower()
 
 
 def test_walk_through_refuses_what_is_not_in_the_model(x):

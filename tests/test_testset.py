@@ -156,12 +156,16 @@ def test_an_empty_selection_says_what_to_do(tiny_data):
     assert body["visible"] is True
 
 
-def test_without_the_test_set_the_tab_says_how_to_get_it_and_shows_no_empty_boxes(tmp_path):
+def test_without_the_test_set_the_tab_says_what_a_visitor_can_do_and_shows_no_empty_boxes(tmp_path):
+    """A visitor reads what they can do; how to put the data there is behind the "?" for
+    whoever runs the app."""
     from vit.ui.models import Models
     from vit.ui.testset_tab import Answers as TabAnswers
     models = Models(ROOT / "checkpoints", "cpu")
     status, confusion, reliability, gallery, shown, body = TabAnswers(models, tmp_path).view(
         "cifar10", "mistakes", -1, -1)
-    assert "not on this machine" in status and "VIT_DATA_DIR" in status
+    plain, precise = status.split("<details", 1)
+    assert "not on this server" in plain and "draw or upload" in plain and "VIT_DATA_DIR" not in plain
+    assert "VIT_DATA_DIR" in precise
     assert str(tmp_path) not in status                       # no server path
     assert body["visible"] is False and confusion is None and gallery == [] == shown

@@ -201,7 +201,28 @@ def write_examples(folder, style: str = "digits") -> list[str]:
     return paths
 
 
+def write_test_examples(folder, images, labels, class_names, side: int = 128) -> list[str]:
+    """One real test image per class (the first of each in the split), enlarged to `side` px
+    with Lanczos, as PNGs in `folder`: real photos to show where the drawn scenes are cartoons.
+    Written only where the data set is on the machine; nothing of it is part of the project."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    labels = np.asarray(labels)
+    paths = []
+    for c, name in enumerate(class_names):
+        hits = np.flatnonzero(labels == c)
+        if not len(hits):
+            continue
+        im = Image.fromarray(np.asarray(images[hits[0]], np.uint8))
+        path = folder / f"test_{str(name).replace('/', '-').replace(' ', '-')}.png"
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        im.resize((side, side), Image.LANCZOS).save(tmp, "PNG")
+        os.replace(tmp, path)
+        paths.append(str(path))
+    return paths
+
+
 def example_name(path) -> str:
     """What an example file shows ("7", "Ankle boot")."""
-    stem = Path(path).stem.removeprefix("drawn_")
+    stem = Path(path).stem.removeprefix("drawn_").removeprefix("test_")
     return next((n for n in OUTLINES if n.replace("/", "-").replace(" ", "-") == stem), stem)

@@ -13,6 +13,7 @@ import inspect
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import gradio as gr
@@ -135,7 +136,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             **dict(zip(PICTURES, panel.pictures)), layer=panel.layer, head=panel.head,
             relevance=why.relevance, occlusion=why.occlusion, faithfulness=why.faithfulness,
             ablation=why.ablation, target=why.target, heads_off=why.heads,
-            walk=mech.walk, walk_text=mech.walk_text, mech_layer=mech.layer, mech_head=mech.head,
+            walk=mech.walk, walk_text=mech.walk_text,
             position=mech.position, distance=mech.distance, filters=mech.filters,
             model_caption=mech.model_caption,
             testset_status=tst.status, confusion=tst.confusion, reliability=tst.reliability,
@@ -205,7 +206,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         on(panel.shared.change, page.rescale, [panel.shared], ("grid",), **quiet)
         for s in (panel.layer, panel.head):
             on(s.change, page.explore, [panel.layer, panel.head],
-               ("grid", "pick", "row", "pipeline", "layer", "head"), trigger_mode="always_last", **quiet)
+               ("grid", "pick", "row", "pipeline", *WALK, "layer", "head"),
+               trigger_mode="always_last", **quiet)
         on(panel.grid.select, page.pick_head, [], ("layer", "head"), **quiet)
         on(panel.pick.select, page.pick_patch, [], ("pick", "row", "pipeline", *WALK), **quiet)
         model_views = ("position", "distance", "filters", "model_caption")
@@ -214,12 +216,11 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                      **quiet)
             if opened:
                 on(dep.then, page.mechanism_model, [], model_views, **quiet)
-        for c in (mech.layer, mech.head, mech.cls):
-            on(c.change, page.mechanism_settings, [mech.layer, mech.head, mech.cls], WALK,
-               trigger_mode="always_last", **quiet)
+        on(mech.cls.change, page.follow_cls, [mech.cls], WALK, trigger_mode="always_last",
+           **quiet)
         switched = on(model.change, page.choose_model, [model],
                       ("model", "card", "layer", "head", "target", "heads_off", "hint",
-                       "examples", "mech_layer", "mech_head", "pad"), api_visibility="private")
+                       "examples", "pad"), api_visibility="private")
         switched = on(switched.then, page.clear_testset, [], TESTSET[:4], **quiet)
         switched = explained(on(switched.then, page.reanalyse, [], ANALYSIS, **quiet))
         switched = on(switched.then, page.mechanism_model, [], model_views, **quiet)
@@ -274,6 +275,10 @@ def launch(demo: gr.Blocks, **kwargs):
     """Serve the page with its script, style and limits (vit/ui/limits.py; GRADIO_SERVER_NAME /
     GRADIO_SERVER_PORT honoured)."""
     limits = getattr(demo, "limits", None) or Limits()
+    if getattr(demo, "page", None) is not None and os.environ.get("VIT_WARM", "1") != "0":
+        # The panels' per-model pictures and test-set answers, in the background: a visitor who
+        # opens them later finds them ready (one who comes first waits on the same work).
+        threading.Thread(target=demo.page.warm, name="vit-warm", daemon=True).start()
     files = raise_file_limit()
     # Idle sockets count as connections: a low cap would let a few hundred of them shut visitors
     # out, so it is high, and below the open-file limit (sockets are files), which it protects.

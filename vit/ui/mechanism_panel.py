@@ -6,16 +6,17 @@ Figure 7 views of the loaded model. `build()` makes the components; `render()` a
 Wiring (vit/ui/app.py):
 
 - `mech = mechanism_panel.build(p)` where the panel should appear (it opens a closed Accordion).
-- Per input and per query: the page's record (vit/ui/record.py) keeps the panel's layer, head and
-  [CLS] switch, the clicked patch (0-based, None = the centre) and whether the panel is open;
-  vit/ui/render.py calls render(p, a, layer, head, patch, cls) for the walk-through picture and
-  its text while it is open (~40 ms: one partial forward pass and a numpy/PIL picture).
+- Per input and per query: the page's record (vit/ui/record.py) keeps the page's one layer, head
+  and patch (the explorer's sliders, the strip's and the explorer's patch: 0-based, None = the
+  centre), the panel's [CLS] switch and whether it is open; vit/ui/render.py calls
+  render(p, a, layer, head, patch, cls) for the walk-through picture and its text while it is
+  open (~40 ms: one partial forward pass and a numpy/PIL picture).
 - Per model: when the panel opens and on a model switch while it is open:
       [position similarity, attention distance, filters, caption] = model_images(p, data_dir)
   `data_dir`: where the test sets are (the test-set tab's); without one, or with no test set
   there, the model-level views use the project's own drawn digits and say so. The first call per
-  model costs ~1-3 s on a 2-core CPU; later calls return the cached pictures.
-      and slider_updates(p) -> [mech.layer, mech.head] for the new model's depth and heads.
+  model costs ~1-3 s on a 2-core CPU; later calls return the cached pictures, and a served app
+  computes them for every model at start (`warm`), so the panel opens filled.
 """
 from __future__ import annotations
 
@@ -60,8 +61,6 @@ COMPONENTS = 16           # principal components of the embedding filters shown
 @dataclass
 class MechanismPanel:
     accordion: gr.Accordion
-    layer: gr.Slider
-    head: gr.Slider
     cls: gr.Checkbox
     walk: gr.Image
     walk_text: gr.Markdown
@@ -100,16 +99,13 @@ These don't depend on your input: they describe what this model learned.
 
 
 def build(p: Predictor) -> MechanismPanel:
-    cfg = p.model.cfg
     with gr.Accordion("How attention works (step by step)", open=False,
                       elem_id="mechanism") as accordion:
         gr.Markdown(INTRO)
-        with gr.Row():
-            layer = gr.Slider(1, max(cfg.depth, 2), value=1, step=1, label="Layer",
-                              elem_id="mech-layer")
-            head = gr.Slider(1, max(cfg.heads, 2), value=1, step=1, label="Head", elem_id="mech-head")
-            cls = gr.Checkbox(False, label="Follow [CLS] instead of the clicked patch",
-                              elem_id="mech-cls")
+        gr.Markdown("It follows the layer, head and patch chosen above: in the strip, on the "
+                    "head maps, or in \"Explore one patch\".", elem_id="mech-shared")
+        cls = gr.Checkbox(False, label="Follow [CLS] instead of the chosen patch",
+                          elem_id="mech-cls")
         walk = gr.Image(label="One token through one attention head", interactive=False,
                         buttons=["download", "fullscreen"], elem_id="mech-walk")
         walk_text = gr.Markdown(elem_id="mech-walk-text")
@@ -123,25 +119,11 @@ def build(p: Predictor) -> MechanismPanel:
                            interactive=False,
                            buttons=["download", "fullscreen"], elem_id="mech-filters")
         model_caption = gr.Markdown(elem_id="mech-model-caption")
-    return MechanismPanel(accordion, layer, head, cls, walk, walk_text, position, distance,
-                          filters, model_caption)
-
-
-def slider_updates(p: Predictor) -> tuple[dict, dict]:
-    """Layer and head sliders for this model (a slider needs minimum < maximum: a one-layer or
-    one-head model gets 1..2 and `clamp` brings 2 back to 1)."""
-    cfg = p.model.cfg
-    return (gr.update(maximum=max(cfg.depth, 2), value=1),
-            gr.update(maximum=max(cfg.heads, 2), value=1))
+    return MechanismPanel(accordion, cls, walk, walk_text, position, distance, filters,
+                          model_caption)
 
 
 # --- per input: the walk-through -------------------------------------------------------------
-
-def clamp(p: Predictor, layer, head, patch) -> tuple[int, int, int]:
-    """views.clamp, where what is not a number opens the first layer (the walk-through starts
-    at the input)."""
-    return views.clamp(p, layer, head, patch, first_layer=True)
-
 
 def _name(token: int) -> str:
     return "[CLS]" if token == 0 else f"patch {token}"
@@ -169,9 +151,10 @@ def walk_text(w: WalkThrough) -> str:
 
 def render(p: Predictor, a: Analysis, layer, head, patch, cls=False) -> tuple[np.ndarray, str]:
     """(walk-through picture, its text) for an analysed input, the 1-based layer and head
-    sliders, the clicked patch (0-based; None: the centre) and whether to follow [CLS] instead.
-    Values out of range are clamped; anything else falls back to layer 1, head 1, the centre."""
-    layer, head, patch = clamp(p, layer, head, patch)
+    the page shares (the explorer's sliders), the chosen patch (0-based; None: the centre) and
+    whether to follow [CLS] instead. Values out of range are clamped; anything else falls back
+    to the last layer, head 1, the centre (views.clamp)."""
+    layer, head, patch = views.clamp(p, layer, head, patch)
     w = _walk_through(p.model, p.tensor(a.image), CLS if cls else patch, layer, head)
     pic = walk_through_picture(w, a.image, p.model.cfg.patch_size, stem_rim(p.model))
     return pic, walk_text(w)

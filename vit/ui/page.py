@@ -15,7 +15,7 @@ import gradio as gr
 import numpy as np
 
 from vit.checkpoint import CheckpointError
-from vit.data.examples import example_name
+from vit.data.examples import example_name, write_test_examples
 from vit.data.loading import DataError
 from vit.inference import Analysis, Predictor, Recent, array_key
 from vit.pictures.attention_maps import patch_at
@@ -63,6 +63,29 @@ class Page:
         # switch back to a model shows exactly its first answer (and reuses its forward pass)
         # rather than one laid out again from the session's smaller copy.
         self._laid_out = Recent(LAID_OUT_BYTES)
+
+    def warm(self) -> None:
+        """Before the first visitor asks: every model's step-by-step pictures and its answers on
+        its test set (where the data is here), so the panel and the Test set tab open filled.
+        Run in the background by `launch` (a few seconds to a minute of CPU, once)."""
+        for name in self.models.names:
+            try:
+                p = self.models.get(name)
+                mechanism_panel.model_images(p, self.answers.data_dir)
+                r = self.answers.get(name)
+                if p.config.style.colour and r.images.ndim == 4:
+                    self.use_test_photos(p, r)
+            except (CheckpointError, DataError, OSError, ValueError):
+                continue            # a broken model or no test set: said when a visitor asks
+
+    def use_test_photos(self, p: Predictor, r) -> None:
+        """A photo model's examples become real test photos, one per class (its data set is on
+        this machine): the drawn scenes are cartoons."""
+        style = p.config.style.name
+        folder = Path(self.examples[style][0]).parent.parent / f"{style}-test"
+        paths = write_test_examples(folder, r.images, r.labels, p.class_names)
+        if len(paths) == len(p.class_names):
+            self.examples[style] = paths
 
     def visit(self) -> Visit:
         """A new visitor's page (the gr.State's default; Gradio copies it per visitor)."""
@@ -123,8 +146,11 @@ class Page:
                            if p.config.style.colour else
                            ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
             read = md(top_label(p.label(a.probs, a.verdict)))
+            knows = ", ".join(md(n, 40) for n in p.class_names[:12])
             item = replace(item, headline=f"### Example: {made} {example} — read as **{read}**\n"
-                                          f"{again}, or pick another example below the canvas.")
+                                          f"{again}, or pick another example below the canvas. "
+                                          f"This model knows: {knows}"
+                                          f"{', …' if len(p.class_names) > 12 else ''}.")
         return item, a
 
     def _analysis(self, shown: Shown, name, judged: bool = False) -> tuple[Predictor, Analysis]:
@@ -340,15 +366,13 @@ class Page:
         crossing = self._crosses(base.model, name)
         cfg = p.model.cfg
         visit.commit(base, replace(base, model=name, patch=None, layer=cfg.depth, head=1,
-                                   target=ANSWER, heads_off=(),
-                                   mechanism=(1, 1, base.mechanism[2])))
+                                   target=ANSWER, heads_off=()))
         layer, head = views.slider_updates(p)
         target, heads = why_panel.model_updates(p)
-        mech_layer, mech_head = mechanism_panel.slider_updates(p)
         return {"card": p.card(), "layer": layer, "head": head, "target": target,
                 "heads_off": heads, "hint": draw_tab.hint(p.config.noun, p.config.style.name),
-                "examples": gr.update(value=self.gallery(p), selected_index=None),
-                "mech_layer": mech_layer, "mech_head": mech_head,
+                "examples": gr.update(value=self.gallery(p), selected_index=None,
+                                      label=self.gallery_label(p)),
                 "pad": self.first_view(name) if crossing else gr.update()}
 
     def reanalyse(self, visit: Visit):
@@ -359,7 +383,7 @@ class Page:
         if shown is None or shown.model == name:   # nothing to read again: the headline may
             return self.view(base, ("status",))    # still name the model (what to draw)
         if shown.kind == "drawing" and isinstance(shown, Shown) and self._crosses(shown.model, name):
-            return {}                              # the new model's example is on its way
+            return self.view(base, ("status",))   # the new model's example is on its way
         # Newer than a drawing re-read: any drawing sent after it (even one whose answer had not
         # yet replaced it when this started); than anything else: one sent during this.
         before = shown.number or visit.drawn
@@ -369,12 +393,19 @@ class Page:
         return self._commit(visit, base, base.showing(item, shown.kind), known=(item, a))
 
     def _crosses(self, before, after) -> bool:
-        """Whether models `before` and `after` are on different sides of photo / drawing."""
+        """Whether a drawing made for model `before` means nothing to model `after`: their
+        classes differ (a digit is no piece of clothing; a photo model reads no pen strokes).
+        The new model's own example then replaces it, rather than a silent re-read."""
         try:
-            photo = [self.predictor(n).config.style.colour for n in (before, after)]
+            names = [tuple(self.predictor(n).class_names) for n in (before, after)]
         except (gr.Error, TypeError):
             return False
-        return photo[0] != photo[1]
+        return names[0] != names[1]
+
+    def gallery_label(self, p: Predictor) -> str:
+        if all(Path(x).name.startswith("test_") for x in self.examples[p.config.style.name]):
+            return f"Examples from the {p.config.title} test set: click one"
+        return "Examples (drawn by this project's code): click one"
 
     def gallery(self, p: Predictor) -> list[tuple[str, str]]:
         """The examples under the canvas for a model: (picture, caption)."""
@@ -391,7 +422,8 @@ class Page:
         value was out of it."""
         base = visit.record
         p = self.predictor(base.model)
-        names = ("grid", "pick", "row", "pipeline") if views.big(p) else ("pick", "row", "pipeline")
+        names = ("grid", "pick", "row", "pipeline", *WALK) if views.big(p) else \
+            ("pick", "row", "pipeline", *WALK)
         out = self._commit(visit, base, replace(base, layer=layer, head=head), names)
         return {**out, **dict(zip(("layer", "head"), views.snapped(p, layer, head)))}
 
@@ -465,9 +497,10 @@ class Page:
         base = visit.record
         return self._commit(visit, base, replace(base, mechanism_open=opened), WALK)
 
-    def mechanism_settings(self, visit: Visit, layer, head, cls):
+    def follow_cls(self, visit: Visit, cls):
+        """The step-by-step panel's switch: follow [CLS] rather than the chosen patch."""
         base = visit.record
-        return self._commit(visit, base, replace(base, mechanism=(layer, head, bool(cls))), WALK)
+        return self._commit(visit, base, replace(base, follow_cls=cls is True), WALK)
 
     def mechanism_model(self, visit: Visit):
         """The Figure 7 views of a model (cached per model), while the panel is open."""

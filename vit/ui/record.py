@@ -57,7 +57,7 @@ class Record:
     target: object = ANSWER          # "What drove it": the class explained
     heads_off: tuple = ()            # "What drove it": the heads switched off ("layer,head")
     mechanism_open: bool = False
-    mechanism: tuple = (1, 1, False)  # the step-by-step panel's layer, head, [CLS] switch
+    follow_cls: bool = False         # the step-by-step panel follows [CLS], not the patch
     testset_open: bool = False
     test_listed: tuple = ()          # the test-set indices the gallery shows, in order
 
@@ -71,9 +71,13 @@ class Record:
         return getattr(self, self.on_screen) if self.on_screen else None
 
     def showing(self, item: Shown | Refused | None, kind: str, show: bool = True) -> Record:
-        """This record with `item` as its `kind` input, and on screen if `show`."""
+        """This record with `item` as its `kind` input, and on screen if `show`: a new input
+        on screen starts with no patch chosen (one chosen on the last input meant that one)."""
         changed = replace(self, **{kind: item})
-        return replace(changed, on_screen=kind) if show else changed
+        if not show:
+            return changed
+        new = item is not getattr(self, kind) or self.on_screen != kind
+        return replace(changed, on_screen=kind, patch=None if new else self.patch)
 
 
 def same(a, b) -> bool:

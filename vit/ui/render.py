@@ -33,8 +33,8 @@ DEPENDS = {
     "row": ("shown", "layer", "head", "patch"),
     **{name: ("shown", "target") for name in ("relevance", "occlusion", "faithfulness", "glance")},
     "ablation": ("shown", "heads_off"),
-    "walk": ("shown", "mechanism_open", "mechanism", "patch"),
-    "walk_text": ("shown", "mechanism_open", "mechanism", "patch"),
+    "walk": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
+    "walk_text": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
 }
 
 # What the answer on screen is for, as a tab that is not its input's says it.
@@ -134,7 +134,7 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
             why = why or why_panel.render(p, a, r.target, r.heads_off)
             out[name] = why[WHY.index(name)]
         elif name in WALK:
-            walk = walk or mechanism_panel.render(p, a, *r.mechanism[:2], r.patch, r.mechanism[2])
+            walk = walk or mechanism_panel.render(p, a, r.layer, r.head, r.patch, r.follow_cls)
             out[name] = walk[WALK.index(name)]
         elif name in EXPLORER:                # both drawn by one call
             explored = explored or views.explorer(p, a, r.layer, r.head, r.patch)

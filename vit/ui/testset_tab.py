@@ -2,6 +2,7 @@
 mistakes / least confident / all, class filters, and a clickable confusion matrix."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from vit.pictures.confusion import confusion_picture
 from vit.testset import KINDS, Results, load_results
 from vit.text import md
 from vit.ui.models import Models
+from vit.ui.words import caption
 
 GALLERY_SIZE = 60
 
@@ -76,11 +78,14 @@ class Answers:
         self.models, self.data_dir = models, data_dir
         self._results: dict[str, Results] = {}
         self._reliability: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()     # a visitor and the start-up warming score it once
 
     def get(self, name: str, progress=None) -> Results:
         if name not in self._results:
-            p = self.models.get(name)
-            self._results[name] = load_results(p.checkpoint, self.data_dir, progress)
+            with self._lock:
+                if name not in self._results:
+                    p = self.models.get(name)
+                    self._results[name] = load_results(p.checkpoint, self.data_dir, progress)
         return self._results[name]
 
     def ready(self, name: str) -> bool:
@@ -102,10 +107,12 @@ class Answers:
         try:
             r = self.get(name, progress)
         except DataError:
-            return (f"The {md(config.title)} test set is not on this machine, so there is nothing "
-                    f"to browse yet. Fetch it with `python -m vit.data --dataset "
-                    f"{config.dataset if config.spec else 'NAME'}` (it lands in `data/`), or start "
-                    f"the app with `VIT_DATA_DIR` naming a folder that holds it; then reload this page.",
+            return (caption(
+                f"The {md(config.title)} test set is not on this server, so there are no test "
+                f"images to browse for this model: draw or upload your own on the other tabs.",
+                f"Running the app yourself? Fetch it with `python -m vit.data --dataset "
+                f"{config.dataset if config.spec else 'NAME'}` (it lands in `data/`), or start "
+                f"the app with `VIT_DATA_DIR` naming a folder that holds it; then reload the page."),
                     None, None, [], [], gr.update(visible=False))
         kind = kind if kind in KINDS else "mistakes"
         names = r.class_names
