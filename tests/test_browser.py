@@ -31,6 +31,8 @@ if not os.path.exists(CHROMIUM) or not shutil.which("chromium"):
 playwright = pytest.importorskip("playwright.sync_api")
 
 SHOTS = ARTIFACTS / "browser"
+# The first-visit tour (vit/ui/page.js) taken already: the tests that are not about it.
+NO_TOUR = "localStorage.setItem('vit-explorer-tour', 'done')"
 
 # Strokes in canvas-relative coordinates (0..1), drawn as a person would.
 STROKES = {
@@ -56,6 +58,7 @@ def browser():
 @pytest.fixture(scope="module")
 def page(browser, app_server):
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg.add_init_script(NO_TOUR)
     pg.goto(app_server[1])
     wait_status(pg, "Example")          # the first view is in (a test may run alone)
     yield pg
@@ -241,6 +244,7 @@ def test_touch_drawing_on_a_phone(browser, app_server):
     """A phone-sized viewport, a finger: touch events on the canvas draw and get a prediction."""
     ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
                               has_touch=True, device_scale_factor=2)
+    ctx.add_init_script(NO_TOUR)
     pg = ctx.new_page()
     pg.goto(app_server[1])
     wait_status(pg, "Example")
@@ -262,10 +266,10 @@ def test_touch_drawing_on_a_phone(browser, app_server):
         for i in range(1, 11):
             cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [
                 {"x": ax + (bx - ax) * i / 10, "y": ay + (by - ay) * i / 10}]})
-        assert in_view(pg, "#status") and in_view(pg, "#prediction")   # the answer, in view
+        assert in_view(pg, "#status") and in_view(pg, "#pipeline")     # the answer, in view
     cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
     wait_status(pg, "reads this as 7")
-    assert in_view(pg, "#status") and in_view(pg, "#prediction") and in_view(pg, "#drawpad canvas")
+    assert in_view(pg, "#status") and in_view(pg, "#pipeline") and in_view(pg, "#drawpad canvas")
     box = pg.locator("#drawpad canvas").bounding_box()
     assert box["width"] >= 0.8 * 390              # the canvas fills the width (less the margins)
     pg.screenshot(path=SHOTS / "5-phone-touch.png", full_page=False)
@@ -277,10 +281,10 @@ def test_touch_drawing_on_a_phone(browser, app_server):
             <= pg.locator("#result-col").bounding_box()["y"])
     # Away from the canvas only the headline stays pinned: the panels get the screen.
     pg.locator("#attention").scroll_into_view_if_needed()
-    pg.wait_for_function("() => !document.querySelector('#prediction').checkVisibility()")
+    pg.wait_for_function("() => !document.querySelector('#pipeline').checkVisibility()")
     assert in_view(pg, "#status") and pg.locator("#result-col").bounding_box()["height"] < 100
     pg.locator("#drawpad canvas").evaluate("c => c.scrollIntoView({block: 'end'})")
-    pg.wait_for_function("() => document.querySelector('#prediction').checkVisibility()")
+    pg.wait_for_function("() => document.querySelector('#pipeline').checkVisibility()")
     ctx.close()
 
 
@@ -337,6 +341,7 @@ def page_with_model(browser, app_server, option: str, hint: str, example: str):
     """A new page switched to another model, once its Draw tab asks for `hint` and its examples
     include `example`."""
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg.add_init_script(NO_TOUR)
     pg.goto(app_server[1])
     wait_status(pg, "Example")
     pg.locator("#model input").click()
@@ -465,6 +470,7 @@ def test_a_model_switch_on_the_upload_tab_answers_the_upload_not_the_hidden_canv
     one.paste(0, (90, 40, 110, 160))
     one.save(tmp_path / "one.png")
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    pg.add_init_script(NO_TOUR)
     pg.goto(app_server[1])
     wait_status(pg, "Example")
     pg.get_by_role("tab", name="Upload").click()
@@ -481,3 +487,226 @@ def test_a_model_switch_on_the_upload_tab_answers_the_upload_not_the_hidden_canv
     pg.get_by_role("tab", name="Draw").click()
     wait_status(pg, "Example: a picture of a ship", timeout=60_000)
     pg.close()
+
+
+# --- A newcomer's page (issue 26), at a laptop's 1280x800 and a phone's 390x844 ----------------
+
+def fresh(browser, app_server, width=1280, height=800, tour=False):
+    """A new visitor's page (its own context: nothing remembered), once its first answer is in."""
+    phone = width < 500
+    ctx = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone,
+                              has_touch=phone)
+    if not tour:
+        ctx.add_init_script(NO_TOUR)
+    pg = ctx.new_page()
+    pg.goto(app_server[1])
+    wait_status(pg, "Example")
+    pg.wait_for_function("() => document.querySelector('#pipeline .said')?.innerText.trim()",
+                         timeout=30_000)
+    return ctx, pg
+
+
+def strip_point(pg, step: str, patch: int, grid: int = 7):
+    """The screen point at the centre of `patch` (0-based) in a picture step of the strip."""
+    box = pg.locator(f"#pipeline canvas.c-{step}").bounding_box()
+    r, c = divmod(patch, grid)
+    return box["x"] + (c + 0.5) / grid * box["width"], box["y"] + (r + 0.5) / grid * box["height"]
+
+
+def green_at(pg, step: str, patch: int, grid: int = 7) -> bool:
+    """Whether the strip's `step` picture outlines `patch` (the green of the chosen patch)."""
+    return pg.evaluate("""([step, p, g]) => {
+        const c = document.querySelector('#pipeline canvas.c-' + step), s = c.width / g;
+        const x = Math.floor((p % g) * s) - 1, y = Math.round(Math.floor(p / g) * s + s / 2);
+        const d = c.getContext('2d').getImageData(x, y, 4, 1).data;
+        for (let i = 0; i < 16; i += 4) if (d[i + 1] > d[i] + 60 && d[i + 1] > d[i + 2] + 40) return true;
+        return false; }""", [step, patch, grid])
+
+
+def test_the_pipeline_strip_is_above_the_fold_live_while_drawing_and_follows_the_pointer(browser, app_server):
+    """1280x800: the canvas, the headline and the strip (input -> patches -> tokens -> attention
+    -> answer) on the first screen; the strip answers while the pen is still down; pointing at a
+    patch in one step outlines it in every step and says where it is, counted from 1."""
+    ctx, pg = fresh(browser, app_server)
+    for part in ("#drawpad canvas", "#status", "#pipeline", "#pipeline .bars"):
+        assert in_view(pg, part), part
+    assert pg.locator("#pipeline .said").inner_text().strip() == "7"
+    pg.screenshot(path=SHOTS / "20-pipeline-1280x800.png")
+    x, y = strip_point(pg, "attention", 9)                  # row 2, column 3
+    pg.mouse.move(x, y)
+    pg.wait_for_function("() => document.querySelector('#pipeline .readout').innerText.includes('Patch 10')")
+    assert "Patch 10 (row 2, column 3) is token 11 of 50" in pg.locator("#pipeline .readout").inner_text()
+    for step in ("seen", "attention"):
+        assert green_at(pg, step, 9), step
+    pg.screenshot(path=SHOTS / "21-pipeline-hover.png", clip={"x": 480, "y": 180, "width": 800, "height": 330})
+    # While the pen is down the strip reads the drawing; when it lifts, the finished one.
+    clear(pg)
+    wait_status(pg, "Draw a digit")
+    draw(pg, "1", lift=False)
+    pg.wait_for_function("() => document.querySelector('#pipeline .readout').innerText.includes('while you draw')",
+                         timeout=30_000)
+    pg.mouse.up()
+    pg.wait_for_function("() => !document.querySelector('#pipeline .readout').innerText.includes('while you draw')"
+                         " && document.querySelector('#pipeline .said').innerText.trim() === '1'", timeout=30_000)
+    ctx.close()
+
+
+def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follow(browser, app_server):
+    """One choice of layer, head and patch: a tap in the strip chooses the patch; the explorer's
+    sliders move the strip's head and the step-by-step walk; the walk opens filled, at once; a
+    new drawing starts from the centre patch again."""
+    ctx, pg = fresh(browser, app_server)
+    x, y = strip_point(pg, "patches", 16)
+    pg.mouse.click(x, y)
+    pg.wait_for_function("() => document.querySelector('#pipeline .readout').innerText.includes('Patch 17')")
+    acc = pg.locator("#mechanism")
+    acc.scroll_into_view_if_needed()
+    start = pg.evaluate("performance.now()")
+    acc.get_by_text("How attention works").first.click()
+    pg.wait_for_function("() => document.querySelector('#mech-walk img') && "
+                         "document.querySelector('#mech-walk-text').innerText.includes('Patch 17')",
+                         timeout=30_000)
+    opened = pg.evaluate("performance.now()") - start
+    assert opened < 1500, opened               # filled at once (the model's pictures were ready)
+    assert "Patch 17, layer 6, head 1" in pg.locator("#mech-walk-text").inner_text()
+    assert pg.locator("#mech-layer, #mech-head").count() == 0          # no sliders of its own
+    head = pg.locator("#head input[type=number]")
+    head.fill("3")
+    head.press("Enter")
+    pg.wait_for_function("() => document.querySelector('#mech-walk-text').innerText.includes('layer 6, head 3')")
+    pg.wait_for_function("() => document.querySelector('#pipeline [data-mode=head]').innerText.includes('head 3')")
+    pg.locator("#mech-walk").scroll_into_view_if_needed()
+    pg.screenshot(path=SHOTS / "22-walk-follows-the-choice.png")
+    pg.locator("#drawpad canvas").scroll_into_view_if_needed()
+    clear(pg)
+    draw(pg, "7")
+    wait_status(pg, "reads this as 7")
+    pg.wait_for_function("() => document.querySelector('#mech-walk-text').innerText.includes('Patch 25,')",
+                         timeout=30_000)
+    ctx.close()
+
+
+def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_server):
+    """A first visit starts a four-step tour, which can be skipped and is not shown again; "Take
+    the tour" starts it over. A "?" opens the precise version in place; the glossary names
+    every term the captions use."""
+    ctx, pg = fresh(browser, app_server, tour=True)
+    pg.wait_for_selector("#tour", timeout=30_000)
+    assert "Draw here" in pg.locator("#tour").inner_text()
+    pg.screenshot(path=SHOTS / "23-tour.png")
+    for n in (2, 3, 4):
+        pg.locator("#tour .tour-next").click()
+        pg.wait_for_function(f"() => document.querySelector('#tour .tour-count').innerText === '{n} / 4'")
+    pg.locator("#tour .tour-next").click()                      # Done
+    assert pg.locator("#tour").count() == 0
+    pg.reload()
+    wait_status(pg, "Example")
+    pg.wait_for_timeout(1500)
+    assert pg.locator("#tour").count() == 0                     # remembered
+    pg.locator("#tour-start").click()
+    pg.wait_for_selector("#tour")
+    pg.locator("#tour .tour-skip").click()
+    assert pg.locator("#tour").count() == 0
+    pg.locator("#pipeline .s-tokens summary").click()
+    assert pg.locator("#pipeline .s-tokens .pop").is_visible()
+    assert "position" in pg.locator("#pipeline .s-tokens .pop").inner_text()
+    glossary = pg.locator("#glossary").inner_text()
+    for term in ("patch", "token", "[CLS]", "layer", "head", "attention", "rollout",
+                 "relevance", "calibrated"):
+        assert term in glossary, term
+    pg.get_by_role("link", name="Glossary").first.click()
+    pg.wait_for_timeout(500)
+    assert pg.locator("#glossary").bounding_box()["y"] < 800
+    ctx.close()
+
+
+def test_head_maps_have_their_own_scales_by_default_and_one_scale_a_tick_away(browser, app_server):
+    ctx, pg = fresh(browser, app_server)
+    box = pg.locator("#shared-scale input")
+    box.scroll_into_view_if_needed()
+    assert not box.is_checked()
+    pg.wait_for_selector("#attention img", timeout=30_000)
+    before = pg.locator("#attention img").get_attribute("src")
+    box.check()
+    pg.wait_for_function("s => document.querySelector('#attention img').src !== s", arg=before,
+                         timeout=30_000)
+    pg.locator("#attention").scroll_into_view_if_needed()
+    pg.screenshot(path=SHOTS / "24-shared-scale.png")
+    ctx.close()
+
+
+def test_a_model_switch_offers_the_new_models_example_and_everything_follows(browser, app_server):
+    """A digit on the canvas, then the clothing model: not a silent re-read — its own example
+    goes on the canvas, the headline says what it knows, and the hint, examples and the Test
+    set tab follow (here its test set is missing: the tab says what a visitor can do)."""
+    ctx, pg = fresh(browser, app_server)
+    clear(pg)
+    draw(pg, "1")
+    wait_status(pg, "reads this as 1")
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Clothing and shoes (Fashion-MNIST)").click()
+    wait_status(pg, "Example: a drawn Ankle boot")
+    wait_status(pg, "This model knows: T-shirt/top, Trouser")
+    assert "piece of clothing" in pg.locator("#draw-hint").inner_text()
+    assert "Trouser" in pg.locator("#draw-examples").inner_text()
+    pg.screenshot(path=SHOTS / "25-switch-to-clothing.png")
+    pg.get_by_role("tab", name="Test set").click()
+    pg.wait_for_function("() => /not on this server|Fashion-MNIST test set/.test("
+                         "document.querySelector('#testset-status').innerText)", timeout=60_000)
+    text = pg.locator("#testset-status").inner_text()
+    if "not on this server" in text:        # (Debian's dataset-fashion-mnist package not here)
+        assert "draw or upload" in text and "VIT_DATA_DIR" not in text and "python -m" not in text
+    else:                                   # its classes in the filters
+        pg.locator("#testset-true input").click()
+        pg.get_by_role("option", name="Trouser").wait_for(timeout=10_000)
+    ctx.close()
+
+
+def test_the_test_set_tab_opens_within_two_seconds(browser, app_server):
+    """The server scored the test set in the background when it started."""
+    ctx, pg = fresh(browser, app_server)
+    pg.wait_for_timeout(3000)                     # the start-up work is long done by a visit
+    start = pg.evaluate("performance.now()")
+    pg.get_by_role("tab", name="Test set").click()
+    pg.wait_for_selector("#testset-gallery img", timeout=30_000)
+    took = pg.evaluate("performance.now()") - start
+    assert took < 2000, took
+    ctx.close()
+
+
+def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(browser, app_server):
+    """390x844: the headline and the strip pinned on the first screen with the canvas; every
+    caption at 12 px or more; with Scroll chosen, a swipe over the canvas moves the page and
+    draws nothing."""
+    ctx, pg = fresh(browser, app_server, 390, 844)
+    for part in ("#drawpad canvas", "#status", "#pipeline .steps"):
+        assert in_view(pg, part), part
+    pg.screenshot(path=SHOTS / "26-phone-first-screen.png")
+    sizes = pg.evaluate("""() => [...document.querySelectorAll(
+        '#pipeline .title, #pipeline .bar, #pipeline .said, #draw-examples .caption-label, #status h3')]
+        .filter(e => e.checkVisibility()).map(e => parseFloat(getComputedStyle(e).fontSize))""")
+    assert sizes and min(sizes) >= 12, sizes
+    cdp = ctx.new_cdp_session(pg)
+
+    def swipe_up():                               # a finger from low on the canvas upwards
+        x0, y0, side = drawing_area(pg)
+        ys = [y0 + side * (0.8 - 0.6 * i / 20) for i in range(21)]
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchStart",
+                                              "touchPoints": [{"x": x0 + side / 2, "y": ys[0]}]})
+        for y in ys[1:]:
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchMove",
+                                                  "touchPoints": [{"x": x0 + side / 2, "y": y}]})
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+        pg.wait_for_timeout(600)
+
+    pg.locator('#drawpad button[aria-label="Scroll"]').click()
+    before, drawn = pg.evaluate("window.scrollY"), sent(pg)
+    swipe_up()
+    assert pg.evaluate("window.scrollY") > before + 100
+    assert sent(pg) == drawn                         # nothing drawn, nothing sent
+    pg.locator('#drawpad button[aria-label="Brush"]').click()       # the brush draws again
+    pg.evaluate("() => window.scrollTo(0, 0)")
+    before = pg.evaluate("window.scrollY")
+    swipe_up()
+    assert sent(pg) > drawn and pg.evaluate("window.scrollY") == before
+    ctx.close()

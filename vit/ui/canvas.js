@@ -125,7 +125,7 @@ function fill(p) {
 }
 
 canvas.addEventListener("pointerdown", e => {
-  if (e.button > 0) return;
+  if (e.button > 0 || tool === "scroll") return;     // Scroll: the page moves, nothing is drawn
   e.preventDefault();
   const p = point(e);
   canvas.focus({preventScroll: true});   // so that Ctrl+Z reaches the canvas after drawing

@@ -35,6 +35,8 @@ TEMPLATE = f"""
       title="Fill: tap inside a closed outline to colour it in">Fill</button>
     <button type="button" data-act="undo" aria-label="Undo" title="Undo (Ctrl+Z)">↶ Undo</button>
     <button type="button" data-act="clear" aria-label="Clear canvas" title="Clear">✕ Clear</button>
+    <button type="button" data-tool="scroll" aria-label="Scroll" class="scroll-tool"
+      title="Scroll: a finger on the canvas scrolls the page instead of drawing">↕ Scroll</button>
   </div>
   <canvas tabindex="0" aria-label="Drawing area: draw with a mouse, pen or finger"></canvas>
 </div>

@@ -146,11 +146,13 @@ class Page:
                            if p.config.style.colour else
                            ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
             read = md(top_label(p.label(a.probs, a.verdict)))
-            knows = ", ".join(md(n, 40) for n in p.class_names[:12])
+            # What the model knows, where its noun does not say it all ("a digit" does).
+            knows = "" if p.config.style.name == "digits" else (
+                " This model knows: " + ", ".join(md(n, 40) for n in p.class_names[:12])
+                + (", …" if len(p.class_names) > 12 else "") + ".")
             item = replace(item, headline=f"### Example: {made} {example} — read as **{read}**\n"
-                                          f"{again}, or pick another example below the canvas. "
-                                          f"This model knows: {knows}"
-                                          f"{', …' if len(p.class_names) > 12 else ''}.")
+                                          f"{again}, or pick another example below the canvas."
+                                          f"{knows}")
         return item, a
 
     def _analysis(self, shown: Shown, name, judged: bool = False) -> tuple[Predictor, Analysis]:

@@ -27,7 +27,7 @@ UNSURE = 0.6                  # below this probability the answer is said with a
 
 # (id, title, plain caption, glossary key for its "?")
 STEPS = (
-    ("seen", "1 · Its view", "Your input at the model's size", "patch"),
+    ("seen", "1 · Seen", "Your input at the model's size", "patch"),
     ("patches", "2 · Patches", "Cut into small squares", "patch"),
     ("tokens", "3 · Tokens", "[CLS] first, then one per patch, each told its place", "token"),
     ("attention", "4 · Attention", "Where [CLS] looks; brighter: more", "attention"),
