@@ -523,7 +523,8 @@ def green_at(pg, step: str, patch: int, grid: int = 7) -> bool:
         return false; }""", [step, patch, grid])
 
 
-def test_the_pipeline_strip_is_above_the_fold_live_while_drawing_and_follows_the_pointer(browser, app_server):
+def test_the_pipeline_strip_is_above_the_fold_live_while_drawing_and_follows_the_pointer(
+        browser, app_server):
     """1280x800: the canvas, the headline and the strip (input -> patches -> tokens -> attention
     -> answer) on the first screen; the strip answers while the pen is still down; pointing at a
     patch in one step outlines it in every step and says where it is, counted from 1."""
@@ -534,24 +535,27 @@ def test_the_pipeline_strip_is_above_the_fold_live_while_drawing_and_follows_the
     pg.screenshot(path=SHOTS / "20-pipeline-1280x800.png")
     x, y = strip_point(pg, "attention", 9)                  # row 2, column 3
     pg.mouse.move(x, y)
-    pg.wait_for_function("() => document.querySelector('#pipeline .readout').innerText.includes('Patch 10')")
-    assert "Patch 10 (row 2, column 3) is token 11 of 50" in pg.locator("#pipeline .readout").inner_text()
+    readout = "() => document.querySelector('#pipeline .readout').innerText"
+    pg.wait_for_function(f"() => ({readout})().includes('Patch 10')")
+    assert "Patch 10 (row 2, column 3) is token 11 of 50" in pg.evaluate(readout)
     for step in ("seen", "attention"):
         assert green_at(pg, step, 9), step
-    pg.screenshot(path=SHOTS / "21-pipeline-hover.png", clip={"x": 480, "y": 180, "width": 800, "height": 330})
+    pg.screenshot(path=SHOTS / "21-pipeline-hover.png",
+                  clip={"x": 480, "y": 180, "width": 800, "height": 330})
     # While the pen is down the strip reads the drawing; when it lifts, the finished one.
     clear(pg)
     wait_status(pg, "Draw a digit")
     draw(pg, "1", lift=False)
-    pg.wait_for_function("() => document.querySelector('#pipeline .readout').innerText.includes('while you draw')",
-                         timeout=30_000)
+    pg.wait_for_function(f"() => ({readout})().includes('while you draw')", timeout=30_000)
     pg.mouse.up()
-    pg.wait_for_function("() => !document.querySelector('#pipeline .readout').innerText.includes('while you draw')"
-                         " && document.querySelector('#pipeline .said').innerText.trim() === '1'", timeout=30_000)
+    pg.wait_for_function(f"() => !({readout})().includes('while you draw') && "
+                         "document.querySelector('#pipeline .said').innerText.trim() === '1'",
+                         timeout=30_000)
     ctx.close()
 
 
-def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follow(browser, app_server):
+def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follow(
+        browser, app_server):
     """One choice of layer, head and patch: a tap in the strip chooses the patch; the explorer's
     sliders move the strip's head and the step-by-step walk; the walk opens filled, at once; a
     new drawing starts from the centre patch again."""
@@ -573,8 +577,10 @@ def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follo
     head = pg.locator("#head input[type=number]")
     head.fill("3")
     head.press("Enter")
-    pg.wait_for_function("() => document.querySelector('#mech-walk-text').innerText.includes('layer 6, head 3')")
-    pg.wait_for_function("() => document.querySelector('#pipeline [data-mode=head]').innerText.includes('head 3')")
+    walk = "document.querySelector('#mech-walk-text').innerText"
+    pg.wait_for_function(f"() => {walk}.includes('layer 6, head 3')")
+    pg.wait_for_function("() => document.querySelector('#pipeline [data-mode=head]')"
+                         ".innerText.includes('head 3')")
     pg.locator("#mech-walk").scroll_into_view_if_needed()
     pg.screenshot(path=SHOTS / "22-walk-follows-the-choice.png")
     pg.locator("#drawpad canvas").scroll_into_view_if_needed()

@@ -208,7 +208,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             on(s.change, page.explore, [panel.layer, panel.head],
                ("grid", "pick", "row", "pipeline", *WALK, "layer", "head"),
                trigger_mode="always_last", **quiet)
-        on(panel.grid.select, page.pick_head, [], ("layer", "head"), **quiet)
+        # A click on a head map opens it in the explorer just below: bring that into view.
+        on(panel.grid.select, page.pick_head, [], ("layer", "head"), **quiet).then(
+            None, js="() => document.querySelector('#pick')?.scrollIntoView("
+                     "{block: 'nearest', behavior: 'smooth'})")
         on(panel.pick.select, page.pick_patch, [], ("pick", "row", "pipeline", *WALK), **quiet)
         model_views = ("position", "distance", "filters", "model_caption")
         for event, opened in ((mech.accordion.expand, True), (mech.accordion.collapse, False)):

@@ -143,10 +143,9 @@ def walk_text(w: WalkThrough) -> str:
             f"weights: {top} (together {100 * share:.0f} % of the output's mix). [CLS] gets "
             f"{number(float(w.weights[0]))}{own}. Spread evenly, each of the {T} tokens would "
             f"get 1/{T} = {number(1 / T)}. The output (step 10) is {Dh} numbers: the values "
-            f"v of all {T} tokens, mixed in these proportions. These weights are row "
-            f"{w.token + 1} of the attention matrix of layer {w.layer + 1}, head {w.head + 1} "
-            f"(row 1 is [CLS]'s): the numbers {where}, computed here by hand from the model's "
-            f"weights.")
+            f"v of all {T} tokens, mixed in these proportions. These weights are {me}'s row "
+            f"of the attention matrix of layer {w.layer + 1}, head {w.head + 1}: the numbers "
+            f"{where}, computed here by hand from the model's weights.")
 
 
 def render(p: Predictor, a: Analysis, layer, head, patch, cls=False) -> tuple[np.ndarray, str]:

@@ -1,0 +1,158 @@
+"""The newcomer's page without a browser (tests/test_browser.py meets it as a person does): the
+pipeline strip's numbers, answers said as people say them, the glossary, one choice of patch for
+every view, the start-up warming that opens the panels and the Test set tab filled, real test
+photos as a photo model's examples, and a scale bar under every head map."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from conftest import ROOT
+from PIL import Image
+
+from vit.data.examples import example_name, render_digit, write_test_examples
+from vit.explain import ood
+from vit.inference import Analysis
+from vit.pictures.attention_maps import (
+    CAPTION,
+    MINI,
+    _attention_grid_template,
+    _lut,
+    attention_grid_picture,
+)
+from vit.ui import create_app, pipeline
+from vit.ui.canvas import drawing_value
+from vit.ui.render import answer_headline
+from vit.ui.words import GLOSSARY, article, glossary_markdown, unsure_words
+
+
+@pytest.fixture(scope="module")
+def page():
+    return create_app(ROOT / "checkpoints", device="cpu").page
+
+
+def seven():
+    return drawing_value(255 - np.asarray(render_digit("7").resize((400, 400))), seq=1)
+
+
+def test_an_unsure_answer_is_said_as_people_say_it(page):
+    p = page.predictor("mnist")
+    probs = np.zeros(10, np.float32)
+    probs[[7, 8, 1]] = [0.52, 0.40, 0.08]
+    text = answer_headline(p, Analysis(np.zeros((28, 28), np.float32), probs, ood.ACCEPT))
+    assert text.startswith("### Probably a **7**; maybe an **8**")
+    assert "reads this as **7** (52.0 %); **8** gets 40.0 %" in text
+    probs[[7, 8, 1]] = [0.95, 0.04, 0.01]
+    sure = answer_headline(p, Analysis(np.zeros((28, 28), np.float32), probs, ood.ACCEPT))
+    assert sure == "### The model reads this as **7** (95.0 %)"
+    assert [article(w) for w in ("8", "7", "airplane", "Ankle boot", "ship", "T-shirt/top")] == \
+        ["an", "a", "an", "an", "a", "a"]
+    assert unsure_words("cat", "dog") == "Probably a cat; maybe a dog"
+
+
+def test_the_glossary_has_a_plain_and_a_precise_version_of_every_term():
+    text = glossary_markdown()
+    for key, (plain, precise) in GLOSSARY.items():
+        assert f'id="term-{key}"' in text and plain in text and precise in text
+        assert plain.count(". ") == 0 and len(plain) < 120          # one short sentence
+
+
+def test_the_strip_carries_the_models_input_the_maps_and_the_top_classes(page):
+    """What the browser draws: the input the model saw (a PNG of its size), [CLS]'s attention in
+    the chosen head and its rollout (one weight per patch), the five most probable classes."""
+    visit = page.visit()
+    out = page.analyse_drawing(visit, seven(), "mnist", False, 3, 2)
+    v = out["pipeline"]
+    json.dumps(v)                                              # sent to the page as JSON
+    a = page._analysis(visit.record.shown, "mnist")[1]
+    e, G = a.explanation, 7
+    assert (v["grid"], v["size"], v["layer"], v["head"]) == (G, 28, 3, 2)
+    np.testing.assert_allclose(v["head_map"], e.cls_maps[2, 1].ravel(), atol=1e-5)
+    np.testing.assert_allclose(v["rollout"], e.rollout_map.ravel(), atol=1e-5)
+    assert [c[0] for c in v["classes"]][0] == "7" and len(v["classes"]) == 5
+    assert v["classes"] == sorted(v["classes"], key=lambda c: -c[1]) and v["answer"] == "7"
+    import base64
+    import io
+    png = Image.open(io.BytesIO(base64.b64decode(v["image"].split(",", 1)[1])))
+    assert png.size == (28, 28)
+    np.testing.assert_allclose(np.asarray(png) / 255.0, a.image, atol=1 / 255)
+    # Out-of-range choices are clamped, as every view clamps them.
+    clamped = pipeline.strip_value(page.predictor("mnist"), a, 99, -5, 10 ** 9)
+    assert (clamped["layer"], clamped["head"], clamped["patch"]) == (6, 1, 48)
+
+
+def test_the_strip_answers_while_the_pen_is_down(page):
+    visit = page.visit()
+    live = page.follow_drawing(visit, {**seven(), "final": False}, "mnist")
+    assert live["pipeline"]["live"] is True and live["pipeline"]["head_map"] is not None
+
+
+def test_a_tap_in_the_strip_chooses_the_patch_every_view_follows(page):
+    visit = page.visit()
+    page.analyse_drawing(visit, seven(), "mnist", False, 6, 1)
+    page.open_mechanism(visit, True)
+    out = page.pick_strip_patch(visit, {"pick": 16})
+    assert visit.record.patch == 16 and out["pipeline"]["patch"] == 16
+    assert "Patch 17, layer 6, head 1" in out["walk_text"]
+    for bad in ({"pick": -1}, {"pick": 49}, {"pick": True}, {"pick": "3"}, {"pick": 2.0},
+                None, "x", {"grid": 7}, {"pick": 10 ** 30}):
+        assert page.pick_strip_patch(visit, bad) == {}
+    assert visit.record.patch == 16
+    # A new drawing on screen starts from no chosen patch (the centre), in every view.
+    again = page.analyse_drawing(visit, {**seven(), "seq": 2}, "mnist", False, 6, 1)
+    assert visit.record.patch is None and again["pipeline"]["patch"] is None
+    assert "Patch 25," in page.mechanism(visit)["walk_text"]
+
+
+def test_warming_opens_the_panels_and_the_test_set_filled(tmp_path, tiny_data):
+    """What `launch` runs in the background at start: afterwards every model's Figure 7
+    pictures are cached and the test set it can find is scored, so opening either is instant."""
+    from vit.ui import mechanism_panel
+    page = create_app(ROOT / "checkpoints", data_dir=tiny_data, device="cpu",
+                      examples_dir=tmp_path).page
+    assert not page.answers.ready("mnist")
+    page.warm()
+    assert page.answers.ready("mnist")                   # the tiny MNIST-layout test set
+    p = page.predictor("mnist")
+    assert str(tiny_data) in mechanism_panel._cache[p.model]
+
+
+def test_a_photo_models_examples_are_real_test_photos_when_its_data_is_here(tmp_path):
+    """One per class, the first of each in the test split, enlarged; named by their class."""
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 255, (30, 32, 32, 3), dtype=np.uint8)
+    labels = np.arange(30) % 10
+    names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
+             "truck"]
+    paths = write_test_examples(tmp_path, images, labels, names)
+    assert [example_name(x) for x in paths] == names
+    big = np.asarray(Image.open(paths[3]))
+    assert big.shape == (128, 128, 3)
+    small = np.asarray(Image.fromarray(big).resize((32, 32), Image.BOX)).astype(int)
+    assert np.abs(small - images[3].astype(int)).mean() < 40       # the cat's own picture
+    page = create_app(ROOT / "checkpoints", device="cpu", examples_dir=tmp_path / "ex").page
+    p = page.predictor("cifar10")
+    page.use_test_photos(p, SimpleNamespace(images=images, labels=labels))
+    assert [example_name(x) for x, _ in page.gallery(p)] == names
+    assert page.gallery_label(p) == "Examples from the CIFAR-10 test set: click one"
+
+
+def test_every_head_map_has_its_own_scale_bar(tmp_path):
+    """Under each map, above its caption: the colour map from 0 to that map's top, and a green
+    tick where evenly spread attention would fall."""
+    rng = np.random.default_rng(1)
+    maps = rng.random((2, 3, 7, 7)) ** 4
+    maps /= maps.sum(axis=(2, 3), keepdims=True) * 1.02
+    img = np.zeros((28, 28), np.float32)
+    pic = attention_grid_picture(img, maps, shared_scale=False)
+    _, corners = _attention_grid_template(2, 3, 112)
+    lut = _lut()
+    for row in corners:
+        for y, x in row:
+            bar = pic[y + 112 + 2, x:x + 112].astype(int)
+            assert np.abs(bar[0] - lut[0]).max() <= 1 and np.abs(bar[-1] - lut[255]).max() <= 1
+            green = (bar[:, 1] > bar[:, 0] + 60) & (bar[:, 1] > bar[:, 2] + 40)
+            assert green.any()
+    assert MINI + CAPTION < 112
