@@ -156,3 +156,37 @@ def test_every_head_map_has_its_own_scale_bar(tmp_path):
             green = (bar[:, 1] > bar[:, 0] + 60) & (bar[:, 1] > bar[:, 2] + 40)
             assert green.any()
     assert MINI + CAPTION < 112
+
+
+def small_drawing(digit: str, frac: float) -> dict:
+    """`digit` drawn with the canvas's own pen (vit/ui/canvas.py's BRUSH) spanning `frac` of
+    the 400-px canvas, in its centre: what a person draws small on a phone."""
+    import math
+
+    from PIL import ImageDraw
+
+    from vit.ui.canvas import BRUSH, CANVAS_SIDE
+    strokes = {"1": [(0.5, 0.0), (0.5, 1.0)], "7": [(0.1, 0), (0.9, 0), (0.35, 1)],
+               "4": [(0.6, 1), (0.6, 0), (0.05, 0.65), (0.95, 0.65)],
+               "0": [(0.5 + 0.35 * math.cos(t / 20 * 2 * math.pi),
+                      0.5 + 0.5 * math.sin(t / 20 * 2 * math.pi)) for t in range(21)]}[digit]
+    im = Image.new("L", (CANVAS_SIDE, CANVAS_SIDE), 0)
+    d, s, c = ImageDraw.Draw(im), CANVAS_SIDE * frac, CANVAS_SIDE / 2
+    pts = [(c - s / 2 + u * s, c - s / 2 + v * s) for u, v in strokes]
+    d.line(pts, fill=255, width=2 * BRUSH, joint="curve")
+    for x, y in pts:
+        d.ellipse([x - BRUSH, y - BRUSH, x + BRUSH, y + BRUSH], fill=255)
+    return drawing_value(np.asarray(im))
+
+
+@pytest.mark.parametrize("digit", ["1", "7", "4", "0"])
+def test_a_small_drawing_is_centred_and_read(page, digit):
+    """Drawn across 15 % of the canvas (a finger's small digit on a phone), it is read as itself
+    (a bold little 1 only "probably")."""
+    out = page.analyse_drawing(page.visit(), small_drawing(digit, 0.15), "mnist", False, 6, 1)
+    assert out["pipeline"]["classes"][0][0] == digit and "Not a digit" not in out["status"]
+
+
+def test_a_drawing_too_small_for_the_pen_says_to_draw_bigger(page):
+    out = page.analyse_drawing(page.visit(), small_drawing("0", 0.1), "mnist", False, 6, 1)
+    assert "Draw it bigger" in out["status"] and "% of the box across" in out["status"]

@@ -245,7 +245,10 @@ def check_ink(s: InkStats | None, noun: str = "digit") -> Verdict:
                               f"of the picture.", "tiny")
     if (span < DOT_SPAN * s.stroke and s.box.area >= DOT_FILL * s.box.height * s.box.width
             and s.extent < DOT_EXTENT):
-        return Verdict(False, f"A single dot — there is no {noun} shape to read.", "dot")
+        # Often a small drawing whose strokes ran together under the pen: say how to fix it.
+        return Verdict(False, f"A single dot or blob, {100 * s.extent:.0f} % of the box across — "
+                              f"there is no {noun} shape to read. Draw it bigger: the pen is "
+                              f"thick for a small drawing.", "dot")
     if len(s.marks) == 1 and s.elongation >= DASH_ELONGATION and abs(s.angle) <= DASH_ANGLE:
         return Verdict(False, f"A flat dash — no {noun} is that wide and flat.", "dash")
     n = side_by_side(s)
