@@ -7,6 +7,8 @@ with the mouse (~1 s of pen movement), lift. Prints, median (p50) and p90 over t
 - lift → answer: ms from the pen lifting to the page showing the answer for the finished
   drawing (its sequence number echoed in #answered, applied with the label). Goal: p50 <= 300.
 - answers while the pen moves, per drawing, and ms from the first pen movement to the first one.
+- the pipeline strip: its redraws while the pen moves, and lift → the strip drawn for the
+  finished drawing (its numbers arrive with the answer; the browser draws them).
 Needs chromium (apt-get install chromium) and playwright.
 """
 from __future__ import annotations
@@ -40,6 +42,13 @@ PROBE = """() => {
     Object.assign(window.__lat, {down: performance.now(), from: +pad.dataset.sent || 0}); });
   window.addEventListener('pointerup', () => {
     window.__lat.up = performance.now(); window.__lat.seq = pad.dataset.sent; });
+  const strip = document.querySelector('#pipeline .pipe');
+  new MutationObserver(() => {
+    const L = window.__lat, now = performance.now();
+    if (L.down == null) return;
+    if (L.up == null) L.strip++;
+    else if (L.stripDone == null && answered.innerText.trim() === L.seq) L.stripDone = now;
+  }).observe(strip, {attributes: true, attributeFilter: ['data-draws']});
   new MutationObserver(() => {
     const L = window.__lat, now = performance.now(), text = answered.innerText.trim();
     if (!/^[0-9]+$/.test(text) || text === L.last || L.down == null) return;   // progress text
@@ -48,7 +57,8 @@ PROBE = """() => {
     if (L.up != null && L.done == null && text === L.seq) L.done = now;
   }).observe(answered, {childList: true, subtree: true, characterData: true});
 }"""
-RESET = "() => { window.__lat = {up: null, seq: null, done: null, first: null, down: null, during: 0}; }"
+RESET = ("() => { window.__lat = {up: null, seq: null, done: null, first: null, down: null, "
+         "during: 0, strip: 0, stripDone: null}; }")
 
 
 def free_port() -> int:
@@ -89,7 +99,7 @@ def draw(pg, strokes, box):
 
 def measure(url: str, n: int) -> dict:
     from playwright.sync_api import sync_playwright
-    lift, first, during = [], [], []
+    lift, first, during, strip, strip_lift = [], [], [], [], []
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
@@ -105,15 +115,19 @@ def measure(url: str, n: int) -> dict:
             pg.wait_for_function("() => document.querySelector('#status').innerText.includes('Draw a')")
             pg.evaluate(RESET)
             draw(pg, DIGITS[names[i % len(names)]], box)
-            pg.wait_for_function("() => window.__lat.done !== null", timeout=30_000)
+            pg.wait_for_function("() => window.__lat.done !== null && window.__lat.stripDone !== null",
+                                 timeout=30_000)
             r = pg.evaluate("() => window.__lat")
             if i:
                 lift.append(r["done"] - r["up"])
                 during.append(r["during"])
+                strip.append(r["strip"])
+                strip_lift.append(r["stripDone"] - r["up"])
                 if r["first"] is not None:
                     first.append(r["first"] - r["down"])
         b.close()
-    return {"lift": lift, "first": first, "during": during}
+    return {"lift": lift, "first": first, "during": during, "strip": strip,
+            "strip_lift": strip_lift}
 
 
 def pct(xs, q):
@@ -138,6 +152,9 @@ def main(argv=None):
     print(f"answers while the pen moves: median {statistics.median(r['during']):.0f} per drawing")
     if r["first"]:
         print(f"first movement → first answer: p50 {statistics.median(r['first']):.0f} ms")
+    print(f"pipeline strip: median {statistics.median(r['strip']):.0f} redraws while the pen moves; "
+          f"lift → strip drawn: p50 {statistics.median(r['strip_lift']):.0f} ms, "
+          f"p90 {pct(r['strip_lift'], 0.9):.0f} ms")
 
 
 if __name__ == "__main__":

@@ -159,6 +159,7 @@ function drawAll() {
 
 function load() {
   const v = props.value;
+  pipe.dataset.draws = String((+pipe.dataset.draws || 0) + 1);   // (bench/draw_latency.py counts)
   if (!v || typeof v !== "object" || !("grid" in v)) {
     if (v === null || v === undefined || v === "") { data = null; img = null; drawAll(); }
     return;                          // {pick: n}: our own tap going to the server
