@@ -306,12 +306,14 @@ def test_what_drove_the_answer_for_another_class_and_with_heads_off(page):
     page.wait_for_function("() => document.querySelector('#faithfulness').innerText.includes('Explaining 1')",
                            timeout=30_000)
     page.locator("#measure").click()
-    page.wait_for_function("() => document.querySelector('#faithfulness').innerText.includes('random order')",
+    # The verdict in words; the scores (random order's included) behind its "?".
+    page.wait_for_function("() => document.querySelector('#faithfulness').innerText.includes('believe')"
+                           " && document.querySelector('#faithfulness').textContent.includes('random order')",
                            timeout=60_000)
     page.locator("#heads label").first.click()
     page.wait_for_function("() => document.querySelector('#ablation').innerText.includes('With 1 head off')",
                            timeout=30_000)
-    assert "random order" in page.locator("#faithfulness").inner_text()      # still shown
+    assert "random order" in page.locator("#faithfulness").text_content()      # still shown
     page.locator("#relevance").scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     page.screenshot(path=SHOTS / "8-what-drove-the-answer.png")
@@ -579,8 +581,9 @@ def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follo
     head.press("Enter")
     walk = "document.querySelector('#mech-walk-text').innerText"
     pg.wait_for_function(f"() => {walk}.includes('layer 6, head 3')")
-    pg.wait_for_function("() => document.querySelector('#pipeline [data-mode=head]')"
-                         ".innerText.includes('head 3')")
+    pg.locator("#pipeline [data-mode=head]").click()
+    pg.wait_for_function("() => document.querySelector('#pipeline .showing')"
+                         ".innerText.includes('layer 6, head 3')")
     pg.locator("#mech-walk").scroll_into_view_if_needed()
     pg.screenshot(path=SHOTS / "22-walk-follows-the-choice.png")
     pg.locator("#drawpad canvas").scroll_into_view_if_needed()

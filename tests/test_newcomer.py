@@ -190,3 +190,25 @@ def test_a_small_drawing_is_centred_and_read(page, digit):
 def test_a_drawing_too_small_for_the_pen_says_to_draw_bigger(page):
     out = page.analyse_drawing(page.visit(), small_drawing("0", 0.1), "mnist", False, 6, 1)
     assert "Draw it bigger" in out["status"] and "% of the box across" in out["status"]
+
+
+def test_the_strip_names_the_patch_that_drove_the_answer(page):
+    """Attention says where [CLS] looked; the strip also says which patch the answer rests on
+    most (relevance, the "What drove it" map's own numbers), after the pen lifts."""
+    visit = page.visit()
+    v = page.analyse_drawing(visit, seven(), "mnist", False, 6, 1)["pipeline"]
+    p = page.predictor("mnist")
+    rel = p.relevance(visit.record.shown.image, 7).ravel()
+    assert v["drove"] == int(rel.argmax()) and abs(sum(v["relevance"]) - 1) < 1e-3
+    live = page.follow_drawing(page.visit(), {**seven(), "final": False, "seq": 5}, "mnist")
+    assert live["pipeline"]["relevance"] is None               # not while the pen moves
+
+
+def test_the_deletion_test_says_which_map_to_believe():
+    from vit.ui.why_panel import verdict
+    assert verdict({"rollout": 0.40, "relevance": 0.12, "occlusion": 0.20, "random order": 0.45}) \
+        == "Relevance found the patches the answer rests on best: believe it first."
+    assert verdict({"rollout": 0.13, "relevance": 0.12, "occlusion": 0.12, "random order": 0.45}) \
+        .startswith("Relevance, occlusion and rollout found")
+    assert verdict({"rollout": 0.44, "relevance": 0.43, "occlusion": 0.46, "random order": 0.45}) \
+        .startswith("No map does better than blanking patches at random")

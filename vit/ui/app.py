@@ -93,12 +93,12 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             with gr.Column(scale=3, min_width=300):
                 gr.Markdown("# ViT Explorer\nDraw, and watch a small Vision Transformer read "
                             "it: your picture is cut into patches, the patches become tokens, "
-                            "attention mixes them, and the answer comes out on the right. "
+                            "attention mixes them, and the answer comes out on the right.\n\n"
                             "<button type=\"button\" id=\"tour-start\">Take the tour</button> "
                             "<a href=\"#glossary\">Glossary</a>", elem_id="intro")
             model = FreeDropdown(models.choices(), value=models.default, label="Model",
                                 info="what it was trained to recognise", elem_id="model",
-                                visible=len(models.names) > 1, scale=0, min_width=320)
+                                visible=len(models.names) > 1, scale=0, min_width=360)
         visit = gr.State(page.visit())           # the visitor's page: vit/ui/record.py
         with gr.Row(equal_height=False, elem_id="top"):
             with gr.Column(scale=4, min_width=300, elem_id="input-col"):

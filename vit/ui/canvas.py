@@ -29,14 +29,18 @@ BRUSH, ERASER = 13, 24       # radii in canvas pixels (of 400): strokes ~6.5 % o
 TEMPLATE = f"""
 <div class="pad" data-brush="{BRUSH}" data-eraser="{ERASER}">
   <div class="tools" role="toolbar" aria-label="Drawing tools">
-    <button type="button" data-tool="brush" aria-label="Brush" title="Brush">✎ Brush</button>
+    <button type="button" data-tool="brush" aria-label="Brush" title="Brush"
+      ><span class="ic">✎</span> Brush</button>
     <button type="button" data-tool="eraser" aria-label="Eraser" title="Eraser">Eraser</button>
     <button type="button" data-tool="fill" aria-label="Fill"
       title="Fill: tap inside a closed outline to colour it in">Fill</button>
-    <button type="button" data-act="undo" aria-label="Undo" title="Undo (Ctrl+Z)">↶ Undo</button>
-    <button type="button" data-act="clear" aria-label="Clear canvas" title="Clear">✕ Clear</button>
+    <button type="button" data-act="undo" aria-label="Undo" title="Undo (Ctrl+Z)"
+      ><span class="ic">↶</span> Undo</button>
+    <button type="button" data-act="clear" aria-label="Clear canvas" title="Clear"
+      ><span class="ic">✕</span> Clear</button>
     <button type="button" data-tool="scroll" aria-label="Scroll" class="scroll-tool"
-      title="Scroll: a finger on the canvas scrolls the page instead of drawing">↕ Scroll</button>
+      title="Scroll: a finger on the canvas scrolls the page instead of drawing"
+      ><span class="ic">↕</span> Scroll</button>
   </div>
   <canvas tabindex="0" aria-label="Drawing area: draw with a mouse, pen or finger"></canvas>
 </div>

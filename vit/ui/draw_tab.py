@@ -23,8 +23,9 @@ DRAW = "**Draw a {noun}** with a mouse, pen or finger — the answer follows as 
 HINTS = {"digits": DRAW,
          "objects": DRAW + " Draw its outline, then tap inside with **Fill**: the model learnt "
                            "filled shapes.",
-         "photos": "**Pick a picture below** or upload a {noun} on the Upload tab; draw over it "
-                   "with the brush and the answer follows as you draw."}
+         "photos": "**Pick a picture below** or upload a {noun} on the Upload tab. Then try "
+                   "hiding part of it with the brush: the answer follows as you draw, and shows "
+                   "what the model needed to see."}
 
 
 def hint(noun: str, style: str) -> str:
@@ -35,8 +36,11 @@ def hint(noun: str, style: str) -> str:
 def build(noun: str, style: str, examples: list[tuple[str, str]]) -> DrawTab:
     text = gr.Markdown(hint(noun, style), elem_id="draw-hint")
     pad = DrawingCanvas(elem_id="drawpad")
+    # Shown on phones only (page.css): there a finger on the canvas draws.
+    gr.Markdown("A finger on the canvas draws: to scroll the page, swipe beside it or choose "
+                "**↕ Scroll**.", elem_id="scroll-hint")
     gallery = gr.Gallery(examples, label="Examples (drawn by this project's code): click one",
-                         columns=10, rows=1, height=120, allow_preview=False,
+                         columns=5, rows=2, height=220, allow_preview=False,
                          object_fit="contain", elem_id="draw-examples", buttons=[])
     answered = gr.HTML("", visible="hidden", elem_id="answered", js_on_load=None,
                        label="drawing number")

@@ -41,16 +41,28 @@
     const next = document.createElement("button");
     next.type = "button"; next.className = "tour-next";
     next.textContent = i + 1 < STEPS.length ? "Next" : "Done";
-    next.onclick = () => (i + 1 < STEPS.length ? show(i + 1) : close(true));
+    next.onclick = () => {
+      if (i + 1 < STEPS.length) { show(i + 1); return; }
+      close(true);
+      window.scrollTo({top: 0, behavior: "instant"});      // back to the canvas and the strip
+    };
     bubble.append(p, step, skip, next);
     // Inside Gradio's container: page.css is scoped to it.
     (document.querySelector(".gradio-container") || document.body).appendChild(bubble);
     const r = target.getBoundingClientRect(), w = Math.min(300, window.innerWidth - 20);
     bubble.style.width = w + "px";
-    const below = r.bottom + 8 + bubble.offsetHeight < window.innerHeight;
-    const top = below ? r.bottom + 8 : Math.max(8, r.top - bubble.offsetHeight - 8);
-    bubble.style.top = Math.max(8, Math.min(top, window.innerHeight - bubble.offsetHeight - 8)) + "px";
-    bubble.style.left = Math.max(10, Math.min(r.left, window.innerWidth - w - 10)) + "px";
+    const h = bubble.offsetHeight, W = window.innerWidth, H = window.innerHeight;
+    // Beside the part it names where there is room (so it covers none of it), else below or
+    // above it, else over its bottom edge.
+    let left, top;
+    if (r.right + 12 + w < W) { left = r.right + 12; top = r.top + 8; }
+    else if (r.left - 12 - w > 0) { left = r.left - 12 - w; top = r.top + 8; }
+    else {
+      left = Math.max(10, Math.min(r.left, W - w - 10));
+      top = r.bottom + 8 + h < H ? r.bottom + 8 : r.top - h - 8 > 0 ? r.top - h - 8 : H - h - 8;
+    }
+    bubble.style.top = Math.max(8, Math.min(top, H - h - 8)) + "px";
+    bubble.style.left = left + "px";
     target.classList.add("tour-target");
     setTimeout(() => target.classList.remove("tour-target"), 1600);
     next.focus({preventScroll: true});

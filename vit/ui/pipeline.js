@@ -111,8 +111,18 @@ function drawAttention() {
 function pct(v) { return v >= 0.095 ? (100 * v).toFixed(0) + " %" : v >= 0.0095 ? (100 * v).toFixed(1) + " %" : (100 * v).toFixed(2) + " %"; }
 
 function drawAnswer() {
-  const box = pipe.querySelector(".bars");
+  const box = pipe.querySelector(".bars"), drove = pipe.querySelector(".drove");
   box.replaceChildren();
+  drove.hidden = !(data && data.drove !== null && data.drove !== undefined);
+  if (!drove.hidden) {
+    const d = data.drove, g = data.grid;
+    const where = document.createElement("span");
+    where.className = "where";
+    where.textContent = ` (row ${Math.floor(d / g) + 1}, column ${d % g + 1})`;
+    drove.replaceChildren(`Drove it: patch ${d + 1}`, where);
+    drove.title = "The patch the answer rests on most (relevance, as in \u201cWhat drove the " +
+                  "answer\u201d below). Point here to see it in every step; click to choose it.";
+  }
   if (!data) return;
   const head = document.createElement("div");
   head.className = "said" + (data.refused ? " refused" : "");
@@ -133,7 +143,8 @@ function drawAnswer() {
 
 function say() {
   const m = marked();
-  if (!data) { readout.textContent = ""; return; }
+  readout.replaceChildren();
+  if (!data) return;
   const live = data.live ? " (reading while you draw)" : "";
   if (m === null) {
     readout.textContent = "Point at (or tap) a patch to follow it through every step." + live;
@@ -145,15 +156,25 @@ function say() {
   if (map) text += mode === "rollout"
     ? `; ${pct(map[m])} of what flows into [CLS] over all layers comes from it`
     : `; [CLS] gives it ${pct(map[m])} of its attention in layer ${data.layer}, head ${data.head}`;
-  readout.textContent = text + "." + live;
+  if (data.relevance) text += `; it carries ${pct(data.relevance[m])} of what drove the answer`;
+  readout.append(text + "." + live);
+  if (hover === null && data.patch !== null && data.patch !== undefined) {
+    // The chosen patch: the panels below follow it — say where, and take the reader there.
+    const go = document.createElement("button");
+    go.type = "button"; go.className = "go";
+    go.textContent = "See where it looks \u2193";
+    go.onclick = () => document.querySelector("#pick")?.scrollIntoView({block: "center", behavior: "smooth"});
+    readout.append(" ", go);
+  }
 }
 
 function drawAll() {
   pipe.dataset.empty = data ? "0" : "1";
-  const b = pipe.querySelector('[data-mode="head"]');
-  if (data) b.textContent = `layer ${data.layer}, head ${data.head}`;
   pipe.querySelectorAll("[data-mode]").forEach(x =>
-    x.setAttribute("aria-pressed", String(x.dataset.mode === mode)));
+    x.setAttribute("aria-checked", String(x.dataset.mode === mode)));
+  pipe.querySelector(".showing").textContent = !data ? "" : mode === "rollout"
+    ? "Showing: all layers combined (rollout)"
+    : `Showing: layer ${data.layer}, head ${data.head}`;
   drawSeen(); drawPatches(); drawTokens(); drawAttention(); drawAnswer(); say();
 }
 
@@ -200,14 +221,35 @@ pipe.addEventListener("pointermove", e => {
 pipe.addEventListener("pointerleave", () => {
   if (hover !== null) { hover = null; drawAll(); }
 });
-pipe.addEventListener("click", e => {
-  const b = e.target.closest("[data-mode]");
-  if (b) { mode = b.dataset.mode; drawAll(); return; }
-  const p = patchAt(e);
-  if (p === null) return;
+function choose(p) {
   data.patch = p; hover = null; drawAll();
   props.value = {pick: p};
   trigger("pick");
+}
+
+pipe.addEventListener("click", e => {
+  const b = e.target.closest("[data-mode]");
+  if (b) { mode = b.dataset.mode; drawAll(); return; }
+  if (e.target.closest(".drove")) { if (data && data.drove !== null) choose(data.drove); return; }
+  const p = patchAt(e);
+  if (p !== null) choose(p);
+});
+const drove = pipe.querySelector(".drove");
+drove.addEventListener("pointerenter", () => {
+  if (data && data.drove !== null) { hover = data.drove; drawSeen(); drawPatches(); drawTokens(); drawAttention(); say(); }
+});
+drove.addEventListener("pointerleave", () => { hover = null; drawAll(); });
+
+// A "?" opens its precise version; another "?", a click elsewhere or Escape closes it.
+const asks = [...pipe.querySelectorAll("details.q")];
+asks.forEach(d => d.addEventListener("toggle", () => {
+  if (d.open) asks.forEach(o => { if (o !== d) o.open = false; });
+}));
+document.addEventListener("click", e => {
+  if (!e.target.closest("#pipeline details.q")) asks.forEach(d => { d.open = false; });
+});
+document.addEventListener("keydown", e => {
+  if (e.key === "Escape") asks.forEach(d => { d.open = false; });
 });
 
 watch("value", load);

@@ -30,7 +30,7 @@ STEPS = (
     ("seen", "1 · Seen", "Your input at the model's size", "patch"),
     ("patches", "2 · Patches", "Cut into small squares", "patch"),
     ("tokens", "3 · Tokens", "[CLS] first, then one per patch, each told its place", "token"),
-    ("attention", "4 · Attention", "Where [CLS] looks; brighter: more", "attention"),
+    ("attention", "4 · Attention", "", "attention"),
     ("answer", "5 · Answer", "", "calibrated"),
 )
 
@@ -39,20 +39,27 @@ def _template() -> str:
     import html
     steps = []
     for i, (key, title, plain, term) in enumerate(STEPS):
-        precise = html.escape(GLOSSARY[term][1])
+        precise = GLOSSARY[term][1]
+        if key == "attention":     # its map is either: all layers (rollout) or one head
+            precise = f"One head: {precise} All layers: {GLOSSARY['rollout'][1]}"
+        precise = html.escape(precise)
         body = ('<div class="bars" role="list"></div>' if key == "answer" else
                 f'<canvas class="c-{key}" aria-label="{html.escape(title)}"></canvas>')
         extra = ""
         if key == "attention":
             extra = ('<div class="scale"><span class="lo">0</span><i><b class="even" '
-                     'title="even"></b></i><span class="hi"></span></div>'
-                     '<div class="modes" role="group" aria-label="Which attention">'
-                     '<button type="button" data-mode="rollout" aria-pressed="true">'
-                     'all layers</button>'
-                     '<button type="button" data-mode="head" aria-pressed="false"></button></div>')
+                     'title="green: attention spread evenly"></b></i><span class="hi"></span>'
+                     '</div><div class="modes" role="radiogroup" aria-label="Which attention">'
+                     '<button type="button" role="radio" data-mode="rollout" aria-checked="true">'
+                     'all layers</button><button type="button" role="radio" data-mode="head" '
+                     'aria-checked="false">one head</button></div>'
+                     '<div class="showing"></div>')
+        elif key == "answer":
+            extra = '<button type="button" class="drove" hidden></button>'
         arrow = '<span class="arrow" aria-hidden="true">→</span>' if i < len(STEPS) - 1 else ""
         steps.append(
-            f'<li class="step s-{key}" data-step="{key}"><div class="title">{html.escape(title)}'
+            f'<li class="step s-{key}" data-step="{key}"><div class="title">'
+            f'<span class="n">{html.escape(title[:4])}</span>{html.escape(title[4:])}'
             f'<details class="q"><summary title="The precise version">?</summary>'
             f'<div class="pop">{precise} <a href="#glossary">Glossary</a></div></details></div>'
             f'{body}{extra}<div class="note">{html.escape(plain)}</div>{arrow}</li>')
@@ -111,12 +118,20 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         "patch": int(P) if patch is not None else None,
         "classes": [[str(p.class_names[i]), round(float(a.probs[i]), 5)] for i in order],
         "answer": answer_line(p, a), "refused": not a.is_class, "live": bool(live),
-        "head_map": None, "rollout": None, "cls_self": None,
+        "head_map": None, "rollout": None, "cls_self": None, "relevance": None, "drove": None,
     }
     if e is not None:
         value["head_map"] = _rounded(e.cls_maps[L, H])
         value["cls_self"] = round(float(e.attn[L, H, 0, 0]), 5)
         value["rollout"] = _rounded(e.rollout_map)
+    if e is not None and not live and not views.big(p):
+        # What drove the answer, by patch (relevance, the "What drove it" map's numbers: cached,
+        # so that panel reuses them; 5-17 ms on the bundled models): each patch's share, and the
+        # one that drove it most. Attention says where [CLS] looked; this, what the answer used.
+        rel = np.clip(p.relevance(a.image, int(order[0])), 0, None).ravel()
+        if rel.sum() > 0:
+            value["relevance"] = _rounded(rel / rel.sum())
+            value["drove"] = int(rel.argmax())
     return value
 
 

@@ -59,11 +59,12 @@ def build(models: Models, data_dir: Path, visible: bool) -> Tab:
                 true = gr.Dropdown(choices, value=-1, label="True class", elem_id="testset-true")
                 pred = gr.Dropdown(choices, value=-1, label="Predicted class",
                                    elem_id="testset-pred")
-            confusion = gr.Image(label="Confusion matrix — click a cell to filter",
-                                 interactive=False, buttons=[], elem_id="confusion", height=500)
+            # The images first: they are what a visitor came for; the matrix filters them.
             gallery = gr.Gallery(label="Click an image to explain it (caption: true→predicted, "
                                        "confidence)", columns=6, height=520, allow_preview=False,
                                  elem_id="testset-gallery")
+            confusion = gr.Image(label="Confusion matrix — click a cell to filter",
+                                 interactive=False, buttons=[], elem_id="confusion", height=500)
             reliability = gr.Image(label="Is the confidence right? Accuracy per confidence bin "
                                          "(on the diagonal = calibrated)", interactive=False,
                                    buttons=["download"], elem_id="reliability", height=420)

@@ -82,8 +82,9 @@ def build(p: Predictor) -> WhyPanel:
         relevance = gr.Image(label="Relevance for that class (relative: 0 to this map's max)",
                              interactive=False, elem_id="relevance", buttons=["download"],
                              height=400)
-        occlusion = gr.Image(label="Occlusion: how that class's probability (or log-odds: "
-                                   "see the title) changes when a patch is blanked",
+        occlusion = gr.Image(label="Occlusion: how that class's probability changes when a "
+                                   "patch is blanked (its log-odds when the model is very sure: "
+                                   "the picture's own title says which)",
                              interactive=False, elem_id="occlusion",
                              buttons=["download"], height=400)
     gr.Markdown("### Switch heads off\nTick heads to remove them and see whether the answer "
@@ -109,9 +110,30 @@ def faithfulness(p: Predictor, a: Analysis) -> str:
     aucs = p.faithfulness(a, STEPS, RANDOM_ORDERS)
     name = md(p.class_names[int(a.probs.argmax())])
     ranked = " · ".join(f"{k} **{v:.2f}**" for k, v in sorted(aucs.items(), key=lambda kv: kv[1]))
-    return (f"**Which map to believe for the answer {name}?** Blank the patches each map ranks "
-            f"first, one by one: the faster P({name}) falls, the more the map found what the "
-            f"answer rests on. Mean P({name}) along the way (lower = more faithful): {ranked}.")
+    return (f"**Which map to believe for the answer {name}?** {verdict(aucs)} "
+            + caption("", f"Blank the patches each map ranks first, one by one: the faster "
+                          f"P({name}) falls, the more the map found what the answer rests on. "
+                          f"Mean P({name}) along the way (lower = more faithful): {ranked}."))
+
+
+TIE = 0.03          # deletion scores closer than this are not told apart (16 steps, one input)
+
+
+def verdict(aucs: dict[str, float]) -> str:
+    """The deletion test's result in one sentence: which map to believe, or that they tie."""
+    maps = {k: v for k, v in aucs.items() if "random" not in k}
+    chance = min((v for k, v in aucs.items() if "random" in k), default=None)
+    order = sorted(maps, key=maps.get)
+    best = order[0]
+    if chance is not None and maps[best] > chance - TIE:
+        return "No map does better than blanking patches at random here: believe none of them."
+    tied = [k for k in order if maps[k] - maps[best] < TIE]
+    if len(tied) > 1:
+        names = ", ".join(tied[:-1]) + " and " + tied[-1]
+        return (f"{names[0].upper() + names[1:]} found the patches the answer rests on about "
+                f"equally well (better than chance): believe {'either' if len(tied) == 2 else 'any'}"
+                f" of them.")
+    return f"{best.capitalize()} found the patches the answer rests on best: believe it first."
 
 
 def switch_heads(p: Predictor, a: Analysis, heads) -> str:
