@@ -47,7 +47,7 @@ PROBE = """() => {
     const L = window.__lat, now = performance.now();
     if (L.down == null) return;
     if (L.up == null) L.strip++;
-    else if (L.stripDone == null && answered.innerText.trim() === L.seq) L.stripDone = now;
+    else L.stripDone = now;          // the last redraw after the lift: the finished drawing's
   }).observe(strip, {attributes: true, attributeFilter: ['data-draws']});
   new MutationObserver(() => {
     const L = window.__lat, now = performance.now(), text = answered.innerText.trim();
@@ -104,6 +104,7 @@ def measure(url: str, n: int) -> dict:
         b = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         pg = b.new_page(viewport={"width": 1400, "height": 1000})
+        pg.add_init_script("localStorage.setItem('vit-explorer-tour', 'done')")   # no tour
         pg.goto(url)
         pg.wait_for_function("() => document.querySelector('#status')?.innerText.includes('Example')",
                              timeout=60_000)
@@ -117,6 +118,7 @@ def measure(url: str, n: int) -> dict:
             draw(pg, DIGITS[names[i % len(names)]], box)
             pg.wait_for_function("() => window.__lat.done !== null && window.__lat.stripDone !== null",
                                  timeout=30_000)
+            pg.wait_for_timeout(300)           # (its numbers come with the answer; let it draw)
             r = pg.evaluate("() => window.__lat")
             if i:
                 lift.append(r["done"] - r["up"])

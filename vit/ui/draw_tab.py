@@ -40,7 +40,7 @@ def build(noun: str, style: str, examples: list[tuple[str, str]]) -> DrawTab:
     gr.Markdown("A finger on the canvas draws: to scroll the page, swipe beside it or choose "
                 "**↕ Scroll**.", elem_id="scroll-hint")
     gallery = gr.Gallery(examples, label="Examples (drawn by this project's code): click one",
-                         columns=5, rows=2, height=220, allow_preview=False,
+                         columns=5, rows=2, height="auto", allow_preview=False,
                          object_fit="contain", elem_id="draw-examples", buttons=[])
     answered = gr.HTML("", visible="hidden", elem_id="answered", js_on_load=None,
                        label="drawing number")
