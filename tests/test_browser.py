@@ -686,7 +686,8 @@ def test_the_test_set_tab_opens_within_two_seconds(browser, app_server):
 def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(browser, app_server):
     """390x844: the headline and the strip pinned on the first screen with the canvas; every
     caption at 12 px or more; with Scroll chosen, a swipe over the canvas moves the page and
-    draws nothing."""
+    draws nothing; the brush is a share of the canvas; a small digit drawn with a finger is
+    read."""
     ctx, pg = fresh(browser, app_server, 390, 844)
     for part in ("#drawpad canvas", "#status", "#pipeline .steps"):
         assert in_view(pg, part), part
@@ -715,7 +716,32 @@ def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(brow
     assert sent(pg) == drawn                         # nothing drawn, nothing sent
     pg.locator('#drawpad button[aria-label="Brush"]').click()       # the brush draws again
     pg.evaluate("() => window.scrollTo(0, 0)")
-    before = pg.evaluate("window.scrollY")
+    clear(pg)
+    wait_status(pg, "Draw a digit")
+    drawn, before = sent(pg), pg.evaluate("window.scrollY")
     swipe_up()
     assert sent(pg) > drawn and pg.evaluate("window.scrollY") == before
+    # The brush is a share of the canvas (6.5 % of its side), not a fixed number of screen
+    # pixels: the stroke just drawn is 2 x 13 of the canvas's 400 pixels across.
+    across = pg.evaluate("""() => { const c = document.querySelector('#drawpad canvas');
+        const d = c.getContext('2d').getImageData(0, c.height / 2, c.width, 1).data;
+        let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 128; return n; }""")
+    assert 22 <= across <= 30, across
+    # A small digit drawn with a finger, across 15 % of the canvas: centred and read.
+    clear(pg)
+    wait_status(pg, "Draw a digit")
+    x0, y0, side = drawing_area(pg)
+    pts = [(x0 + side * (0.425 + 0.15 * u), y0 + side * (0.425 + 0.15 * v))
+           for u, v in ((0.1, 0.0), (0.9, 0.0), (0.35, 1.0))]
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart",
+                                          "touchPoints": [{"x": pts[0][0], "y": pts[0][1]}]})
+    for (ax, ay), (bx, by) in zip(pts, pts[1:]):
+        for i in range(1, 11):
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [
+                {"x": ax + (bx - ax) * i / 10, "y": ay + (by - ay) * i / 10}]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    pg.wait_for_function("() => document.querySelector('#pipeline .said').innerText.includes('7')",
+                         timeout=30_000)
+    assert "Not a digit" not in status(pg)
+    pg.screenshot(path=SHOTS / "27-phone-small-seven.png")
     ctx.close()

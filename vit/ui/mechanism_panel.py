@@ -50,6 +50,7 @@ from vit.pictures.mechanism_views import (
 from vit.preprocessing.styles import DIGITS
 from vit.text import md
 from vit.ui import views
+from vit.ui.words import caption
 
 # The panel's passes of the model, marked for a ZeroGPU Space (vit/device.py).
 _walk_through = gpu_task(walk_through)
@@ -70,6 +71,8 @@ class MechanismPanel:
     model_caption: gr.Markdown
 
 
+INTRO_PLAIN = ("One token's trip through one attention head, with the model's real numbers: "
+               "from its pixels to the mix of other tokens it takes in.")
 INTRO = """\
 Attention lets every token look at every other token and take in a mix of what it finds. The
 picture follows **one token through one head**, with the model's real numbers:
@@ -94,14 +97,15 @@ read from [CLS] after the last layer.
 
 FIGURE7 = """\
 ### The model itself (Figure 7 of Dosovitskiy et al. 2020)
-These don't depend on your input: they describe what this model learned.
+These don't depend on your input: they describe what this model learned (each picture's exact
+meaning is in the text under them).
 """
 
 
 def build(p: Predictor) -> MechanismPanel:
     with gr.Accordion("How attention works (step by step)", open=False,
                       elem_id="mechanism") as accordion:
-        gr.Markdown(INTRO)
+        gr.Markdown(caption(INTRO_PLAIN, INTRO))
         gr.Markdown("It follows the layer, head and patch chosen above: in the strip, on the "
                     "head maps, or in \"Explore one patch\".", elem_id="mech-shared")
         cls = gr.Checkbox(False, label="Follow [CLS] instead of the chosen patch",
@@ -196,7 +200,7 @@ def testset_inputs(p: Predictor, data_dir, n: int = TEST_IMAGES) -> np.ndarray |
     return images if p.fits(images[0]) else None
 
 
-def caption(p: Predictor, f: Filters, about: str) -> str:
+def figure7_caption(p: Predictor, f: Filters, about: str) -> str:
     cfg = p.model.cfg
     G, P = cfg.grid, cfg.patch_size
     if f.rim:
@@ -260,4 +264,4 @@ def _model_images(p: Predictor, data_dir) -> ModelPictures:
         position_similarity_picture(position_similarity(p.model)),
         attention_distance_picture(dist, cfg.grid, cfg.patch_size, f"averaged over {about}"),
         filters_picture(f, cfg.patch_size),
-        caption(p, f, about))
+        figure7_caption(p, f, about))
