@@ -302,7 +302,7 @@ def test_what_drove_the_answer_for_another_class_and_with_heads_off(page):
     page.wait_for_function("() => document.querySelector('#faithfulness').innerText.includes('Explaining 7')",
                            timeout=30_000)
     page.locator("#target input").click()
-    page.get_by_role("option", name="1", exact=True).click()
+    page.locator('#target li[role="option"][aria-label="1"]').click()
     page.wait_for_function("() => document.querySelector('#faithfulness').innerText.includes('Explaining 1')",
                            timeout=30_000)
     page.locator("#measure").click()
@@ -581,9 +581,13 @@ def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follo
     head.press("Enter")
     walk = "document.querySelector('#mech-walk-text').innerText"
     pg.wait_for_function(f"() => {walk}.includes('layer 6, head 3')")
-    pg.locator("#pipeline [data-mode=head]").click()
-    pg.wait_for_function("() => document.querySelector('#pipeline .showing')"
-                         ".innerText.includes('layer 6, head 3')")
+    # The strip shows the head just chosen, and its own menus choose for the whole page.
+    pg.wait_for_function("() => document.querySelector('#pipeline [data-pick=head]').value === '3'"
+                         " && document.querySelector('#pipeline [data-mode=head]')"
+                         ".getAttribute('aria-checked') === 'true'")
+    pg.locator("#pipeline [data-pick=layer]").select_option("2")
+    pg.wait_for_function(f"() => {walk}.includes('layer 2, head 3')")
+    assert pg.locator("#layer input[type=number]").input_value() == "2"
     pg.locator("#mech-walk").scroll_into_view_if_needed()
     pg.screenshot(path=SHOTS / "22-walk-follows-the-choice.png")
     pg.locator("#drawpad canvas").scroll_into_view_if_needed()
@@ -601,7 +605,8 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
     every term the captions use."""
     ctx, pg = fresh(browser, app_server, tour=True)
     pg.wait_for_selector("#tour", timeout=30_000)
-    assert "Draw here" in pg.locator("#tour").inner_text()
+    assert "Draw on this canvas" in pg.locator("#tour").inner_text()
+    assert "tour-target" in pg.locator("#drawpad").get_attribute("class")     # outlined
     pg.screenshot(path=SHOTS / "23-tour.png")
     for n in (2, 3, 4):
         pg.locator("#tour .tour-next").click()
@@ -659,6 +664,10 @@ def test_a_model_switch_offers_the_new_models_example_and_everything_follows(bro
     assert "piece of clothing" in pg.locator("#draw-hint").inner_text()
     assert "Trouser" in pg.locator("#draw-examples").inner_text()
     pg.screenshot(path=SHOTS / "25-switch-to-clothing.png")
+    # Undo does not bring back the drawing made for the other model: the canvas started afresh.
+    pg.locator('#drawpad button[aria-label="Undo"]').click()
+    pg.wait_for_timeout(1000)
+    assert "Example: a drawn Ankle boot" in status(pg)
     pg.get_by_role("tab", name="Test set").click()
     pg.wait_for_function("() => /not on this server|Fashion-MNIST test set/.test("
                          "document.querySelector('#testset-status').innerText)", timeout=60_000)

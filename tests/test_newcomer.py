@@ -212,3 +212,17 @@ def test_the_deletion_test_says_which_map_to_believe():
         .startswith("Relevance, occlusion and rollout found")
     assert verdict({"rollout": 0.44, "relevance": 0.43, "occlusion": 0.46, "random order": 0.45}) \
         .startswith("No map does better than blanking patches at random")
+
+
+def test_the_strips_head_menus_set_the_pages_layer_and_head(page):
+    """"one head" in the strip offers the layer and head as menus: a choice there is the page's
+    (the sliders, the explorer, the walk follow); anything else a client sends changes nothing."""
+    visit = page.visit()
+    page.analyse_drawing(visit, seven(), "mnist", False, 6, 1)
+    out = page.pick_strip_head(visit, {"layer": 2, "head": 3})
+    assert (out["layer"], out["head"]) == (2, 3) and (visit.record.layer, visit.record.head) == (2, 3)
+    assert (out["pipeline"]["layer"], out["pipeline"]["head"]) == (2, 3)
+    assert page.pick_strip_head(visit, {"layer": 99, "head": 99})["head"] == 4     # clamped
+    for bad in ({"layer": "2", "head": 3}, {"layer": True, "head": 1}, {"pick": 3}, None, [2, 3],
+                {"layer": -1, "head": 2}, {"layer": 1.5, "head": 2}):
+        assert page.pick_strip_head(visit, bad) == {}

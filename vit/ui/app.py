@@ -184,6 +184,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         on(pad.live, page.follow_drawing, [pad, model], ("status", "label", "answered", "pipeline"),
            trigger_mode="always_last", **quiet)
         on(strip.pick, page.pick_strip_patch, [strip], ("pick", "row", "pipeline", *WALK), **quiet)
+        on(strip.pickhead, page.pick_strip_head, [strip],
+           ("grid", "pick", "row", "pipeline", *WALK, "layer", "head"), **quiet)
         explained(on(pad.lift, page.analyse_drawing, [pad, model, *settings], ANALYSIS,
                      trigger_mode="always_last", show_progress="hidden",
                      api_name="analyse_drawing"))

@@ -173,7 +173,8 @@ pad.addEventListener("keydown", e => {
 watch("value", () => {
   const v = props.value;
   if (!v || typeof v !== "object" || !("load" in v)) return;
-  remember();
+  if (v.reset) { undo.length = 0; photo = null; }    // another model's example: a fresh start
+  else remember();
   ctx.clearRect(0, 0, SIDE, SIDE);
   photo = null;
   example = v.load ? String(v.name || "") : null;

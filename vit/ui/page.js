@@ -4,7 +4,7 @@
   // finishing it is remembered in this browser (localStorage), and "Take the tour" starts it again.
   const KEY = "vit-explorer-tour";
   const STEPS = [
-    ["#drawpad", "Draw here with a mouse, pen or finger. The model answers while you draw."],
+    ["#drawpad", "Draw on this canvas with a mouse, pen or finger. The model answers while you draw."],
     ["#pipeline", "Read this strip left to right: what the model sees, its patches, the tokens, " +
                   "where it looks, and its answer. Point at (or tap) a patch to follow it."],
     ["#status", "The answer in plain words. A \u201c?\u201d opens the precise version; the " +
@@ -15,6 +15,7 @@
   let bubble = null;
 
   function close(done) {
+    document.querySelectorAll(".tour-target").forEach(t => t.classList.remove("tour-target"));
     if (bubble) bubble.remove();
     bubble = null;
     if (done) try { localStorage.setItem(KEY, "done"); } catch (e) { /* private mode */ }
@@ -63,8 +64,8 @@
     }
     bubble.style.top = Math.max(8, Math.min(top, H - h - 8)) + "px";
     bubble.style.left = left + "px";
-    target.classList.add("tour-target");
-    setTimeout(() => target.classList.remove("tour-target"), 1600);
+    document.querySelectorAll(".tour-target").forEach(t => t.classList.remove("tour-target"));
+    target.classList.add("tour-target");            // outlined while its step is shown
     next.focus({preventScroll: true});
   }
 

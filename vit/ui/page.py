@@ -375,7 +375,9 @@ class Page:
                 "heads_off": heads, "hint": draw_tab.hint(p.config.noun, p.config.style.name),
                 "examples": gr.update(value=self.gallery(p), selected_index=None,
                                       label=self.gallery_label(p)),
-                "pad": self.first_view(name) if crossing else gr.update()}
+                # A new model's example starts the canvas afresh: Undo would bring back a drawing
+                # made for the other model.
+                "pad": {**self.first_view(name), "reset": True} if crossing else gr.update()}
 
     def reanalyse(self, visit: Visit):
         """After a model switch: the input on screen through the new model — unless the visitor
@@ -446,6 +448,16 @@ class Page:
         if patch is None or patch >= self.predictor(visit.record.model).grid ** 2:
             return {}
         return self._choose_patch(visit, patch)
+
+    def pick_strip_head(self, visit: Visit, value):
+        """The strip's "one head" menus (its value: {"layer": l, "head": h}, 1-based): the page's
+        layer and head, as the sliders set them — and the sliders follow."""
+        chosen = pipeline.picked_head(value)
+        if chosen is None:
+            return {}
+        layer, head = (v + 1 for v in views.clamp(self.predictor(visit.record.model), *chosen,
+                                                  None)[:2])
+        return {**self.explore(visit, layer, head), "layer": layer, "head": head}
 
     def _choose_patch(self, visit: Visit, patch: int):
         """The chosen patch, which the strip, the explorer and the step-by-step panel follow."""

@@ -54,21 +54,23 @@ function drawPatches() {
                           s + 2, s + 2, "#22c55e", 2);
 }
 
-// The sequence: [CLS] then the patches in reading order, wrapped into rows.
+// The sequence: [CLS] on the first row, then the patches in reading order, a row of the grid
+// to a row (wrapped any other way, the picture looks scrambled), with gaps between the tokens.
 function tokenLayout() {
-  const n = data.grid * data.grid + 1, cols = Math.ceil(Math.sqrt(n));   // wraps one later than the grid
-  const gap = n > 100 ? 1 : 2, s = (PX - gap * (cols - 1)) / cols;
-  return {n, cols, gap, s};
+  const g = data.grid, n = g * g + 1, gap = g > 10 ? 1 : 2;
+  const s = (PX - gap * g) / (g + 1);
+  const at = t => t === 0 ? [0, 0] : [((t - 1) % g) * (s + gap), (1 + Math.floor((t - 1) / g)) * (s + gap)];
+  return {n, g, gap, s, at};
 }
 
 function drawTokens() {
   const [c, ctx] = canvasOf("tokens");
   ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, PX, PX);
   if (!img) return;
-  const {n, cols, gap, s} = tokenLayout(), g = data.grid, px = data.size / g;
+  const {n, gap, s, at} = tokenLayout(), g = data.grid, px = data.size / g;
   const m = marked();
   for (let t = 0; t < n; t++) {
-    const x = (t % cols) * (s + gap), y = Math.floor(t / cols) * (s + gap);
+    const [x, y] = at(t);
     if (t === 0) { ctx.fillStyle = "#6366f1"; ctx.fillRect(x, y, s, s); continue; }
     const p = t - 1;
     ctx.drawImage(img, (p % g) * px, Math.floor(p / g) * px, px, px, x, y, s, s);
@@ -113,13 +115,14 @@ function pct(v) { return v >= 0.095 ? (100 * v).toFixed(0) + " %" : v >= 0.0095 
 function drawAnswer() {
   const box = pipe.querySelector(".bars"), drove = pipe.querySelector(".drove");
   box.replaceChildren();
-  drove.hidden = !(data && data.drove !== null && data.drove !== undefined);
+  drove.hidden = !(data && data.drove !== null && data.drove !== undefined && !data.refused);
   if (!drove.hidden) {
     const d = data.drove, g = data.grid;
     const where = document.createElement("span");
     where.className = "where";
     where.textContent = ` (row ${Math.floor(d / g) + 1}, column ${d % g + 1})`;
     drove.replaceChildren(`Drove it: patch ${d + 1}`, where);
+    if (img && !data.colour && emptyPatch(d)) drove.append(" \u2014 an empty patch: where the ink is not counts too");
     drove.title = "The patch the answer rests on most (relevance, as in \u201cWhat drove the " +
                   "answer\u201d below). Point here to see it in every step; click to choose it.";
   }
@@ -168,18 +171,40 @@ function say() {
   }
 }
 
+// Whether a patch of the model's input is all background (its pixels all near the darkest).
+function emptyPatch(p) {
+  const g = data.grid, n = data.size / g, c = document.createElement("canvas");
+  c.width = c.height = data.size;
+  const ctx = c.getContext("2d");
+  ctx.drawImage(img, 0, 0);
+  const d = ctx.getImageData((p % g) * n, Math.floor(p / g) * n, n, n).data;
+  for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] > 3 * 40) return false;
+  return true;
+}
+
 function drawAll() {
   pipe.dataset.empty = data ? "0" : "1";
   pipe.querySelectorAll("[data-mode]").forEach(x =>
     x.setAttribute("aria-checked", String(x.dataset.mode === mode)));
   pipe.querySelector(".showing").textContent = !data ? "" : mode === "rollout"
-    ? "Showing: all layers combined (rollout)"
-    : `Showing: layer ${data.layer}, head ${data.head}`;
+    ? "Showing: all layers combined (rollout)" : "Showing:";
+  const menus = pipe.querySelector(".pick-head");
+  menus.hidden = !data || mode !== "head";
+  if (data) for (const [key, n] of [["layer", data.layers], ["head", data.heads]]) {
+    const sel = menus.querySelector(`[data-pick="${key}"]`);
+    if (sel.options.length !== n) {
+      sel.replaceChildren(...Array.from({length: n}, (_, i) => new Option(String(i + 1), String(i + 1))));
+    }
+    sel.value = String(data[key]);
+  }
   drawSeen(); drawPatches(); drawTokens(); drawAttention(); drawAnswer(); say();
 }
 
 function load() {
   const v = props.value;
+  // A new layer or head chosen (a head map clicked, the sliders, the menus): show that head.
+  if (v && typeof v === "object" && "grid" in v && data && (v.layer !== data.layer || v.head !== data.head))
+    mode = "head";
   pipe.dataset.draws = String((+pipe.dataset.draws || 0) + 1);   // (bench/draw_latency.py counts)
   if (!v || typeof v !== "object" || !("grid" in v)) {
     if (v === null || v === undefined || v === "") { data = null; img = null; drawAll(); }
@@ -200,9 +225,8 @@ function patchAt(e) {
   const r = c.getBoundingClientRect(), x = (e.clientX - r.left) / r.width * PX,
         y = (e.clientY - r.top) / r.height * PX, g = data.grid;
   if (c.classList.contains("c-tokens")) {
-    const {n, cols, gap, s} = tokenLayout();
-    const t = Math.floor(y / (s + gap)) * cols + Math.floor(x / (s + gap));
-    return t >= 1 && t < n && x % (s + gap) < s ? t - 1 : null;
+    const {gap, s} = tokenLayout(), r2 = Math.floor(y / (s + gap)) - 1, q = Math.floor(x / (s + gap));
+    return r2 >= 0 && r2 < g && q >= 0 && q < g && x % (s + gap) < s ? r2 * g + q : null;
   }
   if (c.classList.contains("c-patches")) {
     const gap = g > 10 ? 1 : 2, s = (PX - gap * (g - 1)) / g;
@@ -215,6 +239,7 @@ function patchAt(e) {
 
 pipe.addEventListener("pointermove", e => {
   if (e.pointerType === "touch") return;        // a finger scrolls; a tap chooses
+  if (!e.target.closest("canvas")) return;      // ("Drove it" shows its own patch)
   const p = patchAt(e);
   if (p !== hover) { hover = p; drawSeen(); drawPatches(); drawTokens(); drawAttention(); say(); }
 });
@@ -233,6 +258,11 @@ pipe.addEventListener("click", e => {
   if (e.target.closest(".drove")) { if (data && data.drove !== null) choose(data.drove); return; }
   const p = patchAt(e);
   if (p !== null) choose(p);
+});
+pipe.querySelector(".pick-head").addEventListener("change", () => {
+  const get = k => +pipe.querySelector(`[data-pick="${k}"]`).value;
+  props.value = {layer: get("layer"), head: get("head")};
+  trigger("pickhead");           // ("head" is a gr.HTML attribute)
 });
 const drove = pipe.querySelector(".drove");
 drove.addEventListener("pointerenter", () => {

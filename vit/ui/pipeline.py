@@ -3,10 +3,12 @@ where [CLS] looks -> the answer, read left to right, live while the pen moves.
 
 `strip_value(p, a, layer, head, patch)` is a pure function from an analysis to the few kilobytes
 of numbers the browser draws (pipeline.js): the model's input as a small PNG, the chosen head's
-and the rollout's [CLS] maps, the top classes. Hovering or tapping a patch is handled in the
-browser, so every step highlights it at once; a tap also sends {"pick": n} ("pick" event), which
-the page turns into the chosen patch that the explorer and the step-by-step panel follow.
-Class names reach the page as text (the script sets textContent), never as HTML."""
+and the rollout's [CLS] maps, the top classes and each patch's share of what drove the answer.
+Hovering or tapping a patch is handled in the browser, so every step highlights it at once; a
+tap also sends {"pick": n} ("pick" event), which the page turns into the chosen patch that the
+explorer and the step-by-step panel follow; the "one head" menus send {"layer": l, "head": h}
+("pickhead": the page's layer and head). Class names reach the page as text (the script sets
+textContent), never as HTML."""
 from __future__ import annotations
 
 import base64
@@ -27,19 +29,26 @@ UNSURE = 0.6                  # below this probability the answer is said with a
 
 # (id, title, plain caption, glossary key for its "?")
 STEPS = (
-    ("seen", "1 · Seen", "Your input at the model's size", "patch"),
+    ("seen", "1 · Seen", "Your input at the model's size", "seen"),
     ("patches", "2 · Patches", "Cut into small squares", "patch"),
-    ("tokens", "3 · Tokens", "[CLS] first, then one per patch, each told its place", "token"),
-    ("attention", "4 · Attention", "", "attention"),
+    ("tokens", "3 · Tokens", "[CLS] first, then one per patch in reading order, each told its "
+                            "place", "token"),
+    ("attention", "4 · Attention", "Where [CLS] looked (green tick: spread evenly); what "
+                                   "decided the answer is in step 5", "attention"),
     ("answer", "5 · Answer", "", "calibrated"),
 )
+SEEN = ("The picture is laid out the way the model's training images were made, at their size: "
+        "for digits, cropped to the ink, scaled into a 20×20 box in a 28×28 frame, centred by "
+        "the ink's mass, white ink on black (MNIST's layout); for clothing, the shape filling a "
+        "28×28 frame; for photos, the centre square resized to 32×32. Then its pixels are "
+        "normalised with the training set's mean and spread.")
 
 
 def _template() -> str:
     import html
     steps = []
     for i, (key, title, plain, term) in enumerate(STEPS):
-        precise = GLOSSARY[term][1]
+        precise = SEEN if term == "seen" else GLOSSARY[term][1]
         if key == "attention":     # its map is either: all layers (rollout) or one head
             precise = f"One head: {precise} All layers: {GLOSSARY['rollout'][1]}"
         precise = html.escape(precise)
@@ -53,7 +62,9 @@ def _template() -> str:
                      '<button type="button" role="radio" data-mode="rollout" aria-checked="true">'
                      'all layers</button><button type="button" role="radio" data-mode="head" '
                      'aria-checked="false">one head</button></div>'
-                     '<div class="showing"></div>')
+                     '<div class="showing"></div><div class="pick-head" hidden>'
+                     '<label>layer <select data-pick="layer"></select></label> '
+                     '<label>head <select data-pick="head"></select></label></div>')
         elif key == "answer":
             extra = '<button type="button" class="drove" hidden></button>'
         arrow = '<span class="arrow" aria-hidden="true">→</span>' if i < len(STEPS) - 1 else ""
@@ -118,6 +129,7 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         "patch": int(P) if patch is not None else None,
         "classes": [[str(p.class_names[i]), round(float(a.probs[i]), 5)] for i in order],
         "answer": answer_line(p, a), "refused": not a.is_class, "live": bool(live),
+        "colour": bool(p.config.style.colour),
         "head_map": None, "rollout": None, "cls_self": None, "relevance": None, "drove": None,
     }
     if e is not None:
@@ -135,10 +147,21 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
     return value
 
 
-def picked(value) -> int | None:
-    """The patch a tap on the strip chose (0-based), from what the browser sent: anything but a
-    small non-negative integer is None."""
-    n = value.get("pick") if isinstance(value, dict) else None
+def _small_int(value, key: str) -> int | None:
+    n = value.get(key) if isinstance(value, dict) else None
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 1 << 16:
         return None
     return n
+
+
+def picked(value) -> int | None:
+    """The patch a tap on the strip chose (0-based), from what the browser sent: anything but a
+    small non-negative integer is None."""
+    return _small_int(value, "pick")
+
+
+def picked_head(value) -> tuple[int, int] | None:
+    """The layer and head (1-based) chosen in the strip's "one head" menus, from what the browser
+    sent ({"layer": l, "head": h}), or None for anything else."""
+    layer, head = _small_int(value, "layer"), _small_int(value, "head")
+    return None if layer is None or head is None else (layer, head)
