@@ -115,7 +115,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             with gr.Column(scale=6, min_width=300, elem_id="result-col"):
                 status = gr.Markdown(rest_message(p), elem_id="status",
                                      label="headline")
-                strip = PipelineStrip(elem_id="pipeline")
+                strip = PipelineStrip(elem_id="pipeline", label="pipeline strip")
                 with gr.Row(equal_height=False):
                     label = VerdictLabel(num_top_classes=10, label="Probability per class",
                                          elem_id="prediction", scale=3, min_width=200)
