@@ -736,3 +736,31 @@ def test_a_late_answer_for_an_older_drawing_never_replaces_a_newer_one(grids_pag
     grids_page.note_tab(visitor, "upload")
     late = grids_page.to_draw_tab(visitor, seven, "mnist", True, 2, 1)
     assert late == {"status": cleared["status"]} and visitor.record.shown.empty
+
+
+def test_a_clear_clicked_right_after_going_back_to_draw_shows_the_empty_canvas(tmp_path,
+                                                                                monkeypatch):
+    """The race the full suite's browser test met once: from another tab's input, the Draw tab
+    clicked and Clear clicked at once. The Clear's lift started before the tab was noted, and
+    the tab's re-read of the older drawing ran after: both must leave the empty canvas's prompt
+    on screen, not the other tab's answer."""
+    page = create_app(ROOT / "checkpoints", device="cpu").page
+    visit = page.visit()
+    page.analyse_drawing(visit, canvas_value(_example_ink("7"), seq=3), "mnist", True, 6, 1)
+    digit = tmp_path / "digit.png"
+    Image.fromarray(_example_ink("3")).save(digit)
+    page.note_tab(visit, "upload")
+    page.upload_changed(visit, str(digit), "mnist", True, 6, 1)
+    assert visit.record.on_screen == "upload"
+    real = page._drawing
+
+    def tab_noted_meanwhile(*args, **kwargs):         # the Draw tab lands while the lift reads
+        page.note_tab(visit, "draw")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(page, "_drawing", tab_noted_meanwhile)
+    cleared = page.analyse_drawing(visit, {"png": None, "final": True, "seq": 4}, "mnist", True,
+                                   6, 1)
+    monkeypatch.setattr(page, "_drawing", real)
+    assert "Draw a digit" in cleared["status"] and visit.record.on_screen == "drawing"
+    late = page.to_draw_tab(visit, canvas_value(_example_ink("7"), seq=3), "mnist", True, 6, 1)
+    assert "Draw a digit" in late["status"] and visit.record.shown.empty

@@ -248,8 +248,11 @@ class Page:
         visit.note_drawing(number)
         p = self.predictor(name)
         item, a = self._drawing(value, p, name)
-        show = base.tab == "draw" or (base.input_of(base.tab) is None
-                                      and base.on_screen in (None, "drawing"))
+        # Whether it goes on screen, by the page as it is now, not as it was when this started:
+        # a switch to the Draw tab may have landed meanwhile (a Clear clicked right after it).
+        now = visit.record
+        show = now.tab == "draw" or (now.input_of(now.tab) is None
+                                     and now.on_screen in (None, "drawing"))
         mine = replace(base.showing(item, "drawing", show), model=name, shared=shared,
                        layer=layer, head=head)
         return self._commit(visit, base, mine, known=(item, a))
@@ -317,14 +320,21 @@ class Page:
         elif visit.note_drawing(number):
             # The canvas as it was at the click: a drawing the visitor sent since (a Clear
             # clicked right after the tab, whose lift runs beside this) has its own answer.
-            return self._show_tab(visit, base, replace(base, tab="draw"))
+            return self._show_tab(visit, base, self._newer_drawing(visit, base))
         else:
             item, a = self._drawing(value, self.predictor(name), name)
             if visit.note_drawing(number):
-                return self._show_tab(visit, base, replace(base, tab="draw"))
+                return self._show_tab(visit, base, self._newer_drawing(visit, base))
         mine = replace(base.showing(item, "drawing"), tab="draw", model=name, shared=shared,
                        layer=layer, head=head)
         return self._show_tab(visit, base, mine, (item, a))
+
+    @staticmethod
+    def _newer_drawing(visit: Visit, base: Record) -> Record:
+        """On the Draw tab, overtaken by a newer drawing: that one on screen if its answer has
+        landed (else its handler, seeing the Draw tab, puts it there when it lands)."""
+        landed = visit.record.drawing is not None and visit.record.drawing is not base.drawing
+        return replace(base, tab="draw", on_screen="drawing" if landed else base.on_screen)
 
     def to_upload_tab(self, visit: Visit, path, name, shared, layer, head):
         """On the Upload tab: its picture's answer; with none yet, a headline asking for one that
