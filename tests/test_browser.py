@@ -111,6 +111,24 @@ def in_view(pg, selector: str) -> bool:
                        selector)
 
 
+def finger(cdp, pts, between=None):
+    """One finger along the points (screen pixels), through CDP touch events; `between()` runs
+    after each segment, the finger still down."""
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart",
+                                          "touchPoints": [{"x": pts[0][0], "y": pts[0][1]}]})
+    for (ax, ay), (bx, by) in zip(pts, pts[1:]):
+        for i in range(1, 11):
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [
+                {"x": ax + (bx - ax) * i / 10, "y": ay + (by - ay) * i / 10}]})
+        if between:
+            between()
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+
+
+def assert_answer_in_view(pg):
+    assert in_view(pg, "#status") and in_view(pg, "#pipeline")
+
+
 def clear(pg):
     pg.locator('#drawpad button[aria-label="Clear canvas"]').click()
 
@@ -260,14 +278,7 @@ def test_touch_drawing_on_a_phone(browser, app_server):
     cdp = ctx.new_cdp_session(pg)
     x0, y0, side = drawing_area(pg)
     pts = [(x0 + u * side, y0 + v * side) for u, v in STROKES["7"][0]]
-    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart",
-                                          "touchPoints": [{"x": pts[0][0], "y": pts[0][1]}]})
-    for (ax, ay), (bx, by) in zip(pts, pts[1:]):
-        for i in range(1, 11):
-            cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [
-                {"x": ax + (bx - ax) * i / 10, "y": ay + (by - ay) * i / 10}]})
-        assert in_view(pg, "#status") and in_view(pg, "#pipeline")     # the answer, in view
-    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    finger(cdp, pts, between=lambda: assert_answer_in_view(pg))
     wait_status(pg, "reads this as 7")
     assert in_view(pg, "#status") and in_view(pg, "#pipeline") and in_view(pg, "#drawpad canvas")
     box = pg.locator("#drawpad canvas").bounding_box()
@@ -709,13 +720,7 @@ def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(brow
 
     def swipe_up():                               # a finger from low on the canvas upwards
         x0, y0, side = drawing_area(pg)
-        ys = [y0 + side * (0.8 - 0.6 * i / 20) for i in range(21)]
-        cdp.send("Input.dispatchTouchEvent", {"type": "touchStart",
-                                              "touchPoints": [{"x": x0 + side / 2, "y": ys[0]}]})
-        for y in ys[1:]:
-            cdp.send("Input.dispatchTouchEvent", {"type": "touchMove",
-                                                  "touchPoints": [{"x": x0 + side / 2, "y": y}]})
-        cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+        finger(cdp, [(x0 + side / 2, y0 + side * 0.8), (x0 + side / 2, y0 + side * 0.2)])
         pg.wait_for_timeout(600)
 
     pg.locator('#drawpad button[aria-label="Scroll"]').click()
@@ -740,15 +745,8 @@ def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(brow
     clear(pg)
     wait_status(pg, "Draw a digit")
     x0, y0, side = drawing_area(pg)
-    pts = [(x0 + side * (0.425 + 0.15 * u), y0 + side * (0.425 + 0.15 * v))
-           for u, v in ((0.1, 0.0), (0.9, 0.0), (0.35, 1.0))]
-    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart",
-                                          "touchPoints": [{"x": pts[0][0], "y": pts[0][1]}]})
-    for (ax, ay), (bx, by) in zip(pts, pts[1:]):
-        for i in range(1, 11):
-            cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [
-                {"x": ax + (bx - ax) * i / 10, "y": ay + (by - ay) * i / 10}]})
-    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    finger(cdp, [(x0 + side * (0.425 + 0.15 * u), y0 + side * (0.425 + 0.15 * v))
+                 for u, v in ((0.1, 0.0), (0.9, 0.0), (0.35, 1.0))])
     pg.wait_for_function("() => document.querySelector('#pipeline .said').innerText.includes('7')",
                          timeout=30_000)
     assert "Not a digit" not in status(pg)
