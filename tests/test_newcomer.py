@@ -226,3 +226,20 @@ def test_the_strips_head_menus_set_the_pages_layer_and_head(page):
     for bad in ({"layer": "2", "head": 3}, {"layer": True, "head": 1}, {"pick": 3}, None, [2, 3],
                 {"layer": -1, "head": 2}, {"layer": 1.5, "head": 2}):
         assert page.pick_strip_head(visit, bad) == {}
+
+
+def test_frames_while_drawing_do_not_push_finished_inputs_out_of_the_shared_store(page):
+    """The strip's maps while the pen moves are kept apart (a small store): a visitor's many
+    frames leave every finished input's forward pass where it was."""
+    from vit.inference import LIVE_BYTES
+    p = page.predictor("mnist")
+    visit = page.visit()
+    page.analyse_drawing(visit, seven(), "mnist", False, 6, 1)
+    finished = len(p._explained)
+    rng = np.random.default_rng(0)
+    for i in range(40):                              # frames: ink growing stroke by stroke
+        ink = (rng.random((400, 400)) > 0.995).astype(np.uint8) * 255
+        ink[150:250, 180 + i:200 + i] = 255
+        page.follow_drawing(visit, {**drawing_value(ink, seq=10 + i), "final": False}, "mnist")
+    assert len(p._explained) == finished and len(p._live) > 0
+    assert sum(e.attn.nbytes for e in (p._live.get(k) for k in list(p._live._items))) <= LIVE_BYTES

@@ -33,6 +33,11 @@ BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squa
 # panel or a switch back to this model reuses their one forward pass: at most this many bytes of
 # maps (one ViT-B/16 input holds 22 MB; one MNIST-sized model's, 0.24 MB), and always the newest.
 EXPLAINED_BYTES = 128 << 20
+# While the pen moves, every ~120 ms frame's maps (for the pipeline strip) are kept apart, in a
+# small store: a Fashion-MNIST drawing's ~27 frames (3.7 MB each) would otherwise push every
+# visitor's finished inputs out of the one above. The lift's pass is taken from here when the
+# last frame was the finished drawing.
+LIVE_BYTES = 16 << 20
 
 
 @torch.no_grad()
@@ -121,6 +126,7 @@ class Predictor:
         self.size = self.model.cfg.image_size
         self._parameters = self.model.num_parameters()
         self._explained = Recent(EXPLAINED_BYTES)
+        self._live = Recent(LIVE_BYTES)
         self._attributed = Recent(ATTRIBUTED_BYTES)
 
     @property
@@ -163,11 +169,13 @@ class Predictor:
         """Any image -> Analysis. Raises PreprocessError."""
         return self.analyse_input(*self.read(image))
 
-    def analyse_input(self, image: np.ndarray, ink: np.ndarray | None = None) -> Analysis:
+    def analyse_input(self, image: np.ndarray, ink: np.ndarray | None = None,
+                      live: bool = False) -> Analysis:
         """An already prepared input (see `prepare`) -> Analysis. `ink`: the original input's
         ink map (`read`, `ink`), for the checks that need the drawing before it was shrunk;
-        without it (a test-set image) only the calibrated probability can refuse."""
-        e = self.explanation(image)
+        without it (a test-set image) only the calibrated probability can refuse. `live`: a
+        frame while the pen moves (kept apart: `explanation`)."""
+        e = self.explanation(image, live)
         return Analysis(image, _finite(e.probs), self.judge(ink, e.probs, e.features), e)
 
     def judge(self, ink: np.ndarray | None, probs: np.ndarray, features: np.ndarray | None):
@@ -177,16 +185,21 @@ class Predictor:
         far = None if typical is None or features is None else typical.distance(features)
         return ood.judge(ink, probs, self.config, far)
 
-    def explanation(self, image: np.ndarray) -> Explanation:
+    def explanation(self, image: np.ndarray, live: bool = False) -> Explanation:
         """The forward pass with every head's attention for a prepared input: computed once per
-        input, then reused from `Recent` (its arrays are shared: read-only)."""
+        input, then reused from `Recent` (its arrays are shared: read-only). `live`: a frame
+        while the pen moves, kept in the small store of frames (LIVE_BYTES), from which a
+        finished input's pass moves to the main one."""
         key = array_key(image)
         e = self._explained.get(key)
+        if e is not None:
+            return e
+        e = self._live.get(key)
         if e is None:
             e = _explain(self.model, self.tensor(image), self.config.temperature)
             for v in (e.probs, e.attn, e.logits, e.features):
                 v.setflags(write=False)
-            self._explained.put(key, e, e.attn.nbytes)
+        (self._live if live else self._explained).put(key, e, e.attn.nbytes)
         return e
 
     def glance(self, image: np.ndarray, ink: np.ndarray | None = None) -> Analysis:

@@ -99,9 +99,9 @@ class Page:
 
     # --- reading an input ---------------------------------------------------------------------
     def _read(self, kind: str, source, p: Predictor, name: str, number: int = 0,
-              glance: bool = False) -> tuple[Shown | Refused, Analysis | None]:
+              live: bool = False) -> tuple[Shown | Refused, Analysis | None]:
         """An input through model `p` (named `name`): what the page keeps of it, and its analysis
-        (`glance`: the answer alone, while the pen is still down) — or why it can't be read."""
+        (`live`: a frame while the pen is still down) — or why it can't be read."""
         try:
             if kind == "drawing":        # its PNG, read once for the input and the copy
                 source = colour_picture(source) if p.config.style.colour else decode(source)
@@ -123,12 +123,15 @@ class Page:
             kept = ink
         else:
             kept = shrunk(source, KEPT_COLOUR_SIDE) if p.config.style.colour else compact(source)
-        a = p.glance(image, ink) if glance else p.analyse_input(image, ink)
+        if live and views.big(p):           # the answer alone: a big model's maps cost more
+            a = p.glance(image, ink)
+        else:
+            a = p.analyse_input(image, ink, live)
         shown = Shown(kind, kept, image, name, number, headline=answer_headline(p, a))
         self._laid_out.put(_source_key(shown, name), image, image.nbytes)
         return shown, a
 
-    def _drawing(self, value, p: Predictor, name: str, glance: bool = False):
+    def _drawing(self, value, p: Predictor, name: str, live: bool = False):
         """The canvas's value (vit/ui/canvas.py) read as `_read` does; an example says so."""
         number = int(seq(value) or 0)
         try:
@@ -138,7 +141,7 @@ class Page:
             return Refused("drawing", f"### ⚠️ {e}", None, name, number), None
         if source is None:                          # an empty or erased canvas: rest
             return Refused("drawing", rest_message(p), None, name, number, empty=True), None
-        item, a = self._read("drawing", source, p, name, number, glance)
+        item, a = self._read("drawing", source, p, name, number, live)
         example = value.get("example") if isinstance(value, dict) else None
         if a is not None and example in map(example_name, self.examples[p.config.style.name]):
             made, again = (("a picture of a", f"Draw over it, upload your own {p.config.noun} on "
@@ -233,7 +236,7 @@ class Page:
         p, r = self.predictor(name), visit.record
         # The strip's attention maps too, where they cost little (every bundled model: ~2-7 ms
         # a drawing on a 2-core CPU); a big model's quick answer leaves them for the pen's lift.
-        item, a = self._drawing(value, p, name, glance=views.big(p))
+        item, a = self._drawing(value, p, name, live=True)
         if visit.note_drawing(number):
             return {}
         return {"status": item.headline, "label": p.label(a.probs, a.verdict) if a else None,
