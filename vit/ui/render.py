@@ -102,8 +102,7 @@ def answer_headline(p: Predictor, a: Analysis) -> str:
         return (f"### {unsure_words(f'**{name}**', f'**{other}**')}\n"
                 f"The model reads this as **{name}** ({100 * probs[best]:.1f} %); "
                 f"**{other}** gets {100 * probs[second]:.1f} %.")
-    text = f"### The model reads this as **{name}** ({100 * probs[best]:.1f} %)"
-    return text
+    return f"### The model reads this as **{name}** ({100 * probs[best]:.1f} %)"
 
 
 def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,

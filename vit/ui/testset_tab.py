@@ -79,11 +79,16 @@ class Answers:
         self.models, self.data_dir = models, data_dir
         self._results: dict[str, Results] = {}
         self._reliability: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()     # a visitor and the start-up warming score it once
+        # One lock a model: a visitor and the start-up work score a model once, and a visitor
+        # of one model never waits on another's scoring.
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
 
     def get(self, name: str, progress=None) -> Results:
         if name not in self._results:
-            with self._lock:
+            with self._locks_lock:
+                lock = self._locks.setdefault(name, threading.Lock())
+            with lock:
                 if name not in self._results:
                     p = self.models.get(name)
                     self._results[name] = load_results(p.checkpoint, self.data_dir, progress)

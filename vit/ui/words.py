@@ -10,9 +10,10 @@ from __future__ import annotations
 GLOSSARY: dict[str, tuple[str, str]] = {
     "patch": (
         "A small square of the picture; the model cuts every picture into a grid of them.",
-        "The input (28×28 or 32×32 pixels here) is cut into non-overlapping squares (4×4 px for "
-        "the digit model: a 7×7 grid of 49 patches), numbered left to right, top to bottom, from "
-        "1. A small convolution stem lets each patch see a pixel or two past its edge."),
+        "The input (28×28 or 32×32 pixels for the bundled models) is cut into non-overlapping "
+        "squares (4×4 px for the digit model: a 7×7 grid of 49 patches), numbered left to right, "
+        "top to bottom, from 1. The bundled models' small convolution stem lets each patch see a "
+        "pixel or two past its edge."),
     "token": (
         "What one patch becomes inside the model: a list of numbers that stands for it.",
         "Each patch's pixels go through a learned linear map to a vector of D numbers (its "
@@ -20,13 +21,14 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "patch was. The transformer reads the tokens as a sequence, like words in a sentence."),
     "cls": (
         "[CLS] is one extra token with no pixels of its own; the answer is read from it.",
-        "A learned vector put in front of the patch tokens (token 0). Through the layers it "
-        "gathers information from the patches by attention; after the last layer a linear head "
+        "A learned vector put in front of the patch tokens (the first token). Through the layers "
+        "it gathers information from the patches by attention; after the last layer a linear head "
         "turns it into one score per class (Dosovitskiy et al. 2020, after BERT)."),
     "layer": (
         "One round of the model's work: every token looks at the others, then is updated.",
         "A transformer block: LayerNorm, multi-head self-attention, a residual add, LayerNorm, an "
-        "MLP applied to each token on its own, another residual add. These models have 6."),
+        "MLP applied to each token on its own, another residual add. The bundled models have "
+        "6; a converted ViT-B/16 has 12."),
     "head": (
         "One of several independent ways of looking within a layer; each can attend elsewhere.",
         "Multi-head attention splits each token's vector into H parts; each head has its own "
