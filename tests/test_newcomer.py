@@ -69,6 +69,7 @@ def test_the_strip_carries_the_models_input_the_maps_and_the_top_classes(page):
     a = page._analysis(visit.record.shown, "mnist")[1]
     e, G = a.explanation, 7
     assert (v["grid"], v["size"], v["layer"], v["head"]) == (G, 28, 3, 2)
+    assert v["even"] == pytest.approx(1 / 50)          # the uniform level, [CLS] counted
     np.testing.assert_allclose(v["head_map"], e.cls_maps[2, 1].ravel(), atol=1e-5)
     np.testing.assert_allclose(v["rollout"], e.rollout_map.ravel(), atol=1e-5)
     assert [c[0] for c in v["classes"]][0] == "7" and len(v["classes"]) == 5

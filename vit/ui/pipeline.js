@@ -104,8 +104,7 @@ function drawAttention() {
   hi.textContent = pct(top);       // this map's own scale: 0 to its largest weight
   // Where "spread evenly" falls on that scale: a map whose top is near it is nearly flat,
   // however bright its colours.
-  const even = pipe.querySelector(".s-attention .even"), u = mode === "rollout"
-    ? 1 / (g * g) : 1 / (g * g + 1);
+  const even = pipe.querySelector(".s-attention .even"), u = data.even;
   even.style.left = (100 * Math.min(1, u / top)).toFixed(1) + "%";
   even.title = `even: ${pct(u)} each`;
 }

@@ -20,6 +20,7 @@ import numpy as np
 from PIL import Image
 
 from vit.inference import Analysis, Predictor
+from vit.pictures.attention_maps import uniform_level
 from vit.ui import views
 from vit.ui.words import GLOSSARY, unsure_words
 
@@ -130,6 +131,9 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         "classes": [[str(p.class_names[i]), round(float(a.probs[i]), 5)] for i in order],
         "answer": answer_line(p, a), "refused": not a.is_class, "live": bool(live),
         "colour": bool(p.config.style.colour),
+        # Each token's weight were attention spread evenly (both maps are rows over all tokens,
+        # [CLS] included): the tick on the strip's scale, as on every map's bar.
+        "even": uniform_level(p.grid),
         "head_map": None, "rollout": None, "cls_self": None, "relevance": None, "drove": None,
     }
     if e is not None:
