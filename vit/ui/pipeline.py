@@ -102,15 +102,15 @@ def _rounded(m: np.ndarray) -> list[float]:
 
 
 def answer_line(p: Predictor, a: Analysis) -> str:
-    """The answer in the words a person would use: "a 7", or "probably a 7; maybe a 2", or the
-    model's refusal ("not a digit")."""
+    """The answer in the words a person would use: "7", or "Probably a 7; maybe a 2", or the
+    model's refusal ("Not a digit")."""
     order = np.argsort(a.probs)[::-1]
     first = p.class_names[order[0]]
     if not a.is_class:
         return p.not_label.capitalize()
     if a.probs[order[0]] < UNSURE and len(order) > 1:
         return unsure_words(first, p.class_names[order[1]])
-    return f"{first}"
+    return str(first)
 
 
 def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=None,
@@ -134,11 +134,10 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         # Each token's weight were attention spread evenly (both maps are rows over all tokens,
         # [CLS] included): the tick on the strip's scale, as on every map's bar.
         "even": uniform_level(p.grid),
-        "head_map": None, "rollout": None, "cls_self": None, "relevance": None, "drove": None,
+        "head_map": None, "rollout": None, "relevance": None, "drove": None,
     }
     if e is not None:
         value["head_map"] = _rounded(e.cls_maps[L, H])
-        value["cls_self"] = round(float(e.attn[L, H, 0, 0]), 5)
         value["rollout"] = _rounded(e.rollout_map)
     if e is not None and not live and not views.big(p):
         # What drove the answer, by patch (relevance, the "What drove it" map's numbers: cached,
