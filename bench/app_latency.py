@@ -9,6 +9,11 @@
    the same endpoint shape (image file in, Label out, doing nothing), both in this run; p50 each and
    `ratio: X`. Goal: ratio <= 1.3.
 4. Memory: the app server's RSS before and after --rss-requests /classify calls. Goal: < 50 MB.
+
+    python -m bench.app_latency --devices cpu,cuda [--n 200]
+
+instead starts one `python app.py` per device (VIT_DEVICE) and times /classify on each, the
+requests taking turns in one run; p50 each and the ratio to the first device.
 """
 from __future__ import annotations
 
@@ -85,7 +90,8 @@ def start(args: list[str], log: str | None = None,
             break
         except OSError:
             if proc.poll() is not None:
-                raise SystemExit(f"{args} exited during start-up") from None
+                said = Path(log).read_text()[-1500:] if log else ""
+                raise SystemExit(f"{args} exited during start-up\n{said}") from None
             time.sleep(0.1)
     return proc, f"http://127.0.0.1:{port}/", time.perf_counter() - t
 
@@ -108,11 +114,46 @@ def round_trips(client, path, n: int) -> list[float]:
     return ts
 
 
+def per_device(devices: list[str], n: int, path: str) -> None:
+    """/classify's round trip on one app server per device, taking turns."""
+    from gradio_client import Client
+    servers = {}
+    try:
+        for device in devices:
+            servers[device] = start(["app.py"], log=os.path.join(tempfile.gettempdir(), f"app-{device}.log"),
+                                    env={"VIT_DEVICE": device, "VIT_WARM": "0"})
+            print(f"VIT_DEVICE={device} python app.py serves its page after "
+                  f"{servers[device][2]:.1f} s")
+        clients = {d: Client(url, verbose=False) for d, (_, url, _) in servers.items()}
+        times = {d: [] for d in devices}
+        for c in clients.values():
+            round_trips(c, path, 5)
+        for _ in range(4):
+            for d, c in clients.items():
+                times[d] += round_trips(c, path, n // 4)
+        first = statistics.median(times[devices[0]])
+        for d in devices:
+            print(f"/classify on {d}: p50 {pct(times[d], 50):.1f} ms (p95 {pct(times[d], 95):.1f}, "
+                  f"n={len(times[d])}); ratio to {devices[0]}: "
+                  f"{statistics.median(times[d]) / first:.2f}")
+    finally:
+        for proc, _, _ in servers.values():
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=200, help="requests per latency measurement")
     p.add_argument("--rss-requests", type=int, default=2000, help="requests for the memory check")
+    p.add_argument("--devices", default="", help="e.g. cpu,cuda: compare /classify across devices")
     args = p.parse_args()
+    if args.devices:
+        from vit.data.examples import render_digit
+        path = os.path.join(tempfile.mkdtemp(), "seven.png")
+        render_digit("7").save(path)
+        per_device(args.devices.split(","), args.n, path)
+        return
     in_process(args.n)
 
     from gradio_client import Client

@@ -21,7 +21,8 @@ MAX_LR = 1e6                          # far past any useful rate; 1e308 overflow
 # TrainConfig fields that say where and how a run executes, not what it computes: --resume may
 # change them.
 RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size", "data_dir",
-                            "download", "out", "resume", "overwrite", "dist_timeout", "cache_dir"})
+                            "download", "out", "resume", "overwrite", "dist_timeout", "cache_dir",
+                            "compile"})
 
 
 # Ceilings on counts a flag sets, far above any useful run: past them a typo (--batch-size
@@ -113,6 +114,11 @@ class TrainConfig:
     device: str = field(default="auto", metadata={"help": "auto (cuda, then mps, then cpu), cpu, cuda, mps"})
     threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
     eval_batch_size: int = field(default=1000, metadata={"help": "images per batch when testing"})
+    compile: str = field(default="none", metadata={
+        "help": "torch.compile the model for training: default = fuse its small operations into "
+                "fewer kernels; reduce-overhead = also replay each step as a CUDA graph (on a GPU, "
+                "where a small model's step waits on kernel launches); none = eager. Costs a "
+                "compile at the start", "choices": ["none", "default", "reduce-overhead"]})
     resume: bool = field(default=False, metadata={
         "help": "continue the interrupted or finished run in --out exactly where it stopped"})
     max_steps: int = field(default=0, metadata={

@@ -51,6 +51,20 @@ def from_environment() -> Dist:
     return Dist(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
 
 
+def gpu_problem(d: Dist, device: torch.device) -> str | None:
+    """Why this job cannot give each of this machine's processes a GPU of its own (NCCL puts one
+    process on one GPU: two on one GPU fail with "Duplicate GPU detected"), or None."""
+    if not d.enabled or device.type != "cuda":
+        return None
+    gpus = torch.cuda.device_count()
+    if d.local_rank < gpus:
+        return None
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", d.world))
+    return (f"torchrun started {per_node} processes on this machine, which has {gpus} GPU(s): "
+            f"NCCL needs a GPU per process; use --nproc_per_node={gpus}, "
+            "or --device cpu to train with gloo")
+
+
 def setup(d: Dist, device: torch.device, timeout_s: float = 300.0) -> torch.device:
     """Join the process group: NCCL between GPUs, gloo between CPUs. Returns this rank's device.
     `timeout_s`: how long a collective waits for the other processes (torch's default is 30

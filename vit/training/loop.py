@@ -311,7 +311,8 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
     except ValueError as e:
         raise TrainingError(str(e)) from None
     d = distributed.from_environment()
-    problem = memory_problem(tc, mc, device, d.world, local_processes(d, device))
+    problem = (distributed.gpu_problem(d, device)
+               or memory_problem(tc, mc, device, d.world, local_processes(d, device)))
     if problem:
         raise TrainingError(problem)
     check_writable(Path(tc.out))
@@ -396,6 +397,7 @@ def _train(tc: TrainConfig, spec: DatasetSpec, mc: ViTConfig, argv, d: distribut
         digest = check_in_sync(s)
         say(f"Weights identical on all {d.world} processes (sha256 {digest[:16]})", flush=True)
     total = time.time() - started
-    say(f"Done in {total / 60:.1f} min ({prepared:.0f} s preparing, then {(total - prepared) / 60:.1f} "
-        f"min of epochs): {out}", flush=True)
+    # Seconds too: a short run's time (a GPU's time to accuracy) is lost in minutes' rounding.
+    say(f"Done in {total / 60:.1f} min ({prepared:.0f} s preparing, then {total - prepared:.0f} s "
+        f"of epochs): {out}", flush=True)
     return last_row or {"step": run.step}
