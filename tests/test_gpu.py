@@ -36,11 +36,11 @@ def _test_accuracy_on_cpu(folder, data) -> float:
     from vit.data.loading import load_split
     ck = open_checkpoint(folder, "cpu")
     test = load_split("mnist", data, train=False, download=False)
-    x = test.x.float().div(255).unsqueeze(1)
+    x = test.images.float().div(255).unsqueeze(1)
     mean, std = ck.config.mean[0], ck.config.std[0]
     with torch.no_grad():
         pred = ck.model((x - mean) / std).argmax(1)
-    return (pred == test.y).float().mean().item()
+    return (pred == test.labels).float().mean().item()
 
 
 @needs_cuda

@@ -808,3 +808,14 @@ def test_a_second_run_takes_its_preparation_from_the_cache_and_trains_the_same(t
                   "--teacher-epochs", "2")
     teacher = next(x for x in other.stdout.splitlines() if "Teacher CNN" in x)
     assert "taken from the cache" not in teacher and "2 epochs" in teacher
+
+
+def test_a_compiled_run_trains_and_resumes_a_run_started_eagerly(tiny_data, tmp_path):
+    """--compile is how a run executes, not what it computes: --resume may switch it on."""
+    out = tmp_path / "ck"
+    first = train(tiny_data, out, "--max-steps", "3")
+    assert first.returncode == 0, first.stderr[-2000:]
+    resumed = train(tiny_data, out, "--resume", "--compile", "default", timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    assert [int(r["epoch"]) for r in rows] == [1, 2]

@@ -28,6 +28,7 @@ from vit.training.seeds import (
     STREAM_NEG,
     STREAM_ORDER,
     STREAM_POLICY,
+    STREAM_SUBSET,
     STREAM_VAL,
     STREAM_VIEW,
     _generator,
@@ -51,6 +52,18 @@ def carve_validation(split: Split, size: int) -> tuple[Split, Split | None]:
     val_idx, train_idx = perm[:size].sort().values, perm[size:].sort().values
     return (Split(split.images[train_idx], split.labels[train_idx], split.source),
             Split(split.images[val_idx], split.labels[val_idx], split.source))
+
+
+def take_subset(split: Split, size: int) -> Split:
+    """`size` of the training images (all when 0), drawn by a fixed generator: every run of a sweep
+    trains on the same ones, whatever its seed."""
+    if size == 0:
+        return split
+    if size > len(split):
+        raise TrainingError(f"--subset {size:,} is more than the {len(split):,} training images "
+                            "left after the validation split")
+    idx = torch.randperm(len(split), generator=_generator(STREAM_SUBSET))[:size].sort().values
+    return Split(split.images[idx], split.labels[idx], split.source)
 
 
 def as_served(images: torch.Tensor, style: Style, size: int, desc: str | None = None) -> torch.Tensor:
@@ -80,9 +93,10 @@ def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable
     from vit.data import negatives as negatives_module
     from vit.preprocessing import decode, layout, paper
     train_split, val = carve_validation(split, tc.val_size)
+    train_split = take_subset(train_split, tc.subset)
     grey = spec.channels == 1
     served = val_served = negatives = held_out = None
-    data = {"data": digest, "val_size": tc.val_size, "size": spec.image_size}
+    data = {"data": digest, "val_size": tc.val_size, "subset": tc.subset, "size": spec.image_size}
     code = code_digest(decode, layout, paper, as_served)
     if grey and (tc.serve_view > 0 or val is not None):
         t0 = time.time()

@@ -40,7 +40,7 @@ MODEL_FLAG_LIMITS = {"image_size": 1024, "patch_size": 1024, "dim": 8192, "depth
 # Training settings added after runs were already being saved, with the value that does what a
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
 LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "degrade": 0.0, "norm_eps": 1e-5, "policy": "none",
-                    "init": ""}
+                    "init": "", "subset": 0}
 
 
 class TrainingError(RuntimeError):
@@ -73,6 +73,10 @@ class TrainConfig:
     augment: bool = field(default=True, metadata={
         "help": "random affine augmentation as the data set's spec says: rotation, scale, shift, "
                 "shear, and left-right flips for fashion-mnist (--no-augment: off)"})
+    subset: int = field(default=0, metadata={
+        "help": "train on only this many of the training images (after the validation split is "
+                "held out): the same draw for every seed and run, for quick experiments such as "
+                "python -m vit.sweep; test accuracy is still on the whole test set (0 = all)"})
     val_size: int = field(default=5000, metadata={
         "help": "training images held out (the same ones for every seed) to choose best/, fit the "
                 "confidence temperature and the 'not a digit' threshold: never the test set"})
@@ -163,6 +167,7 @@ def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = N
          f"--threads must be between 0 (torch's default) and {max_threads} (4 per CPU core here)"),
         (tc.max_steps >= 0, "--max-steps must be >= 0"),
         (tc.val_size >= 0, "--val-size must be >= 0"),
+        (tc.subset >= 0, "--subset must be >= 0 (0 = every training image)"),
         (0 <= tc.serve_view <= 1, "--serve-view must be in [0, 1]"),
         (0 <= tc.negatives <= MAX_NEGATIVES, f"--negatives must be between 0 and {MAX_NEGATIVES:,}"),
         (math.isfinite(tc.oe_weight) and tc.oe_weight >= 0, "--oe-weight must be a finite number >= 0"),
