@@ -1,7 +1,7 @@
 """The project as `pip install .` leaves it: a wheel built in a temporary folder and installed into
 a fresh virtual environment (its other packages from this one's, nothing downloaded) gives every
 CLI as a command — vit-train, vit-evaluate, vit-predict, vit-convert, vit-export, vit-publish,
-vit-data, vit-fit-typical — each answering --help, vit-predict reading a digit with a bundled
+vit-data, vit-fit-typical, vit-sweep — each answering --help, vit-predict reading a digit with a bundled
 checkpoint, and the page's style and canvas script inside the package (the app reads them at start-up)."""
 import shutil
 import subprocess
@@ -13,7 +13,7 @@ from conftest import ROOT
 from vit.data.examples import render_digit
 
 CLIS = ["vit-train", "vit-evaluate", "vit-predict", "vit-convert", "vit-export", "vit-publish",
-        "vit-data", "vit-fit-typical"]
+        "vit-data", "vit-fit-typical", "vit-sweep"]
 
 
 @pytest.fixture(scope="module")

@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(p.name for p in pictures) + ".")
     print(f"Open the models: python app.py --checkpoints {out}")
     if failed:
-        print(f"error: {len(failed)} run(s) failed: " + "; ".join(f"{r['name']}: {r['said']}" for r in failed),
-              file=sys.stderr)
+        print(f"error: {len(failed)} run(s) failed: "
+              + "; ".join(f"{r['name']}: {r['said']}" for r in failed), file=sys.stderr)
         return 1
     return 0
 

@@ -43,7 +43,7 @@ def sweepable() -> dict[str, type]:
     out = {}
     for cls in (TrainConfig, ViTConfig):
         for f in fields(cls):
-            if f.name not in FIXED and f.name not in RUNTIME_FIELDS - {"eval_batch_size"}:
+            if f.name not in FIXED | RUNTIME_FIELDS:
                 out[f.name] = type(f.default)
     return out
 
@@ -56,7 +56,8 @@ def _value(text: str, kind: type, key: str):
             return text.lower() in ("true", "1", "yes")
         return kind(text)
     except ValueError:
-        raise GridError(f"--vary {key}: {text!r} is not {'a whole number' if kind is int else 'a number' if kind is float else 'true or false' if kind is bool else 'a value'}") from None
+        what = {int: "a whole number", float: "a number", bool: "true or false"}.get(kind, "a value")
+        raise GridError(f"--vary {key}: {text!r} is not {what}") from None
 
 
 def parse_vary(items: list[str]) -> dict[str, list]:

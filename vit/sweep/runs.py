@@ -43,7 +43,8 @@ def finished(plan: Plan, run: Run) -> bool:
         rows = list(csv.DictReader(open(folder / "metrics.csv")))
     except (OSError, ValueError, KeyError):
         return False
-    return prov.get("epochs") == plan.epochs and len(rows) == plan.epochs
+    epochs = run.settings.get("epochs", plan.epochs)          # --vary epochs=... is a setting too
+    return prov.get("epochs") == epochs and len(rows) == epochs
 
 
 def command(plan: Plan, run: Run) -> list[str]:
@@ -64,8 +65,8 @@ def execute(plan: Plan, run: Run) -> dict:
         return {"name": run.name, "ok": True, "seconds": 0.0, "said": "finished before"}
     log = plan.log(run)
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-           "OMP_NUM_THREADS": str(plan.threads)}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": str(plan.threads)}
     t = time.monotonic()
     with open(log, "a") as f:
         f.write("$ " + " ".join(command(plan, run)[1:]) + "\n")

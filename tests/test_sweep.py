@@ -1,0 +1,153 @@
+"""`python -m vit.sweep` on the tiny IDX data set the tests write: one checkpoint per combination,
+the table and plots, the app opening the runs, an interrupted sweep resuming, Ray on a local
+instance, and a bad --vary refused in one line before anything trains."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, run_module
+
+from vit.sweep import grid
+
+TINY = ["--", "--depth", "2", "--mlp-dim", "32", "--val-size", "40", "--negatives", "16",
+        "--batch-size", "32", "--eval-batch-size", "40"]
+
+
+def sweep(data, out, *flags, trainer=(), timeout=600):
+    return run_module("vit.sweep", "--data", "mnist", "--data-dir", data, "--no-download",
+                      "--out", out, *flags, *TINY, *trainer, timeout=timeout)
+
+
+def rows(out):
+    return list(csv.DictReader(open(out / "results.csv")))
+
+
+@pytest.fixture(scope="module")
+def swept(tiny_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "heads-dim"
+    r = sweep(tiny_data, out, "--vary", "heads=1,2", "dim=16,32", "--epochs", "2", "--subset", "200")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out, r
+
+
+def test_one_checkpoint_per_combination_with_a_row_each(swept):
+    out, r = swept
+    table = rows(out)
+    assert [(t["heads"], t["dim"]) for t in table] == [("1", "16"), ("1", "32"), ("2", "16"), ("2", "32")]
+    assert list(table[0]) == ["heads", "dim", "parameters", "train_seconds", "wall_seconds",
+                              "test_accuracy", "checkpoint"]
+    for t in table:
+        cfg = json.loads((out / t["checkpoint"] / "config.json").read_text())
+        assert cfg["model"]["heads"] == int(t["heads"]) and cfg["model"]["dim"] == int(t["dim"])
+        assert float(t["test_accuracy"]) == cfg["test_accuracy"]
+        assert int(t["parameters"]) == cfg["num_parameters"]
+        assert cfg["training"]["subset"] == 200 and float(t["train_seconds"]) > 0
+    # width costs parameters; heads do not
+    assert table[1]["parameters"] > table[0]["parameters"] == table[2]["parameters"]
+    assert "[4/4]" in r.stdout and "python app.py --checkpoints" in r.stdout
+
+
+def test_the_plots_are_written(swept):
+    out, _ = swept
+    for name in ("accuracy-vs-heads.png", "accuracy-vs-dim.png", "accuracy-vs-time.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_the_app_opens_every_run(swept):
+    from vit.ui.models import Models
+    out, _ = swept
+    models = Models(out, warn=pytest.fail)
+    assert sorted(models.names) == sorted(t["checkpoint"] for t in rows(out))
+    labels = [label for label, _ in models.choices()]
+    assert len(set(labels)) == 4 and all("heads-" in label for label in labels)
+
+
+def test_a_finished_sweep_is_not_trained_again(swept, tiny_data):
+    out, _ = swept
+    before = {p: p.stat().st_mtime_ns for p in out.glob("*/model.safetensors")}
+    r = sweep(tiny_data, out, "--vary", "heads=1,2", "dim=16,32", "--epochs", "2", "--subset", "200")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/model.safetensors")} == before
+    assert len(rows(out)) == 4
+
+
+def test_other_shared_settings_need_another_folder(swept, tiny_data):
+    out, _ = swept
+    r = sweep(tiny_data, out, "--vary", "heads=1,2", "--epochs", "3", "--subset", "200")
+    assert r.returncode == 2
+    assert "holds a sweep with other epochs" in r.stderr and "use another --out" in r.stderr
+
+
+SLOW = '''
+import time
+import vit.training.loop as t
+real = t.train_step
+def train_step(*args, **kwargs):
+    time.sleep(0.3)
+    return real(*args, **kwargs)
+t.train_step = train_step
+'''
+
+
+def test_an_interrupted_sweep_resumes_where_it_stopped(tiny_data, tmp_path):
+    out = tmp_path / "sw"
+    (tmp_path / "sitecustomize.py").write_text(SLOW)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    args = ["--data", "mnist", "--data-dir", str(tiny_data), "--no-download", "--out", str(out),
+            "--vary", "heads=1,2", "--epochs", "3", "--jobs", "1", *TINY, "--dim", "16"]
+    proc = subprocess.Popen([sys.executable, "-m", "vit.sweep", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    log = out / "logs" / "heads-1.log"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and "epoch 1:" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)             # Ctrl-C in the terminal: the whole group
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "the same command continues the others" in err
+    assert (out / "heads-1" / "train_state").is_dir() and not (out / "heads-2" / "config.json").exists()
+    again = run_module("vit.sweep", *args, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "--resume" in log.read_text()           # continued, not started afresh
+    assert [t["heads"] for t in rows(out)] == ["1", "2"]
+    metrics = list(csv.DictReader(open(out / "heads-1" / "metrics.csv")))
+    assert [int(m["epoch"]) for m in metrics] == [1, 2, 3]
+
+
+def test_ray_on_a_local_instance(tiny_data, tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "ray"
+    r = sweep(tiny_data, out, "--backend", "ray", "--vary", "heads=1,2", "--epochs", "1",
+              trainer=["--dim", "16"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(t["heads"] for t in rows(out)) == ["1", "2"]
+    assert all((out / t["checkpoint"] / "model.safetensors").is_file() for t in rows(out))
+
+
+@pytest.mark.parametrize("vary, says", [
+    (["head=1,2"], "--vary head: not a setting a sweep can vary"),
+    (["heads=1,x"], "--vary heads: 'x' is not a whole number"),
+    (["heads=3", "dim=16"], "run heads-3_dim-16: dim 16 is not divisible by heads 3"),
+    (["heads"], "--vary 'heads': write SETTING=V1,V2"),
+    (["device=cpu,cuda"], "--vary device: not a setting a sweep can vary"),
+    (["lr=" + ",".join(str(i) for i in range(1, 300))], "a sweep has at most 256"),
+])
+def test_a_bad_vary_is_one_line_before_anything_trains(tmp_path, vary, says):
+    r = run_module("vit.sweep", "--data", "mnist", "--out", tmp_path / "sw", "--vary", *vary)
+    assert r.returncode == 2 and says in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "sw").exists()
+
+
+def test_the_grid_in_order_and_its_folder_names():
+    runs = grid.expand(grid.parse_vary(["patch-size=2,4", "policy=none,trivialaugment", "lr=1e-3"]))
+    assert [r.name for r in runs] == [
+        "patch-size-2_policy-none_lr-0.001", "patch-size-2_policy-trivialaugment_lr-0.001",
+        "patch-size-4_policy-none_lr-0.001", "patch-size-4_policy-trivialaugment_lr-0.001"]
+    assert runs[1].flags() == ["--patch-size", "2", "--policy", "trivialaugment", "--lr", "0.001"]
+    assert grid.expand(grid.parse_vary(["augment=true,false"]))[1].flags() == ["--no-augment"]
