@@ -175,7 +175,7 @@ PEAK = ("def peak():\n"
 # one lane. A test's lane follows from what it does, so that a new test lands in the right one:
 LANE_MODULES = {"test_browser.py": "browser", "test_bundled.py": "data", "test_skew.py": "data",
                 "test_distributed.py": "train", "test_package.py": "package", "test_gpu.py": "gpu",
-                "test_sweep.py": "train"}
+                "test_sweep.py": "train", "test_snapshots.py": "train"}
 # ...a test that starts the trainer or torchrun (in a subprocess or in-process), or uses a
 # fixture that does; one that starts `python app.py`; one that needs the full data sets.
 TRAINS = ("run_module(\"vit.train\"", "torchrun(", "cli.main(", " train(", "run_module('vit.train'")

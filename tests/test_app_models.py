@@ -184,7 +184,8 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     assert page.pick_head(visit, SimpleNamespace(index=[float("nan"), 3])) == {}
     # What drove the answer: both maps, for the answer and for another class, and heads off.
     why = page.why(visit)
-    rel, occ, text, heads, glance = (why[n] for n in WHY)
+    rel, occ, text, heads, glance, sanity = (why[n] for n in WHY)
+    assert sanity is None                 # the randomisation check waits for the button
     assert rel.shape[1] == occ.shape[1] and rel.dtype == occ.dtype == np.uint8
     # The small copy beside the answer: the same map, drawn at about the size it is shown (its
     # labels were ~7 px tall when the big picture was shrunk into the box).
@@ -197,8 +198,10 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     assert "Explaining **3**" in page.choose_target(visit, 3)["faithfulness"]
     assert "With 2 heads off" in page.why(visit)["ablation"]
     assert "With 1 head off" in page.switch_heads(visit, ["1,0"])["ablation"]
-    measured = page.measure(visit)["faithfulness"]
-    assert all(k in measured for k in ("rollout", "relevance", "occlusion", "random order"))
+    measured = page.measure(visit)
+    assert all(k in measured["faithfulness"] for k in ("rollout", "relevance", "occlusion",
+                                                       "raw attention", "random order", "insertion"))
+    assert measured["sanity"].ndim == 3
     # Switch to the 7x7 model: the same input goes through it.
     page.choose_model(visit, "mnist")
     again = page.reanalyse(visit)
@@ -215,7 +218,8 @@ def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
     assert "With 1 head off" in heads
     assert "Nothing switched off" in grids_page.switch_heads(visit, "0,0")["ablation"]
     assert grids_page.why(grids_page.visit()) == {"relevance": None, "occlusion": None,
-                                                  "faithfulness": "", "ablation": "", "glance": None}
+                                                  "faithfulness": "", "ablation": "", "glance": None,
+                                                  "sanity": None}
 
 
 def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):

@@ -148,6 +148,10 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
     pick = blocks[fn_named(demo, "pick_patch").targets[0][0]]
     accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
                             if getattr(f.fn, "__name__", "") == "open_mechanism")]
+    lens_accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
+                                 if getattr(f.fn, "__name__", "") == "open_lens")]
+    learned_accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
+                                    if getattr(f.fn, "__name__", "") == "open_learned")]
     component = _components(demo)
     visitors = itertools.count()
 
@@ -223,6 +227,14 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
         def the_step_by_step_panel(self, event):
             self.page.fire(accordion, event)
 
+        @rule(event=st.sampled_from(["expand", "collapse"]))
+        def the_logit_lens_panel(self, event):
+            self.page.fire(lens_accordion, event)
+
+        @rule(event=st.sampled_from(["expand", "collapse"]))
+        def the_how_it_learned_panel(self, event):
+            self.page.fire(learned_accordion, event)
+
         @invariant()
         def every_panel_is_the_render_of_the_record(self):
             """Every component shows what render() makes of the record, and the record's input
@@ -254,6 +266,7 @@ def _components(demo) -> dict:
     out = {}
     fns = {getattr(f.fn, "__name__", ""): f for f in demo.fns.values()}
     for fn, names in (("analyse_drawing", page_module.ANALYSIS), ("why", render.WHY),
-                      ("mechanism", render.WALK)):
+                      ("mechanism", render.WALK), ("lens", render.LENS),
+                      ("learned", render.LEARNED)):
         out.update(zip(names, fns[fn].outputs))
     return out

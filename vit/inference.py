@@ -23,6 +23,9 @@ from vit.checkpoint import Checkpoint, open_checkpoint
 from vit.device import gpu_task
 from vit.explain import attribution, ood
 from vit.explain.attention import Explanation, explain
+from vit.explain.logit_lens import LogitLens, logit_lens
+from vit.explain.over_training import frames as over_training_frames
+from vit.explain.scoreboard import Scoreboard, score
 from vit.preprocessing import model_input, normalize_image
 from vit.preprocessing.decode import PreprocessError, decode, open_image
 from vit.preprocessing.layout import to_model_image
@@ -55,6 +58,9 @@ _relevance = gpu_task(attribution.relevance)
 _occlusion_maps = gpu_task(attribution.occlusion_maps)
 _deletion_curve = gpu_task(attribution.deletion_curve)
 _ablate = gpu_task(attribution.ablate)
+_lens = gpu_task(logit_lens)
+_score = gpu_task(score)
+_frames = gpu_task(over_training_frames)
 # And the class-specific maps of those inputs (relevance, occlusion: a few KB each), so that a tab
 # switch or a panel re-rendering the same input and class does not compute them again.
 ATTRIBUTED_BYTES = 16 << 20
@@ -263,6 +269,20 @@ class Predictor:
             self.model, self.tensor(image), target, importance, self.background,
             self.config.temperature, steps))
 
+    def lens(self, image: np.ndarray) -> LogitLens:
+        """The patch logit lens of an input (vit/explain/logit_lens.py), computed once per input."""
+        def compute():
+            got = _lens(self.model, self.tensor(image), self.config.temperature)
+            return {"cls": got.cls, "patches": got.patches}
+        got = self._attribution("lens", image, -1, compute)
+        return LogitLens(got["cls"], got["patches"], self.config.temperature)
+
+    def over_training(self, image: np.ndarray, patch: int) -> list:
+        """The input through this checkpoint's training snapshots and the finished model
+        (vit/explain/over_training.py): one Frame each, in training order."""
+        return _frames(self.model, self.checkpoint.folder, self.tensor(image), patch,
+                       self.config.temperature)
+
     def ablate(self, image: np.ndarray, off) -> np.ndarray:
         return _ablate(self.model, self.tensor(image), off, self.config.temperature)
 
@@ -282,6 +302,12 @@ class Predictor:
             self.deletion_auc(a.image, t, rng.random(self.grid ** 2), steps)
             for _ in range(random_orders)]))
         return aucs
+
+    def scoreboard(self, a: Analysis, steps: int = 16, random_orders: int = 3) -> Scoreboard:
+        """Deletion, insertion and the model-randomisation check of the four maps, for the
+        model's answer on an analysed input (vit/explain/scoreboard.py)."""
+        return _score(self.model, self.tensor(a.image), int(a.probs.argmax()), self.background,
+                      self.config.temperature, self.occlusion_block, steps, random_orders)
 
     @property
     def not_label(self) -> str:

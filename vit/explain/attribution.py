@@ -14,7 +14,8 @@ class depends on:
   block's projection).
 - `deletion_auc`: patches blanked cumulatively, most important first by a map; the mean of the
   class's probability along that curve (Petsiuk et al. 2018). Lower = the map found what the
-  answer really rests on.
+  answer really rests on. `insertion_curve`: the reverse, patches revealed most important first
+  on a blank image; higher = the map found what the answer needs.
 
 Shapes: L layers, H heads, T = 1 + G*G tokens; images (1, C, S, S), normalised as the model wants.
 """
@@ -116,18 +117,37 @@ def deletion_steps(n: int, steps: int | None) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, n, steps + 1)).astype(int))
 
 
+def _most_important(importance: np.ndarray, G: int, steps: int | None) -> tuple[np.ndarray, torch.Tensor]:
+    """(counts, masks): for each k in deletion_steps, the k most important patches (ties broken
+    by patch order)."""
+    order = np.argsort(-np.asarray(importance).reshape(-1), kind="stable")
+    counts = deletion_steps(G * G, steps)
+    masks = torch.zeros(len(counts), G * G, dtype=torch.bool)
+    for row, k in enumerate(counts):
+        masks[row, order[:k]] = True
+    return counts, masks
+
+
 def deletion_curve(model: ViT, x: torch.Tensor, target: int, importance: np.ndarray,
                    background: torch.Tensor, temperature: float = 1.0,
                    steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(counts, probabilities): class `target`'s probability with the k most important patches
     blanked, for k in deletion_steps (ties broken by patch order)."""
     G = model.cfg.grid
-    order = np.argsort(-np.asarray(importance).reshape(-1), kind="stable")
-    counts = deletion_steps(G * G, steps)
-    masks = torch.zeros(len(counts), G * G, dtype=torch.bool)
-    for row, k in enumerate(counts):
-        masks[row, order[:k]] = True
+    counts, masks = _most_important(importance, G, steps)
     probs = _probs(model, blank_patches(x, masks, G, background), temperature)[:, target].numpy()
+    return counts, probs
+
+
+def insertion_curve(model: ViT, x: torch.Tensor, target: int, importance: np.ndarray,
+                    background: torch.Tensor, temperature: float = 1.0,
+                    steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(counts, probabilities): class `target`'s probability with only the k most important
+    patches kept and the rest blanked (Petsiuk et al. 2018's insertion; its area: higher = the
+    map found what the answer needs)."""
+    G = model.cfg.grid
+    counts, masks = _most_important(importance, G, steps)
+    probs = _probs(model, blank_patches(x, ~masks, G, background), temperature)[:, target].numpy()
     return counts, probs
 
 

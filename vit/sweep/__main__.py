@@ -16,6 +16,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from vit.data.specs import SPECS
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f" ({args.subset:,} training images)" if args.subset else "")
           + f", {where}, {args.threads} thread(s) each: {out}", flush=True)
     done = []
+    started = time.monotonic()
 
     def said(result: dict) -> None:
         done.append(result)
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     title = SPECS[args.data].title if args.data in SPECS else args.data
     pictures = report.write_plots(plan, rows, vary, title) if rows else []
     failed = [r for r in results if not r["ok"]]
-    print(f"Wrote {out / 'results.csv'} ({len(rows)} runs) and "
+    print(f"Done in {time.monotonic() - started:.0f} s. Wrote {out / 'results.csv'} ({len(rows)} runs) and "
           + ", ".join(p.name for p in pictures) + ".")
     print(f"Open the models: python app.py --checkpoints {out}")
     if failed:

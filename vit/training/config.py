@@ -22,7 +22,7 @@ MAX_LR = 1e6                          # far past any useful rate; 1e308 overflow
 # change them.
 RUNTIME_FIELDS = frozenset({"device", "threads", "max_steps", "eval_batch_size", "data_dir",
                             "download", "out", "resume", "overwrite", "dist_timeout", "cache_dir",
-                            "compile"})
+                            "compile", "snapshots"})
 
 
 # Ceilings on counts a flag sets, far above any useful run: past them a typo (--batch-size
@@ -118,6 +118,10 @@ class TrainConfig:
     device: str = field(default="auto", metadata={"help": "auto (cuda, then mps, then cpu), cpu, cuda, mps"})
     threads: int = field(default=0, metadata={"help": "CPU threads for torch (0 = torch's default)"})
     eval_batch_size: int = field(default=1000, metadata={"help": "images per batch when testing"})
+    snapshots: str = field(default="0.01,0.1,0.5", metadata={
+        "help": "keep the weights after these fractions of the run's steps in OUT/snapshots/ "
+                "(float16, half a checkpoint each), so the app can show how attention and the "
+                "answer changed during training; none = keep none"})
     compile: str = field(default="none", metadata={
         "help": "torch.compile the model for training: default = fuse its small operations into "
                 "fewer kernels; reduce-overhead = also replay each step as a CUDA graph (on a GPU, "
@@ -134,6 +138,15 @@ class TrainConfig:
         "help": "where the data laid out as the app would, the non-digit drawings and the CNN "
                 "teacher are kept for the next run of the same data and settings (default: "
                 "$VIT_CACHE_DIR, else ~/.cache/vit-explorer/runs; 'none': keep nothing)"})
+
+
+def _snapshots_problem(spec: str) -> str | None:
+    from vit.training import snapshots
+    try:
+        snapshots.parse(spec)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = None) -> list[str]:
@@ -168,6 +181,7 @@ def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = N
         (tc.max_steps >= 0, "--max-steps must be >= 0"),
         (tc.val_size >= 0, "--val-size must be >= 0"),
         (tc.subset >= 0, "--subset must be >= 0 (0 = every training image)"),
+        (_snapshots_problem(tc.snapshots) is None, _snapshots_problem(tc.snapshots) or ""),
         (0 <= tc.serve_view <= 1, "--serve-view must be in [0, 1]"),
         (0 <= tc.negatives <= MAX_NEGATIVES, f"--negatives must be between 0 and {MAX_NEGATIVES:,}"),
         (math.isfinite(tc.oe_weight) and tc.oe_weight >= 0, "--oe-weight must be a finite number >= 0"),

@@ -26,7 +26,7 @@ from vit.device import pick_device
 from vit.explain import calibration as cal
 from vit.model import ViT, ViTConfig
 from vit.scoring import evaluate, predict_logits, score
-from vit.training import distributed
+from vit.training import distributed, snapshots
 from vit.training.batches import Batch, epoch_order, make_batch, prepare_data
 from vit.training.config import (
     TrainConfig,
@@ -134,10 +134,13 @@ def train_epoch(s: Session, run: RunState, stop_at: int | None,
                total=per_epoch, leave=True, dynamic_ncols=True,
                disable=None if s.d.main else True, file=sys.stderr)
     t0, seconds0, reason = time.time(), t.seconds, None
+    keep = snapshots.steps(s.tc.snapshots, s.plan.total_steps) if s.d.main else set()
     for _ in bar:
         batch = make_batch(s, order, run.step)
         r = train_step(s, batch, run.step, should_stop())
         run.step += 1
+        if run.step in keep:       # (its seconds count as training: ~10 ms for these models)
+            snapshots.save(Path(s.tc.out), s.eval_model, run.step, s.plan.total_steps)
         t.seen += len(batch.y)
         t.correct += r.correct
         t.loss_sum += r.loss_sum

@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from vit.data.loading import Split
 from vit.model import ViT, ViTConfig
 from vit.storage import save_tensors
 from vit.training.config import LATER_TRAIN_KEYS, RUNTIME_FIELDS, TrainConfig, TrainingError, flag_text
+from vit.training.snapshots import FOLDER as SNAPSHOTS
 
 STATE_FILE = Path("train_state") / "state.safetensors"
 TEACHER_FILE = Path("train_state") / "teacher.safetensors"   # the CNN a --distill run learns from
@@ -234,6 +236,13 @@ def set_aside_run_files(out: Path) -> list[str]:
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(out / name, target)
+    if (out / SNAPSHOTS).is_dir():              # a folder of them, named by step
+        if (out / SET_ASIDE / SNAPSHOTS).exists():
+            shutil.rmtree(out / SNAPSHOTS)
+        else:
+            (out / SET_ASIDE).mkdir(exist_ok=True)
+            os.replace(out / SNAPSHOTS, out / SET_ASIDE / SNAPSHOTS)
+        moved.append(SNAPSHOTS)
     for sub in ("best", "train_state"):
         with contextlib.suppress(OSError):      # only if nothing else is in it
             (out / sub).rmdir()

@@ -24,7 +24,16 @@ from vit.device import pick_device
 from vit.preprocessing.decode import MAX_FILE_BYTES
 from vit.preprocessing.styles import STYLES
 from vit.testset import data_dir_for_app
-from vit.ui import draw_tab, mechanism_panel, testset_tab, upload_tab, views, why_panel
+from vit.ui import (
+    draw_tab,
+    lens_panel,
+    mechanism_panel,
+    testset_tab,
+    training_panel,
+    upload_tab,
+    views,
+    why_panel,
+)
 from vit.ui.gradio_patches import (
     FreeDropdown,
     ImageFile,
@@ -41,7 +50,7 @@ from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, TESTSET, Page
 from vit.ui.pipeline import PipelineStrip
-from vit.ui.render import PICTURES, WALK, WHY, rest_message
+from vit.ui.render import LEARNED, LENS, PICTURES, WALK, WHY, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
 from vit.ui.words import glossary_markdown
@@ -125,6 +134,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
         why = why_panel.build(p)
         mech = mechanism_panel.build(p)
+        lens = lens_panel.build()
+        learned = training_panel.build()
         with gr.Accordion("About this model", open=False, elem_id="about-model"):
             card = gr.Markdown(p.card())
         gr.Markdown("## Glossary\n" + glossary_markdown(), elem_id="glossary")
@@ -135,8 +146,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             answered=draw.answered, pad=pad, hint=draw.hint, examples=draw.examples,
             **dict(zip(PICTURES, panel.pictures)), layer=panel.layer, head=panel.head,
             relevance=why.relevance, occlusion=why.occlusion, faithfulness=why.faithfulness,
-            ablation=why.ablation, target=why.target, heads_off=why.heads,
-            walk=mech.walk, walk_text=mech.walk_text,
+            ablation=why.ablation, target=why.target, heads_off=why.heads, sanity=why.sanity,
+            walk=mech.walk, walk_text=mech.walk_text, lens=lens.picture, lens_text=lens.text,
+            learned=learned.picture, learned_text=learned.text,
             position=mech.position, distance=mech.distance, filters=mech.filters,
             model_caption=mech.model_caption,
             testset_status=tst.status, confusion=tst.confusion, reliability=tst.reliability,
@@ -172,8 +184,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         later = dict(quiet, concurrency_limit=1, concurrency_id="why")
 
         def explained(dep):
-            return on(on(dep.then, page.why, [], WHY, **later).then, page.mechanism, [], WALK,
-                      **quiet)
+            dep = on(on(dep.then, page.why, [], WHY, **later).then, page.mechanism, [], WALK,
+                     **quiet)
+            dep = on(dep.then, page.lens, [], LENS, **quiet)
+            return on(dep.then, page.learned, [], LEARNED, **quiet)
 
         # The test set's first pass shows its progress over the confusion matrix's box alone,
         # not over the status line and filters (where it overprinted the text).
@@ -183,7 +197,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         # replaced by the newest, never queued up.
         on(pad.live, page.follow_drawing, [pad, model], ("status", "label", "answered", "pipeline"),
            trigger_mode="always_last", **quiet)
-        on(strip.pick, page.pick_strip_patch, [strip], ("pick", "row", "pipeline", *WALK), **quiet)
+        on(strip.pick, page.pick_strip_patch, [strip], ("pick", "row", "pipeline", *WALK, *LEARNED),
+           **quiet)
         on(strip.pickhead, page.pick_strip_head, [strip],
            ("grid", "pick", "row", "pipeline", *WALK, "layer", "head"), **quiet)
         explained(on(pad.lift, page.analyse_drawing, [pad, model, *settings], ANALYSIS,
@@ -200,11 +215,11 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                      **quiet))
         explained(on(upload_el.select, page.to_upload_tab, [upload, model, *settings], ANALYSIS,
                      **quiet))
-        on(why.target.change, page.choose_target, [why.target], WHY,
+        on(why.target.change, page.choose_target, [why.target], WHY + LENS,
            trigger_mode="always_last", **later)
         on(why.heads.change, page.switch_heads, [why.heads], ("ablation",),
            trigger_mode="always_last", **quiet)
-        on(why.measure.click, page.measure, [], ("faithfulness",), api_visibility="private")
+        on(why.measure.click, page.measure, [], ("faithfulness", "sanity"), api_visibility="private")
         on(panel.shared.change, page.rescale, [panel.shared], ("grid",), **quiet)
         for s in (panel.layer, panel.head):
             on(s.change, page.explore, [panel.layer, panel.head],
@@ -214,13 +229,19 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         on(panel.grid.select, page.pick_head, [], ("layer", "head"), **quiet).then(
             None, js="() => document.querySelector('#pick')?.scrollIntoView("
                      "{block: 'nearest', behavior: 'smooth'})")
-        on(panel.pick.select, page.pick_patch, [], ("pick", "row", "pipeline", *WALK), **quiet)
+        on(panel.pick.select, page.pick_patch, [], ("pick", "row", "pipeline", *WALK, *LEARNED),
+           **quiet)
         model_views = ("position", "distance", "filters", "model_caption")
         for event, opened in ((mech.accordion.expand, True), (mech.accordion.collapse, False)):
             dep = on(event, functools.partial(page.open_mechanism, opened=opened), [], WALK,
                      **quiet)
             if opened:
                 on(dep.then, page.mechanism_model, [], model_views, **quiet)
+        for event, opened in ((lens.accordion.expand, True), (lens.accordion.collapse, False)):
+            on(event, functools.partial(page.open_lens, opened=opened), [], LENS, **quiet)
+        for event, opened in ((learned.accordion.expand, True),
+                              (learned.accordion.collapse, False)):
+            on(event, functools.partial(page.open_learned, opened=opened), [], LEARNED, **quiet)
         on(mech.cls.change, page.follow_cls, [mech.cls], WALK, trigger_mode="always_last",
            **quiet)
         switched = on(model.change, page.choose_model, [model],

@@ -30,6 +30,8 @@ from vit.ui.render import (
     ANSWER as ANSWER_VIEWS,
 )
 from vit.ui.render import (
+    LEARNED,
+    LENS,
     PICTURES,
     WALK,
     WHY,
@@ -473,10 +475,11 @@ class Page:
         return {**self.explore(visit, layer, head), "layer": layer, "head": head}
 
     def _choose_patch(self, visit: Visit, patch: int):
-        """The chosen patch, which the strip, the explorer and the step-by-step panel follow."""
+        """The chosen patch, which the strip, the explorer, the step-by-step panel and "How it
+        learned" follow."""
         base = visit.record
         return self._commit(visit, base, replace(base, patch=patch),
-                            ("pick", "row", "pipeline", *WALK))
+                            ("pick", "row", "pipeline", *WALK, *LEARNED))
 
     def pick_head(self, visit: Visit, evt: gr.SelectData):
         """A click on a map of the layers x heads picture opens that layer and head below (the
@@ -499,7 +502,7 @@ class Page:
     def choose_target(self, visit: Visit, target):
         base = visit.record
         return self._commit(visit, base, replace(base, target=target),
-                            tuple(n for n in WHY if n != "ablation"))
+                            tuple(n for n in WHY if n != "ablation") + LENS)
 
     def switch_heads(self, visit: Visit, heads):
         base = visit.record
@@ -507,14 +510,15 @@ class Page:
         return self._commit(visit, base, replace(base, heads_off=heads), ("ablation",))
 
     def measure(self, visit: Visit):
-        """The deletion test of the three maps on the input on screen."""
+        """The scoreboard of the four maps on the input on screen, and the randomisation check."""
         r = visit.record
         if not isinstance(r.shown, Shown):
-            return {"faithfulness": "Draw or upload something first."}
+            return {"faithfulness": "Draw or upload something first.", "sanity": None}
         try:
-            return {"faithfulness": why_panel.faithfulness(*self._analysis(r.shown, r.model))}
+            text, picture = why_panel.faithfulness(*self._analysis(r.shown, r.model))
+            return {"faithfulness": text, "sanity": picture}
         except PreprocessError as e:               # an upload's file gone from the cache
-            return {"faithfulness": f"⚠️ {e}"}
+            return {"faithfulness": f"⚠️ {e}", "sanity": None}
 
     def mechanism(self, visit: Visit):
         """The step-by-step walk through one attention head, while its panel is open."""
@@ -523,6 +527,22 @@ class Page:
     def open_mechanism(self, visit: Visit, opened: bool):
         base = visit.record
         return self._commit(visit, base, replace(base, mechanism_open=opened), WALK)
+
+    def lens(self, visit: Visit):
+        """Where the answer forms (the logit lens), while its panel is open."""
+        return self.view(visit.record, LENS)
+
+    def open_lens(self, visit: Visit, opened: bool):
+        base = visit.record
+        return self._commit(visit, base, replace(base, lens_open=opened), LENS)
+
+    def learned(self, visit: Visit):
+        """How it learned (the training snapshots), while its panel is open."""
+        return self.view(visit.record, LEARNED)
+
+    def open_learned(self, visit: Visit, opened: bool):
+        base = visit.record
+        return self._commit(visit, base, replace(base, learned_open=opened), LEARNED)
 
     def follow_cls(self, visit: Visit, cls):
         """The step-by-step panel's switch: follow [CLS] rather than the chosen patch."""

@@ -58,6 +58,8 @@ class Record:
     heads_off: tuple = ()            # "What drove it": the heads switched off ("layer,head")
     mechanism_open: bool = False
     follow_cls: bool = False         # the step-by-step panel follows [CLS], not the patch
+    lens_open: bool = False          # "Where the answer forms" (drawn only while open)
+    learned_open: bool = False       # "How it learned" (drawn only while open)
     testset_open: bool = False
     test_listed: tuple = ()          # the test-set indices the gallery shows, in order
 

@@ -9,16 +9,21 @@ import numpy as np
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import patch_grid_picture, single_map_picture, token_strip, uniform_level
 from vit.text import md
-from vit.ui import mechanism_panel, pipeline, views, why_panel
+from vit.ui import lens_panel, mechanism_panel, pipeline, training_panel, views, why_panel
 from vit.ui.record import KIND_OF, Record, Shown, same
 from vit.ui.words import unsure_words
 
 PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
-WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance")
+WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance", "sanity")
 WALK = ("walk", "walk_text")
+LENS = ("lens", "lens_text")
+LEARNED = ("learned", "learned_text")
+# The panels drawn only while open: their names, and the record field that says so.
+FOLDED = {**dict.fromkeys(WALK, "mechanism_open"), **dict.fromkeys(LENS, "lens_open"),
+          **dict.fromkeys(LEARNED, "learned_open")}
 EXPLORER = ("pick", "row")                # one patch's grid and its attention row
 ANSWER = ("status", "label", "answered", "pipeline")
-EVERY = ANSWER + PICTURES + WHY + WALK
+EVERY = ANSWER + PICTURES + WHY + WALK + LENS + LEARNED
 
 # What each component's value depends on: record fields, and "shown" (the input on screen and
 # the model it is answered by).
@@ -31,10 +36,13 @@ DEPENDS = {
     "grid": ("shown", "shared", "layer"),
     "pick": ("shown", "patch"),
     "row": ("shown", "layer", "head", "patch"),
-    **{name: ("shown", "target") for name in ("relevance", "occlusion", "faithfulness", "glance")},
+    **{name: ("shown", "target") for name in ("relevance", "occlusion", "faithfulness", "glance",
+                                              "sanity")},
     "ablation": ("shown", "heads_off"),
     "walk": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
     "walk_text": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
+    **{name: ("shown", "lens_open", "target") for name in LENS},
+    **{name: ("shown", "learned_open", "patch") for name in LEARNED},
 }
 
 # What the answer on screen is for, as a tab that is not its input's says it.
@@ -109,19 +117,19 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
            test_set_here: bool = True) -> dict:
     """{component name: value} for `names`. `a`: the analysis of `r.shown` by `p` (None when
     there is no answered input). A view of an input not yet answered by the record's model is
-    left out (left as it is on the page); the step-by-step walk only while its panel is open."""
+    left out (left as it is on the page); the panels in FOLDED only while they are open."""
     out, live = {}, answered(r) and a is not None
     waiting = isinstance(r.shown, Shown) and not live
-    why = walk = explored = None
+    why = walk = explored = lens = learned = None
     for name in names:
         if name == "status":
             out[name] = headline(r, p, test_set_here)
         elif name == "answered":
             out[name] = str(r.drawing.number) if r.drawing is not None and r.drawing.number else ""
-        elif waiting or (name in WALK and not r.mechanism_open):
+        elif waiting or (name in FOLDED and not getattr(r, FOLDED[name])):
             continue
         elif not live:
-            out[name] = (NOTHING_YET if name == "walk_text"
+            out[name] = (NOTHING_YET if name in ("walk_text", "lens_text", "learned_text")
                          else "" if name in ("faithfulness", "ablation") else None)
         elif name == "label":
             out[name] = p.label(a.probs, a.verdict)
@@ -135,6 +143,12 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
         elif name in WALK:
             walk = walk or mechanism_panel.render(p, a, r.layer, r.head, r.patch, r.follow_cls)
             out[name] = walk[WALK.index(name)]
+        elif name in LENS:
+            lens = lens or lens_panel.render(p, a, r.target)
+            out[name] = lens[LENS.index(name)]
+        elif name in LEARNED:
+            learned = learned or training_panel.render(p, a, r.patch)
+            out[name] = learned[LEARNED.index(name)]
         elif name in EXPLORER:                # both drawn by one call
             explored = explored or views.explorer(p, a, r.layer, r.head, r.patch)
             out[name] = explored[EXPLORER.index(name)]

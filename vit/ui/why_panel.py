@@ -8,8 +8,10 @@ from dataclasses import dataclass
 import gradio as gr
 import numpy as np
 
+from vit.explain.scoreboard import METHODS, RANDOM
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import single_map_picture
+from vit.pictures.sanity import sanity_picture
 from vit.text import md
 from vit.ui.words import caption, term
 
@@ -30,10 +32,7 @@ class WhyPanel:
     measure: gr.Button
     faithfulness: gr.Markdown
     ablation: gr.Markdown
-
-    @property
-    def outputs(self) -> list:
-        return [self.relevance, self.occlusion, self.faithfulness, self.ablation]
+    sanity: gr.Image
 
 
 def target_choices(p: Predictor) -> list[tuple[str, int]]:
@@ -75,9 +74,13 @@ def build(p: Predictor) -> WhyPanel:
     with gr.Row():
         target = gr.Dropdown(target_choices(p), value=ANSWER, label="Explain the class",
                              elem_id="target", scale=1)
-        measure = gr.Button("Which map to believe for the answer? (deletion test)", elem_id="measure",
+        measure = gr.Button("Which map to believe for the answer? (scoreboard)", elem_id="measure",
                             scale=1)
     faithfulness = gr.Markdown(elem_id="faithfulness")
+    sanity = gr.Image(label="Model randomisation: each map on the trained model (top) and with its "
+                            "later blocks re-initialised (bottom); a map that stays alike does not "
+                            "show what those blocks learned",
+                      interactive=False, elem_id="sanity", buttons=["download", "fullscreen"])
     with gr.Row():
         relevance = gr.Image(label="Relevance for that class (relative: 0 to this map's max)",
                              interactive=False, elem_id="relevance", buttons=["download"],
@@ -91,10 +94,10 @@ def build(p: Predictor) -> WhyPanel:
                 "changes.")
     heads = gr.CheckboxGroup(head_choices(p), label="Heads switched off", elem_id="heads")
     ablation = gr.Markdown(elem_id="ablation")
-    return WhyPanel(target, heads, relevance, occlusion, measure, faithfulness, ablation)
+    return WhyPanel(target, heads, relevance, occlusion, measure, faithfulness, ablation, sanity)
 
 
-def _target(p: Predictor, probs: np.ndarray, target) -> int:
+def target_class(p: Predictor, probs: np.ndarray, target) -> int:
     """A target value from the page (ANSWER, a class index, or anything a client sends) -> a
     class index; anything but a valid class means the model's answer."""
     try:
@@ -104,16 +107,45 @@ def _target(p: Predictor, probs: np.ndarray, target) -> int:
     return t if 0 <= t < len(p.class_names) else int(probs.argmax())
 
 
-def faithfulness(p: Predictor, a: Analysis) -> str:
-    """The deletion test of rollout, relevance and occlusion (and random orders) on this input,
-    for the model's answer (Predictor.faithfulness), in words."""
-    aucs = p.faithfulness(a, STEPS, RANDOM_ORDERS)
-    name = md(p.class_names[int(a.probs.argmax())])
-    ranked = " · ".join(f"{k} **{v:.2f}**" for k, v in sorted(aucs.items(), key=lambda kv: kv[1]))
-    return (f"**Which map to believe for the answer {name}?** {verdict(aucs)} "
-            + caption("", f"Blank the patches each map ranks first, one by one: the faster "
-                          f"P({name}) falls, the more the map found what the answer rests on. "
-                          f"Mean P({name}) along the way (lower = more faithful): {ranked}."))
+def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
+    """The scoreboard of rollout, relevance, occlusion and raw attention on this input, for the
+    model's answer (Predictor.scoreboard), in words and a table; and the randomisation check's
+    picture."""
+    board = p.scoreboard(a, STEPS, RANDOM_ORDERS)
+    name = md(p.class_names[board.target])
+    depth = p.model.cfg.depth
+    rows = "\n".join(
+        f"| {k} | {board.deletion[k]:.2f} | {board.insertion[k]:.2f} | "
+        + (f"{board.correlation[k]:+.2f}{' ⚠️' if board.correlation[k] >= SAME else ''} |"
+           if k in board.correlation else "— |")
+        for k in (*METHODS, RANDOM))
+    table = (f"| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising blocks "
+             f"{board.randomised_from}–{depth} ↓ |\n|---|---|---|---|\n{rows}")
+    same = [k for k in METHODS if board.correlation[k] >= SAME]
+    listed = ", ".join(same[:-1]) + " and " + same[-1] if len(same) > 1 else "".join(same)
+    sanity = (f" {listed[:1].upper() + listed[1:]} hardly changed when the later blocks were replaced "
+              f"by random ones (⚠️): {'it shows' if len(same) == 1 else 'they show'} the picture's "
+              f"layout more than what those blocks learned." if same else
+              " Every map changed when the later blocks were replaced by random ones: each "
+              "depends on what the model learned.")
+    text = (f"**Which map to believe for the answer {name}?** {verdict(board.deletion)}{sanity} "
+            + caption("", f"**Deletion** blanks the patches each map ranks first, one by one, "
+                          f"and takes the mean P({name}) along the way: lower = the map found "
+                          f"what the answer rests on. **Insertion** starts from a blank picture "
+                          f"and reveals them in that order: higher = better. Random orders are "
+                          f"the line to beat (Petsiuk et al. 2018). **Rank correlation**: "
+                          f"Spearman's ρ between each map and the same map on a copy of the "
+                          f"model whose blocks {board.randomised_from}–{depth}, final norm and "
+                          f"head were re-initialised (Adebayo et al. 2018); near 1 (⚠️, "
+                          f"≥ {SAME}) means the map hardly depends on what those blocks learned. "
+                          f"Raw attention is the last block's [CLS] attention, averaged over "
+                          f"heads. One input, {STEPS} steps: scores closer than {TIE} are not "
+                          f"told apart.")
+            + "\n\n" + table)
+    return text, sanity_picture(a.image, board, depth)
+
+
+SAME = 0.7          # a rank correlation this high after randomising: the map barely changed
 
 
 TIE = 0.03          # deletion scores closer than this are not told apart (16 steps, one input)
@@ -154,13 +186,14 @@ GLANCE = 192       # px: the small copy beside the answer, drawn at about the si
 
 def render(p: Predictor, a: Analysis, target, heads) -> tuple:
     """(relevance picture, occlusion picture, faithfulness text, head-switch text, the relevance
-    picture drawn small for beside the answer — its labels then readable, not shrunk) for an
+    picture drawn small for beside the answer — its labels then readable, not shrunk — and no
+    randomisation picture, which the button makes) for an
     analysed input, a target class (ANSWER or a class index) and the heads switched off. The
     deletion test is not run here (it costs ~100 forward passes): its text invites the button.
     For the answer, occlusion shows how much blanking each patch lowers its probability; for any
     other class, how much it raises that class's: what keeps the input from being read as it."""
     image, best = a.image, int(a.probs.argmax())
-    t = _target(p, a.probs, target)
+    t = target_class(p, a.probs, target)
     raw, answer = p.class_names[t], t == best        # pictures take the name as it is;
     name = md(raw)                                   # Markdown, escaped (vit/text.py)
     rel = p.relevance(image, t)
@@ -170,10 +203,11 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
     text = (f"Explaining **{name}**"
             + ("" if answer else f" (the model's answer is {md(p.class_names[best])}: occlusion shows "
                                  f"which patches, blanked, would make it more of a {name})")
-            + "." + note + " Press the button to test which map — rollout, relevance or "
-              "occlusion — finds what the answer rests on.")
+            + "." + note + " Press the button to score which map — rollout, relevance, "
+              "occlusion or raw attention — finds what the answer rests on, and which depends on "
+              "what the model learned.")
     glance = single_map_picture(image, rel, f"relevance for {raw}", size=GLANCE)
-    return rel_pic, occ_pic, text, switch_heads(p, a, heads), glance
+    return rel_pic, occ_pic, text, switch_heads(p, a, heads), glance, None
 
 
 def occlusion_view(p: Predictor, image: np.ndarray, t: int,

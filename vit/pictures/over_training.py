@@ -1,0 +1,52 @@
+"""Attention over training as a filmstrip: a column per training snapshot, the last the finished
+model. Top row: attention rollout into [CLS] over the input, on one scale for every column (the
+same quantity, so a map that looks hotter is hotter). Bottom row: the chosen patch's
+position-embedding similarity to every patch, on the fixed cosine scale -1 to 1. Under each
+column, the answer then."""
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from vit.explain.over_training import Frame
+from vit.pictures.attention_maps import _colorbar, _mark, colorize, heat_overlay, load_font
+
+TITLE = 18
+CAPTION = 18
+GAP = 6
+
+
+def _similarity_tile(sim: np.ndarray, patch: int, side: int) -> np.ndarray:
+    G = sim.shape[0]
+    cell = max(1, side // G)
+    tile = np.repeat(np.repeat(colorize(sim, 1.0, -1.0, "RdBu_r"), cell, 0), cell, 1)
+    tile = np.ascontiguousarray(tile)
+    _mark(tile, patch, G)
+    return tile
+
+
+def filmstrip(img: np.ndarray, frames: list[Frame], patch: int, class_names: list[str],
+              tile: int = 112) -> np.ndarray:
+    """(H, W, 3) uint8 for `frames` in training order."""
+    top = max(float(f.rollout.max()) for f in frames)
+    font = load_font(11)
+    columns = []
+    for f in frames:
+        heat = heat_overlay(img, f.rollout, top, tile)
+        side = heat.shape[0]
+        sim = _similarity_tile(f.position, patch, side)
+        said = int(f.probs.argmax())
+        col = Image.new("RGB", (side, TITLE + side + GAP + sim.shape[0] + CAPTION), "white")
+        d = ImageDraw.Draw(col)
+        d.text((2, 3), f.name, fill="black", font=font)
+        col.paste(Image.fromarray(heat), (0, TITLE))
+        col.paste(Image.fromarray(sim), (0, TITLE + side + GAP))
+        d.text((2, TITLE + side + GAP + sim.shape[0] + 3),
+               f"says {class_names[said][:12]} {100 * f.probs[said]:.0f}%", fill="black", font=font)
+        columns.append(np.asarray(col))
+    h = max(c.shape[0] for c in columns)
+    columns = [np.pad(c, ((0, h - c.shape[0]), (0, GAP), (0, 0)), constant_values=255) for c in columns]
+    strip = np.concatenate(columns, axis=1)
+    bar = _colorbar(strip.shape[1], top, "top: rollout into [CLS], one scale for all; "
+                                         "bottom: position similarity, -1 blue to 1 red")
+    return np.concatenate([strip, bar], axis=0)

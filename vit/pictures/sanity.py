@@ -1,0 +1,32 @@
+"""The model-randomisation check as a picture: each map on the trained model above the same map
+on the model whose later blocks were re-initialised, with their rank correlation. Each map has its
+own scale (the check compares orders, not sizes), which its title says."""
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from vit.explain.scoreboard import METHODS, Scoreboard
+from vit.pictures.attention_maps import load_font, single_map_picture
+
+LABEL = 22           # pixels of each row's label above it
+GAP = 8
+
+
+def sanity_picture(img: np.ndarray, board: Scoreboard, depth: int, tile: int = 168) -> np.ndarray:
+    """(H, W, 3) uint8: a row of the trained model's maps, a row of the randomised model's."""
+    rows = []
+    for maps, label in ((board.maps, "trained model"),
+                        (board.randomised_maps, f"blocks {board.randomised_from}-{depth}, norm "
+                                                f"and head re-initialised")):
+        tiles = []
+        for k in METHODS:
+            shown = np.clip(maps[k], 0, None)       # what each map ranks first is its largest
+            title = k if maps is board.maps else f"{k}: rank corr. {board.correlation[k]:+.2f}"
+            tiles.append(single_map_picture(img, shown, title, size=tile, top=max(float(shown.max()), 1e-9)))
+        h = max(t.shape[0] for t in tiles)
+        tiles = [np.pad(t, ((0, h - t.shape[0]), (0, GAP), (0, 0)), constant_values=255) for t in tiles]
+        band = Image.new("RGB", (sum(t.shape[1] for t in tiles), LABEL), "white")
+        ImageDraw.Draw(band).text((4, 4), label, fill="black", font=load_font(14))
+        rows += [np.asarray(band), np.concatenate(tiles, axis=1)]
+    return np.concatenate(rows, axis=0)

@@ -1,0 +1,72 @@
+"""The "Where the answer forms" panel: the patch logit lens (vit/explain/logit_lens.py) of the
+input on screen, for the class the Why panel explains. Drawn only while the panel is open."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+import numpy as np
+
+from vit.inference import Analysis, Predictor
+from vit.pictures.logit_lens import lens_picture
+from vit.text import md
+from vit.ui.why_panel import target_class
+from vit.ui.words import caption
+
+PLAIN = ("Each map asks the model's own classifier what it would answer if the network stopped "
+         "after that block: from each patch's token (the colours) and from [CLS] (under each map).")
+PRECISE = (
+    "After every block, each token goes through the final LayerNorm and the classifier head, "
+    "then the checkpoint's temperature and a softmax: the \"logit lens\" (nostalgebraist, 2020), "
+    "here for every patch token as well as [CLS]. The colour is one patch token's probability of "
+    "the chosen class, on the same 0–1 scale on every map; the tick marks chance (1 / classes).\n\n"
+    "**What it shows:** at which depth [CLS] already carries the answer, and which patch tokens "
+    "point in the direction of a class. **What it does not show:** the head was trained only on "
+    "the last block's [CLS], so early blocks speak another \"language\": a flat or wrong early "
+    "answer does not prove the information is absent there (a tuned lens, Belrose et al. 2023, "
+    "fits a probe per block instead). A patch token that \"answers 7\" is not evidence that this "
+    "patch caused the 7: the deletion test under \"What drove the answer\" measures that.")
+
+
+@dataclass(frozen=True)
+class LensPanel:
+    accordion: gr.Accordion
+    picture: gr.Image
+    text: gr.Markdown
+
+
+def build() -> LensPanel:
+    with gr.Accordion("Where the answer forms (logit lens)", open=False, elem_id="lens") as accordion:
+        gr.Markdown(caption(PLAIN, PRECISE))
+        picture = gr.Image(label="What each block's tokens would answer", interactive=False,
+                           buttons=["download", "fullscreen"], elem_id="lens-picture")
+        text = gr.Markdown(elem_id="lens-text")
+    return LensPanel(accordion, picture, text)
+
+
+def summary(p: Predictor, a: Analysis, target: int) -> str:
+    """In words: where [CLS] settles on the class, and where its patches speak for it most."""
+    lens = p.lens(a.image)
+    name, depth = md(p.class_names[target]), lens.depth
+    at = lens.forms_at(target)
+    if at is None:
+        settles = (f"[CLS] never gives **{name}** half the probability and keeps it: after the "
+                   f"last block it gives it {100 * lens.cls[-1, target]:.0f} %.")
+    elif at == 1:
+        settles = f"[CLS] gives **{name}** more than half the probability from block 1 on."
+    else:
+        settles = (f"[CLS] settles on **{name}** after block {at} of {depth} (more than half the "
+                   f"probability from there to the end).")
+    last = lens.patches[-1, :, :, target]
+    g = p.grid
+    row, col = divmod(int(last.argmax()), g)
+    share = float((lens.patches[-1].argmax(-1) == target).mean())
+    return (f"{settles} After the last block, {100 * share:.0f} % of the patch tokens would "
+            f"answer **{name}** themselves; the most sure is patch {row * g + col + 1} "
+            f"(row {row + 1}, column {col + 1}), at {100 * float(last.max()):.0f} %.")
+
+
+def render(p: Predictor, a: Analysis, target) -> tuple[np.ndarray, str]:
+    """(the picture, its words) for the analysed input and the page's target class."""
+    t = target_class(p, a.probs, target)
+    return lens_picture(a.image, p.lens(a.image), t, p.class_names), summary(p, a, t)
