@@ -1,11 +1,12 @@
 """The page as one whole, without a server: random sequences of what a visitor does (draw, lift
 the pen, clear, pick an example, upload, remove it, switch tabs, open the test set and click an
-image, switch models, move the sliders, click a patch, open the step-by-step panel) are run
-through the page's own event wiring (`PageEvents` below runs each event's chain of handlers as
-Gradio does: `.then` in order, a component changed by a handler firing its own `.change`, the
-canvas sending back a picture put on it). After every step the answer, the headline, the pictures,
-"What drove the answer" and the step-by-step panel must all describe the input of the tab in view
-through the selected model."""
+image, switch models, move the sliders, click a patch, open the step-by-step, logit-lens and
+"How it learned" panels, pick a second model) are run through the page's own event wiring
+(`PageEvents` below runs each event's chain of handlers as Gradio does: `.then` in order, a
+component changed by a handler firing its own `.change`, the canvas sending back a picture put on
+it). After every step the answer, the headline, the pictures, "What drove the answer", those
+panels and the second model's views must all describe the input of the tab in view through the
+selected models."""
 from __future__ import annotations
 
 import copy
@@ -152,6 +153,7 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
                                  if getattr(f.fn, "__name__", "") == "open_lens")]
     learned_accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
                                     if getattr(f.fn, "__name__", "") == "open_learned")]
+    second = fn_named(demo, "choose_compare").inputs[0]
     component = _components(demo)
     visitors = itertools.count()
 
@@ -235,6 +237,11 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
         def the_how_it_learned_panel(self, event):
             self.page.fire(learned_accordion, event)
 
+        @rule(name=st.sampled_from(["", "mnist", "fashion-mnist", "cifar10"]))
+        def pick_a_second_model(self, name):
+            self.v[second._id] = name
+            self.page.fire(second, "change")
+
         @invariant()
         def every_panel_is_the_render_of_the_record(self):
             """Every component shows what render() makes of the record, and the record's input
@@ -267,6 +274,6 @@ def _components(demo) -> dict:
     fns = {getattr(f.fn, "__name__", ""): f for f in demo.fns.values()}
     for fn, names in (("analyse_drawing", page_module.ANALYSIS), ("why", render.WHY),
                       ("mechanism", render.WALK), ("lens", render.LENS),
-                      ("learned", render.LEARNED)):
+                      ("learned", render.LEARNED), ("compared", render.COMPARE)):
         out.update(zip(names, fns[fn].outputs))
     return out

@@ -25,6 +25,7 @@ from vit.preprocessing.decode import MAX_FILE_BYTES
 from vit.preprocessing.styles import STYLES
 from vit.testset import data_dir_for_app
 from vit.ui import (
+    compare_panel,
     draw_tab,
     lens_panel,
     mechanism_panel,
@@ -50,7 +51,7 @@ from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, TESTSET, Page
 from vit.ui.pipeline import PipelineStrip
-from vit.ui.render import LEARNED, LENS, PICTURES, WALK, WHY, rest_message
+from vit.ui.render import COMPARE, LEARNED, LENS, PICTURES, WALK, WHY, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
 from vit.ui.words import glossary_markdown
@@ -136,6 +137,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         mech = mechanism_panel.build(p)
         lens = lens_panel.build()
         learned = training_panel.build()
+        compare = compare_panel.build(models.names, dict((n, label) for label, n in models.choices()))
         with gr.Accordion("About this model", open=False, elem_id="about-model"):
             card = gr.Markdown(p.card())
         gr.Markdown("## Glossary\n" + glossary_markdown(), elem_id="glossary")
@@ -149,6 +151,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             ablation=why.ablation, target=why.target, heads_off=why.heads, sanity=why.sanity,
             walk=mech.walk, walk_text=mech.walk_text, lens=lens.picture, lens_text=lens.text,
             learned=learned.picture, learned_text=learned.text,
+            compare_text=compare.text, compare_strip=compare.strip, compare_maps=compare.maps,
+            compare_differences_text=compare.differences_text,
+            compare_differences=compare.differences,
             position=mech.position, distance=mech.distance, filters=mech.filters,
             model_caption=mech.model_caption,
             testset_status=tst.status, confusion=tst.confusion, reliability=tst.reliability,
@@ -187,7 +192,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             dep = on(on(dep.then, page.why, [], WHY, **later).then, page.mechanism, [], WALK,
                      **quiet)
             dep = on(dep.then, page.lens, [], LENS, **quiet)
-            return on(dep.then, page.learned, [], LEARNED, **quiet)
+            dep = on(dep.then, page.learned, [], LEARNED, **quiet)
+            return on(dep.then, page.compared, [], COMPARE, **quiet)
 
         # The test set's first pass shows its progress over the confusion matrix's box alone,
         # not over the status line and filters (where it overprinted the text).
@@ -197,10 +203,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         # replaced by the newest, never queued up.
         on(pad.live, page.follow_drawing, [pad, model], ("status", "label", "answered", "pipeline"),
            trigger_mode="always_last", **quiet)
-        on(strip.pick, page.pick_strip_patch, [strip], ("pick", "row", "pipeline", *WALK, *LEARNED),
-           **quiet)
+        on(strip.pick, page.pick_strip_patch, [strip],
+           ("pick", "row", "pipeline", *WALK, *LEARNED, *COMPARE), **quiet)
         on(strip.pickhead, page.pick_strip_head, [strip],
-           ("grid", "pick", "row", "pipeline", *WALK, "layer", "head"), **quiet)
+           ("grid", "pick", "row", "pipeline", *WALK, *COMPARE, "layer", "head"), **quiet)
         explained(on(pad.lift, page.analyse_drawing, [pad, model, *settings], ANALYSIS,
                      trigger_mode="always_last", show_progress="hidden",
                      api_name="analyse_drawing"))
@@ -223,14 +229,14 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         on(panel.shared.change, page.rescale, [panel.shared], ("grid",), **quiet)
         for s in (panel.layer, panel.head):
             on(s.change, page.explore, [panel.layer, panel.head],
-               ("grid", "pick", "row", "pipeline", *WALK, "layer", "head"),
+               ("grid", "pick", "row", "pipeline", *WALK, *COMPARE, "layer", "head"),
                trigger_mode="always_last", **quiet)
         # A click on a head map opens it in the explorer just below: bring that into view.
         on(panel.grid.select, page.pick_head, [], ("layer", "head"), **quiet).then(
             None, js="() => document.querySelector('#pick')?.scrollIntoView("
                      "{block: 'nearest', behavior: 'smooth'})")
-        on(panel.pick.select, page.pick_patch, [], ("pick", "row", "pipeline", *WALK, *LEARNED),
-           **quiet)
+        on(panel.pick.select, page.pick_patch, [],
+           ("pick", "row", "pipeline", *WALK, *LEARNED, *COMPARE), **quiet)
         model_views = ("position", "distance", "filters", "model_caption")
         for event, opened in ((mech.accordion.expand, True), (mech.accordion.collapse, False)):
             dep = on(event, functools.partial(page.open_mechanism, opened=opened), [], WALK,
@@ -239,6 +245,11 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                 on(dep.then, page.mechanism_model, [], model_views, **quiet)
         for event, opened in ((lens.accordion.expand, True), (lens.accordion.collapse, False)):
             on(event, functools.partial(page.open_lens, opened=opened), [], LENS, **quiet)
+        on(compare.choice.change, page.choose_compare, [compare.choice], COMPARE,
+           trigger_mode="always_last", **quiet)
+        on(compare.differ.click, page.differences, [],
+           ("compare_differences_text", "compare_differences"), api_visibility="private",
+           show_progress_on=compare.differences)
         for event, opened in ((learned.accordion.expand, True),
                               (learned.accordion.collapse, False)):
             on(event, functools.partial(page.open_learned, opened=opened), [], LEARNED, **quiet)

@@ -23,15 +23,17 @@ from vit.pictures.confusion import cell_at
 from vit.preprocessing.decode import BlankInputError, PreprocessError, decode
 from vit.preprocessing.layout import compact
 from vit.text import md
-from vit.ui import draw_tab, mechanism_panel, pipeline, testset_tab, views, why_panel
+from vit.ui import compare_panel, draw_tab, mechanism_panel, pipeline, testset_tab, views, why_panel
 from vit.ui.canvas import colour_picture, load_value, read_drawing, seq
 from vit.ui.record import ANSWER, Record, Refused, Shown, Visit
 from vit.ui.render import (
     ANSWER as ANSWER_VIEWS,
 )
 from vit.ui.render import (
+    COMPARE,
     LEARNED,
     LENS,
+    NO_SECOND,
     PICTURES,
     WALK,
     WHY,
@@ -210,7 +212,13 @@ class Page:
                 except PreprocessError as e:       # an upload's file gone from the cache
                     return {n: f"⚠️ {e}" if n in ("status", "walk_text", "faithfulness") else None
                             for n in names}
-        return render(r, p, a, names, self.answers.ready(r.model))
+        other = None
+        if a is not None and r.compare in self.models.names and set(names) & set(COMPARE):
+            try:
+                other = self._analysis(r.shown, r.compare, judged=True)
+            except PreprocessError as e:
+                return {n: f"⚠️ {e}" if n == "compare_text" else None for n in names}
+        return render(r, p, a, names, self.answers.ready(r.model), other)
 
     def _commit(self, visit: Visit, base: Record, mine: Record, names=ANALYSIS,
                 known: tuple | None = None, also: tuple = ()) -> dict:
@@ -441,8 +449,8 @@ class Page:
         value was out of it."""
         base = visit.record
         p = self.predictor(base.model)
-        names = ("grid", "pick", "row", "pipeline", *WALK) if views.big(p) else \
-            ("pick", "row", "pipeline", *WALK)
+        names = ("grid", "pick", "row", "pipeline", *WALK, *COMPARE) if views.big(p) else \
+            ("pick", "row", "pipeline", *WALK, *COMPARE)
         out = self._commit(visit, base, replace(base, layer=layer, head=head), names)
         return {**out, **dict(zip(("layer", "head"), views.snapped(p, layer, head)))}
 
@@ -479,7 +487,7 @@ class Page:
         learned" follow."""
         base = visit.record
         return self._commit(visit, base, replace(base, patch=patch),
-                            ("pick", "row", "pipeline", *WALK, *LEARNED))
+                            ("pick", "row", "pipeline", *WALK, *LEARNED, *COMPARE))
 
     def pick_head(self, visit: Visit, evt: gr.SelectData):
         """A click on a map of the layers x heads picture opens that layer and head below (the
@@ -535,6 +543,32 @@ class Page:
     def open_lens(self, visit: Visit, opened: bool):
         base = visit.record
         return self._commit(visit, base, replace(base, lens_open=opened), LENS)
+
+    def compared(self, visit: Visit):
+        """The second model beside the page's, for the input on screen."""
+        return self.view(visit.record, COMPARE)
+
+    def choose_compare(self, visit: Visit, name):
+        """The second model's dropdown: a model of this page, or none (anything else a client
+        sends means none)."""
+        base = visit.record
+        name = name if isinstance(name, str) and name in self.models.names else ""
+        return self._commit(visit, base, replace(base, compare=name), COMPARE)
+
+    def differences(self, visit: Visit, progress=gr.Progress()):
+        """The test images the page's model gets right and the second model wrong, and back."""
+        r = visit.record
+        if r.compare not in self.models.names:
+            return {"compare_differences_text": NO_SECOND, "compare_differences": None}
+        try:
+            r1 = self.answers.get(r.model, _progress(progress))
+            r2 = self.answers.get(r.compare, _progress(progress))
+        except (DataError, CheckpointError) as e:
+            return {"compare_differences_text": f"⚠️ {md(str(e).split(': ')[-1], 300)}",
+                    "compare_differences": None}
+        text, picture = compare_panel.differences(r1, r2, (r.model, r.compare),
+                                                  self.predictor(r.model).class_names)
+        return {"compare_differences_text": text, "compare_differences": picture}
 
     def learned(self, visit: Visit):
         """How it learned (the training snapshots), while its panel is open."""

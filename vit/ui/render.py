@@ -9,7 +9,7 @@ import numpy as np
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import patch_grid_picture, single_map_picture, token_strip, uniform_level
 from vit.text import md
-from vit.ui import lens_panel, mechanism_panel, pipeline, training_panel, views, why_panel
+from vit.ui import compare_panel, lens_panel, mechanism_panel, pipeline, training_panel, views, why_panel
 from vit.ui.record import KIND_OF, Record, Shown, same
 from vit.ui.words import unsure_words
 
@@ -18,12 +18,13 @@ WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance", "sanity")
 WALK = ("walk", "walk_text")
 LENS = ("lens", "lens_text")
 LEARNED = ("learned", "learned_text")
+COMPARE = ("compare_text", "compare_strip", "compare_maps")
 # The panels drawn only while open: their names, and the record field that says so.
 FOLDED = {**dict.fromkeys(WALK, "mechanism_open"), **dict.fromkeys(LENS, "lens_open"),
           **dict.fromkeys(LEARNED, "learned_open")}
 EXPLORER = ("pick", "row")                # one patch's grid and its attention row
 ANSWER = ("status", "label", "answered", "pipeline")
-EVERY = ANSWER + PICTURES + WHY + WALK + LENS + LEARNED
+EVERY = ANSWER + PICTURES + WHY + WALK + LENS + LEARNED + COMPARE
 
 # What each component's value depends on: record fields, and "shown" (the input on screen and
 # the model it is answered by).
@@ -43,6 +44,7 @@ DEPENDS = {
     "walk_text": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
     **{name: ("shown", "lens_open", "target") for name in LENS},
     **{name: ("shown", "learned_open", "patch") for name in LEARNED},
+    **{name: ("shown", "compare", "layer", "head", "patch") for name in COMPARE},
 }
 
 # What the answer on screen is for, as a tab that is not its input's says it.
@@ -52,6 +54,7 @@ PROMPT = {"upload": "### Upload or paste a picture",
           "test": "### Click a test image to explain it"}
 NO_TEST_SET = "### This model's test set is not on this machine"
 NOTHING_YET = "Draw or upload something first."
+NO_SECOND = "Pick a second model above to see it beside this one."
 
 
 def _value(r: Record, field: str):
@@ -114,13 +117,14 @@ def answer_headline(p: Predictor, a: Analysis) -> str:
 
 
 def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
-           test_set_here: bool = True) -> dict:
+           test_set_here: bool = True, other: tuple | None = None) -> dict:
     """{component name: value} for `names`. `a`: the analysis of `r.shown` by `p` (None when
     there is no answered input). A view of an input not yet answered by the record's model is
-    left out (left as it is on the page); the panels in FOLDED only while they are open."""
+    left out (left as it is on the page); the panels in FOLDED only while they are open.
+    `other`: (second model, its analysis of the same input) when the record names one."""
     out, live = {}, answered(r) and a is not None
     waiting = isinstance(r.shown, Shown) and not live
-    why = walk = explored = lens = learned = None
+    why = walk = explored = lens = learned = compared = None
     for name in names:
         if name == "status":
             out[name] = headline(r, p, test_set_here)
@@ -129,7 +133,7 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
         elif waiting or (name in FOLDED and not getattr(r, FOLDED[name])):
             continue
         elif not live:
-            out[name] = (NOTHING_YET if name in ("walk_text", "lens_text", "learned_text")
+            out[name] = (NOTHING_YET if name in ("walk_text", "lens_text", "learned_text", "compare_text")
                          else "" if name in ("faithfulness", "ablation") else None)
         elif name == "label":
             out[name] = p.label(a.probs, a.verdict)
@@ -146,6 +150,13 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
         elif name in LENS:
             lens = lens or lens_panel.render(p, a, r.target)
             out[name] = lens[LENS.index(name)]
+        elif name in COMPARE:
+            if other is None:
+                out[name] = NO_SECOND if name == "compare_text" else None
+                continue
+            compared = compared or compare_panel.render(p, a, *other, r.layer, r.head, r.patch,
+                                                        (r.model, r.compare))
+            out[name] = compared[COMPARE.index(name)]
         elif name in LEARNED:
             learned = learned or training_panel.render(p, a, r.patch)
             out[name] = learned[LEARNED.index(name)]

@@ -1,0 +1,85 @@
+"""Two models side by side (vit/ui/compare_panel.py) through the page's own handlers: the second
+model's answer, strip and matching maps for the input on screen, where they disagree, what a
+client may send as the second model, and the test images one gets right and the other wrong."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from vit.data.examples import render_digit
+from vit.testset import Results
+from vit.ui import compare_panel, create_app
+from vit.ui.canvas import drawing_value
+from vit.ui.render import COMPARE, NO_SECOND
+
+
+@pytest.fixture(scope="module")
+def page():
+    return create_app(threads=1).page
+
+
+@pytest.fixture
+def seven(page):
+    visit = page.visit()
+    ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
+    page.analyse_drawing(visit, drawing_value(ink), "mnist", True, 6, 1)
+    return visit
+
+
+def test_a_model_beside_itself_agrees_and_looks_alike(page, seven):
+    out = page.choose_compare(seven, "mnist")
+    assert set(out) == set(COMPARE)
+    assert "mnist reads **7**" in out["compare_text"] and "They agree." in out["compare_text"]
+    assert "rank correlation +1.00 — much the same places" in out["compare_text"]
+    top, bottom = np.split(out["compare_maps"], 2)
+    assert np.array_equal(top, bottom)
+    assert out["compare_strip"]["grid"] == 7
+
+
+def test_a_photo_model_beside_the_digit_model(page, seven):
+    out = page.choose_compare(seven, "cifar10")
+    text = out["compare_text"]
+    assert "mnist reads **7**" in text and "cifar10 reads" in text and "They disagree." in text
+    assert out["compare_strip"]["grid"] == 8 and out["compare_strip"]["colour"]
+    assert out["compare_maps"].shape[0] > 2 * 168
+    # the second model follows the page's layer and head: layer 3 of 6 is layer 3 of 6 there too
+    moved = page.explore(seven, 3, 2)
+    assert moved["compare_strip"]["layer"] == 3 and moved["compare_strip"]["head"] == 2
+
+
+@pytest.mark.parametrize("sent", [None, 3, "../../etc/passwd", "MNIST", ["mnist"], "x" * 10_000])
+def test_anything_else_a_client_sends_means_no_second_model(page, seven, sent):
+    out = page.choose_compare(seven, sent)
+    assert seven.record.compare == ""
+    assert out == {} or out["compare_text"] == NO_SECOND
+
+
+def test_matching_layers_across_depths():
+    assert [compare_panel.matching_layer(i, 6, 12) for i in range(6)] == [1, 3, 5, 7, 9, 11]
+    assert [compare_panel.matching_layer(i, 12, 6) for i in range(12)] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert compare_panel.matching_layer(0, 1, 1) == 0
+
+
+def results(preds, labels, dataset="mnist"):
+    probs = np.eye(10, dtype=np.float32)[preds]
+    return Results(dataset, [str(i) for i in range(10)], np.zeros((len(labels), 28, 28), np.uint8),
+                   np.array(labels), probs)
+
+
+def test_the_test_images_one_gets_right_and_the_other_wrong():
+    labels = [0, 1, 2, 3, 4, 5]
+    a = results([0, 1, 2, 9, 9, 5], labels)       # wrong on 3, 4
+    b = results([0, 9, 2, 3, 9, 9], labels)       # wrong on 1, 4, 5
+    text, picture = compare_panel.differences(a, b, ("A", "B"), a.class_names)
+    assert "Only A right: **2**" in text and "only B right: **1**" in text and "both wrong: 1" in text
+    assert "A 66.67 %" in text and "B 50.00 %" in text
+    assert picture.shape[0] == 2 * (20 + 84 + 30)
+    text, picture = compare_panel.differences(a, results([0] * 6, labels, "fashion-mnist"),
+                                              ("A", "C"), a.class_names)
+    assert "different data sets" in text and picture is None
+
+
+def test_the_differences_button_without_a_second_model(page, seven):
+    page.choose_compare(seven, "")
+    out = page.differences(seven, progress=SimpleNamespace(tqdm=lambda *a, **k: a[0]))
+    assert out["compare_differences_text"] == NO_SECOND

@@ -1,0 +1,173 @@
+"""Two models side by side: the input on screen through a second checkpoint (its answer, its
+pipeline strip, the [CLS] maps of the matching layer) beside the page's model, where they
+disagree, and on request the test images one gets right and the other wrong."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+import numpy as np
+from PIL import Image, ImageDraw
+
+from vit.explain.scoreboard import spearman
+from vit.inference import Analysis, Predictor
+from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
+from vit.text import md
+from vit.ui import pipeline, views
+from vit.ui.pipeline import PipelineStrip
+from vit.ui.words import caption
+
+NOBODY = ""                     # the dropdown's "no second model"
+PLAIN = ("Pick a second model: the input on screen goes through both, and you see where they "
+         "agree, where they look, and where they part.")
+PRECISE = (
+    "The second model reads the same input through its own preprocessing (a drawing laid out as "
+    "that model's data set is). Its strip and maps follow the page's layer, head and patch: a "
+    "model of another depth is shown at the matching depth (layer l of L ↔ the layer at the same "
+    "fraction of its own depth), a head it lacks as its first head. Each map has its own scale, "
+    "as on the page, with the level of evenly spread attention ticked. \"Look alike\" is "
+    "Spearman's rank correlation of the two models' rollout maps (on the finer grid when the "
+    "grids differ). The test-set comparison scores both models on their test set (the same data "
+    "set only) and shows the images one gets right and the other wrong.")
+SHOW = 12                       # test images shown each way
+
+
+@dataclass(frozen=True)
+class ComparePanel:
+    accordion: gr.Accordion
+    choice: gr.Dropdown
+    text: gr.Markdown
+    strip: PipelineStrip
+    maps: gr.Image
+    differ: gr.Button
+    differences_text: gr.Markdown
+    differences: gr.Image
+
+
+def choices(names: list[str], labels: dict[str, str]) -> list[tuple[str, str]]:
+    return [("no second model", NOBODY)] + [(labels.get(n, n), n) for n in names]
+
+
+def build(names: list[str], labels: dict[str, str]) -> ComparePanel:
+    with gr.Accordion("Compare with another model", open=False, elem_id="compare") as accordion:
+        gr.Markdown(caption(PLAIN, PRECISE))
+        choice = gr.Dropdown(choices(names, labels), value=NOBODY, label="Second model",
+                             elem_id="compare-choice")
+        text = gr.Markdown(elem_id="compare-text")
+        strip = PipelineStrip(elem_id="compare-strip", label="second model's pipeline strip")
+        maps = gr.Image(label="[CLS] maps of the matching layers: the page's model (top), the "
+                              "second model (bottom)", interactive=False,
+                        buttons=["download", "fullscreen"], elem_id="compare-maps")
+        differ = gr.Button("Where do they differ on the test set?", elem_id="compare-differ")
+        differences_text = gr.Markdown(elem_id="compare-differences-text")
+        differences = gr.Image(label="Test images one model gets right and the other wrong",
+                               interactive=False, buttons=["download", "fullscreen"],
+                               elem_id="compare-differences")
+    return ComparePanel(accordion, choice, text, strip, maps, differ, differences_text, differences)
+
+
+def matching_layer(layer: int, depth: int, other_depth: int) -> int:
+    """0-based layer of a model `other_depth` deep at the same fraction of depth as `layer` of `depth`."""
+    return min(other_depth - 1, max(0, -(-(layer + 1) * other_depth // depth) - 1))   # ceil
+
+
+def _on_grid(m: np.ndarray, grid: int) -> np.ndarray:
+    """A (g, g) map on a finer (grid, grid) one, each cell repeated (grid a multiple of g)."""
+    r = grid // m.shape[0]
+    return np.kron(m, np.ones((r, r))) if r * m.shape[0] == grid else m
+
+
+def look_alike(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Spearman's rho of two rollout maps, on the finer grid; None when one grid does not divide
+    the other."""
+    g = max(a.shape[0], b.shape[0])
+    a, b = _on_grid(a, g), _on_grid(b, g)
+    return spearman(a, b) if a.shape == b.shape else None
+
+
+def _row(p: Predictor, a: Analysis, layer: int, name: str, tile: int) -> np.ndarray:
+    maps = a.explanation.cls_maps[layer]
+    u = uniform_level(p.grid)
+    tiles = [single_map_picture(a.image, a.explanation.rollout_map, "rollout", size=tile, uniform=u)]
+    tiles += [single_map_picture(a.image, m, f"L{layer + 1} H{h + 1}", size=tile, uniform=u)
+              for h, m in enumerate(maps)]
+    h = max(t.shape[0] for t in tiles)
+    tiles = [np.pad(t, ((0, h - t.shape[0]), (0, 6), (0, 0)), constant_values=255) for t in tiles]
+    row = np.concatenate(tiles, axis=1)
+    band = Image.new("RGB", (row.shape[1], 22), "white")
+    ImageDraw.Draw(band).text((4, 4), f"{name}: layer {layer + 1} of {p.model.cfg.depth}",
+                              fill="black", font=load_font(14))
+    return np.concatenate([np.asarray(band), row], axis=0)
+
+
+def maps_picture(p: Predictor, a: Analysis, p2: Predictor, a2: Analysis, layer: int, layer2: int,
+                 names: tuple[str, str], tile: int = 168) -> np.ndarray:
+    top, bottom = _row(p, a, layer, names[0], tile), _row(p2, a2, layer2, names[1], tile)
+    width = max(top.shape[1], bottom.shape[1])
+    pad = [np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0)), constant_values=255) for r in (top, bottom)]
+    return np.concatenate(pad, axis=0)
+
+
+def _answer(p: Predictor, a: Analysis) -> tuple[int, str]:
+    """(the class read, or -1 for "not one of these"; the answer in words)."""
+    best = int(a.probs.argmax())
+    if not a.is_class:
+        return -1, f"**{md(p.not_label)}** (its top class {md(p.class_names[best])}, " \
+                   f"{100 * float(a.probs[best]):.0f} %)"
+    return best, f"**{md(p.class_names[best])}** ({100 * float(a.probs[best]):.0f} %)"
+
+
+def render(p: Predictor, a: Analysis, p2: Predictor, a2: Analysis, layer, head, patch,
+           names: tuple[str, str]) -> tuple[str, dict | None, np.ndarray]:
+    """(words, the second strip's value, the maps picture) for the input on screen through the
+    page's model `p` and the second model `p2`; layer and head as the page's sliders send them."""
+    l1, h1, _ = views.clamp(p, layer, head, patch)
+    l2 = matching_layer(l1, p.model.cfg.depth, p2.model.cfg.depth)
+    h2 = min(h1, p2.model.cfg.heads - 1)
+    same_grid = p.grid == p2.grid
+    strip = pipeline.strip_value(p2, a2, l2 + 1, h2 + 1, patch if same_grid else None)
+    (c1, t1), (c2, t2) = _answer(p, a), _answer(p2, a2)
+    n1, n2 = (md(n) for n in names)
+    agree = (p.class_names[c1] == p2.class_names[c2]) if c1 >= 0 and c2 >= 0 else c1 == c2 == -1
+    verdict = "They agree." if agree else "**They disagree.**"
+    rho = look_alike(a.explanation.rollout_map, a2.explanation.rollout_map)
+    where = ("" if rho is None else
+             f" Where they look (rollout): rank correlation {rho:+.2f} — "
+             + ("much the same places." if rho >= 0.7 else "partly the same places." if rho >= 0.3
+                else "different places."))
+    text = f"{n1} reads {t1}; {n2} reads {t2}. {verdict}{where}"
+    return text, strip, maps_picture(p, a, p2, a2, l1, l2, names)
+
+
+def differences(r1, r2, names: tuple[str, str], class_names: list[str]) -> tuple[str, np.ndarray | None]:
+    """(words, picture) of the test images one model gets right and the other wrong. `r1`, `r2`:
+    the two models' vit.testset.Results."""
+    n1, n2 = (md(n) for n in names)
+    if r1.dataset != r2.dataset or len(r1.labels) != len(r2.labels) or \
+            not np.array_equal(r1.labels, r2.labels):
+        return (f"{n1} and {n2} were trained on different data sets: there is no test set "
+                f"they share."), None
+    right1, right2 = r1.preds == r1.labels, r2.preds == r2.labels
+    only1, only2 = np.flatnonzero(right1 & ~right2), np.flatnonzero(~right1 & right2)
+    text = (f"On the {len(r1.labels):,} test images: {n1} {100 * right1.mean():.2f} %, "
+            f"{n2} {100 * right2.mean():.2f} %. Only {n1} right: **{len(only1)}**; only {n2} "
+            f"right: **{len(only2)}**; both wrong: {int((~right1 & ~right2).sum())}.")
+    return text, _difference_picture(r1, r2, only1[:SHOW], only2[:SHOW], names, class_names)
+
+
+def _difference_picture(r1, r2, only1, only2, names, class_names, cell: int = 84) -> np.ndarray:
+    font = load_font(11)
+    rows = []
+    for idx, who in ((only1, names[0]), (only2, names[1])):
+        band = Image.new("RGB", (SHOW * cell, 20 + cell + 30), "white")
+        d = ImageDraw.Draw(band)
+        d.text((4, 3), f"only {who} right ({len(idx)} shown)", fill="black", font=font)
+        for k, i in enumerate(idx):
+            im = Image.fromarray(np.ascontiguousarray(r1.images[i])).convert("RGB")
+            band.paste(im.resize((cell - 6, cell - 6), Image.NEAREST), (k * cell, 20))
+            d.text((k * cell, 20 + cell - 4), class_names[r1.labels[i]][:10], fill=(0, 110, 0),
+                   font=font)
+            wrong = r2.preds[i] if who == names[0] else r1.preds[i]
+            d.text((k * cell, 20 + cell + 9), f"≠ {class_names[wrong][:9]}", fill=(170, 0, 0), font=font)
+        rows.append(np.asarray(band))
+    return np.concatenate(rows, axis=0)
