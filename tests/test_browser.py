@@ -15,13 +15,19 @@ every head's map over the colour photo); the step-by-step panel; the Test set ta
 asking for a click, gallery, an image in every view, a click on the confusion matrix); a finger
 on a 390x844 phone (the answer pinned in view while drawing, the canvas full width and not
 covered, only the headline pinned once scrolled down to the panels); "What drove the answer" for
-the answer and another class, the deletion test and a head switched off."""
+the answer and another class, the deletion test and a head switched off; a sweep's models in the
+app (how one learned, a second beside it, where they differ on the test set), the logit lens and
+the scoreboard of four maps."""
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
-from conftest import ARTIFACTS
+from conftest import ARTIFACTS, ROOT, free_port, run_module
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM) or not shutil.which("chromium"):
@@ -752,3 +758,100 @@ def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(brow
     assert "Not a digit" not in status(pg)
     pg.screenshot(path=SHOTS / "27-phone-small-seven.png")
     ctx.close()
+
+
+# --- Learn by experiment: a sweep's models in the app, the logit lens, the scoreboard --------
+@pytest.fixture(scope="module")
+def sweep_server(tiny_data, tmp_path_factory):
+    """A real (tiny) `python -m vit.sweep`, then `python app.py --checkpoints DIR` on its folder,
+    as docs/experiments.md says to open a sweep's models."""
+    out = tmp_path_factory.mktemp("sweep") / "sw"
+    r = run_module("vit.sweep", "--data", "mnist", "--data-dir", tiny_data, "--no-download",
+                   "--out", out, "--vary", "heads=1,2", "--epochs", "2", "--", "--depth", "2",
+                   "--dim", "16", "--mlp-dim", "32", "--val-size", "40", "--negatives", "16",
+                   "--batch-size", "32", "--eval-batch-size", "40", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    port = free_port()
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
+           "GRADIO_ANALYTICS_ENABLED": "False", "VIT_DATA_DIR": str(tiny_data), "VIT_WARM": "0"}
+    proc = subprocess.Popen([sys.executable, "app.py", "--checkpoints", str(out)], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                pytest.fail("app.py --checkpoints did not start")
+            time.sleep(0.5)
+    yield proc, f"http://127.0.0.1:{port}/"
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def open_panel(pg, panel: str, title: str) -> None:
+    acc = pg.locator(panel)
+    acc.scroll_into_view_if_needed()
+    acc.get_by_text(title).first.click()
+
+
+def test_a_sweeps_models_side_by_side_and_how_they_learned(browser, sweep_server):
+    """The sweep's two runs in the app: how the first learned (its snapshots as a filmstrip), and
+    the second beside it on the same drawing, with the test images where they differ. Prints the
+    time from picking the second model to its maps on the page."""
+    ctx, pg = fresh(browser, sweep_server, 1400, 1000)
+    assert "heads-1" in pg.locator("#model input").input_value()
+    open_panel(pg, "#learned", "How it learned")
+    pg.wait_for_selector("#learned-picture img", timeout=60_000)
+    said = pg.locator("#learned-text").inner_text()
+    assert said.startswith("At the end it answered") and "step 1" in said, said
+    number = pg.locator("#learned-when input[type=number]")       # the slider's own number box
+    number.fill("0")
+    number.press("Enter")
+    pg.wait_for_function("() => document.querySelector('#learned-text').innerText"
+                         ".startsWith('At 5.56 % (step 1)')", timeout=30_000)
+    pg.locator("#learned-frame").scroll_into_view_if_needed()
+    pg.screenshot(path=SHOTS / "28-how-it-learned.png")
+    open_panel(pg, "#compare", "Compare with another model")
+    assert "Pick a second model" in pg.locator("#compare-text").inner_text()
+    pg.locator("#compare-choice input").click()
+    t = time.perf_counter()
+    pg.get_by_role("option", name="heads-2").click()
+    pg.wait_for_function("() => document.querySelector('#compare-text').innerText.includes('heads-2 reads')"
+                         " && document.querySelector('#compare-maps img')", timeout=60_000)
+    print(f"\nsecond model shown {1000 * (time.perf_counter() - t):.0f} ms after picking it")
+    assert "rank correlation" in pg.locator("#compare-text").inner_text()
+    pg.wait_for_function("() => document.querySelector('#compare-strip .said')?.innerText.trim()",
+                         timeout=30_000)
+    pg.locator("#compare-differ").click()
+    pg.wait_for_function("() => document.querySelector('#compare-differences-text').innerText"
+                         ".includes('test images')", timeout=120_000)
+    assert "Only heads-1" in pg.locator("#compare-differences-text").inner_text()
+    pg.locator("#compare-maps").scroll_into_view_if_needed()
+    pg.screenshot(path=SHOTS / "29-second-model.png")
+    ctx.close()
+
+
+def test_the_logit_lens_and_the_scoreboard(page):
+    """Where the answer forms, for the drawing on screen; then the scoreboard of four maps and the
+    randomisation check's picture, on request."""
+    page.get_by_role("tab", name="Draw").click()
+    clear(page)
+    wait_status(page, "Draw a digit")
+    draw(page, "7")
+    wait_status(page, "reads this as 7")
+    open_panel(page, "#lens", "Where the answer forms")
+    page.wait_for_selector("#lens-picture img", timeout=60_000)
+    assert "patch tokens would answer 7" in page.locator("#lens-text").inner_text()
+    page.locator("#lens-picture").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "30-logit-lens.png")
+    page.locator("#measure").scroll_into_view_if_needed()
+    page.locator("#measure").click()
+    page.wait_for_function("() => document.querySelector('#faithfulness').innerText.includes('insertion')"
+                           " && document.querySelector('#sanity img')", timeout=120_000)
+    text = page.locator("#faithfulness").inner_text()
+    assert "raw attention" in text and "rank corr." in text
+    page.locator("#sanity").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "31-scoreboard.png")

@@ -44,8 +44,21 @@ def test_the_app_shows_the_input_through_each_snapshot(snapped):
     assert np.allclose(frames[-1].probs, a.probs, atol=1e-6)          # the end is the model
     assert not np.allclose(frames[0].probs, frames[-1].probs)          # it learned something
     assert frames[0].name == "5.56 % (step 1)" and frames[-1].name == "the end"
-    picture, words = training_panel.render(p, a, None)
-    assert picture.shape[1] > 4 * 112 and words.count("**") == 8
+    picture, large, words = training_panel.render(p, a, None)
+    assert picture.shape[1] > 4 * 112 and large.shape[1] >= 280
+    assert words.startswith("At the end it answered") and words.count("**") == 6   # top three
+    _, early, words = training_panel.render(p, a, None, 3)
+    assert words.startswith("At 5.56 % (step 1) it answered")
+    assert not np.array_equal(early, large)
+
+
+def test_the_slider_picks_the_nearest_kept_moment(snapped):
+    p = Predictor(snapped, "cpu")
+    frames = p.over_training(p.analyse(np.asarray(render_digit("7"))).image, 0)   # 5.6, 11, 50, 100 %
+    pick = [training_panel.nearest(frames, at) for at in (0, 8, 9, 30, 31, 76, 100)]
+    assert pick == [0, 0, 1, 1, 2, 3, 3]
+    for sent in (None, "x", float("nan"), 1e300, -5, [3]):          # what a client may send
+        assert training_panel.nearest(frames, sent) in (0, 3)
 
 
 def test_a_snapshot_that_does_not_fit_is_skipped(snapped, tmp_path):
@@ -70,8 +83,8 @@ def test_off_and_bad_values(tiny_data, tmp_path):
 
 def test_the_no_snapshot_words_for_a_bundled_model():
     p = Predictor("checkpoints/mnist", "cpu")
-    picture, words = training_panel.render(p, p.analyse(np.asarray(render_digit("4"))), 3)
-    assert picture is None and "keeps no training snapshots" in words
+    picture, large, words = training_panel.render(p, p.analyse(np.asarray(render_digit("4"))), 3)
+    assert picture is None is large and "keeps no training snapshots" in words
 
 
 def test_overwrite_sets_the_old_snapshots_aside(snapped, tiny_data, tmp_path):

@@ -134,6 +134,7 @@ class Predictor:
         self._explained = Recent(EXPLAINED_BYTES)
         self._live = Recent(LIVE_BYTES)
         self._attributed = Recent(ATTRIBUTED_BYTES)
+        self._over_training = Recent(ATTRIBUTED_BYTES)
 
     @property
     def device(self):
@@ -279,9 +280,16 @@ class Predictor:
 
     def over_training(self, image: np.ndarray, patch: int) -> list:
         """The input through this checkpoint's training snapshots and the finished model
-        (vit/explain/over_training.py): one Frame each, in training order."""
-        return _frames(self.model, self.checkpoint.folder, self.tensor(image), patch,
-                       self.config.temperature)
+        (vit/explain/over_training.py): one Frame each, in training order; computed once per
+        input and patch (a slider moving over them reads them again)."""
+        key = (array_key(image), int(patch))
+        got = self._over_training.get(key)
+        if got is None:
+            got = tuple(_frames(self.model, self.checkpoint.folder, self.tensor(image), patch,
+                                self.config.temperature))
+            self._over_training.put(key, got, sum(f.probs.nbytes + f.rollout.nbytes +
+                                                  f.position.nbytes for f in got))
+        return list(got)
 
     def ablate(self, image: np.ndarray, off) -> np.ndarray:
         return _ablate(self.model, self.tensor(image), off, self.config.temperature)

@@ -9,7 +9,15 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from vit.explain.over_training import Frame
-from vit.pictures.attention_maps import _colorbar, _mark, colorize, heat_overlay, load_font
+from vit.pictures.attention_maps import (
+    VIVID,
+    _colorbar,
+    _mark,
+    colorize,
+    heat_overlay,
+    load_font,
+    uniform_level,
+)
 
 TITLE = 18
 CAPTION = 18
@@ -26,18 +34,22 @@ def _similarity_tile(sim: np.ndarray, patch: int, side: int) -> np.ndarray:
 
 
 def filmstrip(img: np.ndarray, frames: list[Frame], patch: int, class_names: list[str],
-              tile: int = 112) -> np.ndarray:
-    """(H, W, 3) uint8 for `frames` in training order."""
-    top = max(float(f.rollout.max()) for f in frames)
+              tile: int = 112, marked: int | None = None) -> np.ndarray:
+    """(H, W, 3) uint8 for `frames` in training order; column `marked` framed (the slider's)."""
+    # One scale for every column, reaching at least VIVID times the even spread (as the page's
+    # attention maps do): a model that has not learned to look anywhere yet stays dark.
+    top = max(max(float(f.rollout.max()) for f in frames), VIVID * uniform_level(frames[0].rollout.shape[0]))
     font = load_font(11)
     columns = []
-    for f in frames:
+    for j, f in enumerate(frames):
         heat = heat_overlay(img, f.rollout, top, tile)
         side = heat.shape[0]
         sim = _similarity_tile(f.position, patch, side)
         said = int(f.probs.argmax())
         col = Image.new("RGB", (side, TITLE + side + GAP + sim.shape[0] + CAPTION), "white")
         d = ImageDraw.Draw(col)
+        if j == marked:
+            d.rectangle([0, 0, side - 1, TITLE - 2], fill=(255, 225, 120))
         d.text((2, 3), f.name, fill="black", font=font)
         col.paste(Image.fromarray(heat), (0, TITLE))
         col.paste(Image.fromarray(sim), (0, TITLE + side + GAP))
@@ -47,6 +59,6 @@ def filmstrip(img: np.ndarray, frames: list[Frame], patch: int, class_names: lis
     h = max(c.shape[0] for c in columns)
     columns = [np.pad(c, ((0, h - c.shape[0]), (0, GAP), (0, 0)), constant_values=255) for c in columns]
     strip = np.concatenate(columns, axis=1)
-    bar = _colorbar(strip.shape[1], top, "top: rollout into [CLS], one scale for all; "
-                                         "bottom: position similarity, -1 blue to 1 red")
+    bar = _colorbar(strip.shape[1], top, "top: rollout, one scale; "
+                                         "bottom: position similarity, -1 blue, 1 red")
     return np.concatenate([strip, bar], axis=0)

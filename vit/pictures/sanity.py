@@ -1,16 +1,18 @@
 """The model-randomisation check as a picture: each map on the trained model above the same map
 on the model whose later blocks were re-initialised, with their rank correlation. Each map has its
-own scale (the check compares orders, not sizes), which its title says."""
+own scale (the check compares orders, not sizes), its bar says which; attention maps reach at
+least five times the even level, as the page's do, so an even spread does not glow."""
 from __future__ import annotations
 
 import numpy as np
 from PIL import Image, ImageDraw
 
 from vit.explain.scoreboard import METHODS, Scoreboard
-from vit.pictures.attention_maps import load_font, single_map_picture
+from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
 
 LABEL = 22           # pixels of each row's label above it
 GAP = 8
+ATTENTION = ("rollout", "raw attention")      # shares of attention, with an even level to mark
 
 
 def sanity_picture(img: np.ndarray, board: Scoreboard, depth: int, tile: int = 168) -> np.ndarray:
@@ -23,7 +25,12 @@ def sanity_picture(img: np.ndarray, board: Scoreboard, depth: int, tile: int = 1
         for k in METHODS:
             shown = np.clip(maps[k], 0, None)       # what each map ranks first is its largest
             title = k if maps is board.maps else f"{k}: rank corr. {board.correlation[k]:+.2f}"
-            tiles.append(single_map_picture(img, shown, title, size=tile, top=max(float(shown.max()), 1e-9)))
+            if k in ATTENTION:      # as on the page: an even spread is dark, not a full-scale glow
+                tiles.append(single_map_picture(img, shown, title, size=tile,
+                                                uniform=uniform_level(shown.shape[0])))
+            else:
+                tiles.append(single_map_picture(img, shown, title, size=tile,
+                                                top=max(float(shown.max()), 1e-9)))
         h = max(t.shape[0] for t in tiles)
         tiles = [np.pad(t, ((0, h - t.shape[0]), (0, GAP), (0, 0)), constant_values=255) for t in tiles]
         band = Image.new("RGB", (sum(t.shape[1] for t in tiles), LABEL), "white")

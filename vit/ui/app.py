@@ -150,7 +150,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             relevance=why.relevance, occlusion=why.occlusion, faithfulness=why.faithfulness,
             ablation=why.ablation, target=why.target, heads_off=why.heads, sanity=why.sanity,
             walk=mech.walk, walk_text=mech.walk_text, lens=lens.picture, lens_text=lens.text,
-            learned=learned.picture, learned_text=learned.text,
+            learned=learned.picture, learned_text=learned.text, learned_frame=learned.frame,
             compare_text=compare.text, compare_strip=compare.strip, compare_maps=compare.maps,
             compare_differences_text=compare.differences_text,
             compare_differences=compare.differences,
@@ -250,6 +250,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         on(compare.differ.click, page.differences, [],
            ("compare_differences_text", "compare_differences"), api_visibility="private",
            show_progress_on=compare.differences)
+        on(learned.when.change, page.learned_when, [learned.when], LEARNED,
+           trigger_mode="always_last", **quiet)
         for event, opened in ((learned.accordion.expand, True),
                               (learned.accordion.collapse, False)):
             on(event, functools.partial(page.open_learned, opened=opened), [], LEARNED, **quiet)

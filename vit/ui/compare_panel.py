@@ -159,15 +159,17 @@ def _difference_picture(r1, r2, only1, only2, names, class_names, cell: int = 84
     font = load_font(11)
     rows = []
     for idx, who in ((only1, names[0]), (only2, names[1])):
-        band = Image.new("RGB", (SHOW * cell, 20 + cell + 30), "white")
+        band = Image.new("RGB", (SHOW * cell, 20 + (cell + 30 if len(idx) else 0)), "white")
         d = ImageDraw.Draw(band)
-        d.text((4, 3), f"only {who} right ({len(idx)} shown)", fill="black", font=font)
+        d.text((4, 3), f"only {who} right: " + (f"the first {len(idx)}" if len(idx) else "none"),
+               fill="black", font=font)
         for k, i in enumerate(idx):
             im = Image.fromarray(np.ascontiguousarray(r1.images[i])).convert("RGB")
             band.paste(im.resize((cell - 6, cell - 6), Image.NEAREST), (k * cell, 20))
-            d.text((k * cell, 20 + cell - 4), class_names[r1.labels[i]][:10], fill=(0, 110, 0),
-                   font=font)
+            d.text((k * cell, 20 + cell - 4), f"is {class_names[r1.labels[i]][:10]}",
+                   fill=(0, 110, 0), font=font)
             wrong = r2.preds[i] if who == names[0] else r1.preds[i]
-            d.text((k * cell, 20 + cell + 9), f"≠ {class_names[wrong][:9]}", fill=(170, 0, 0), font=font)
+            d.text((k * cell, 20 + cell + 9), f"other: {class_names[wrong][:8]}", fill=(170, 0, 0),
+                   font=font)
         rows.append(np.asarray(band))
     return np.concatenate(rows, axis=0)

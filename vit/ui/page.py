@@ -574,6 +574,11 @@ class Page:
         """How it learned (the training snapshots), while its panel is open."""
         return self.view(visit.record, LEARNED)
 
+    def learned_when(self, visit: Visit, at):
+        """The "How it learned" slider: how far into training (the nearest snapshot is shown)."""
+        base = visit.record
+        return self._commit(visit, base, replace(base, learned_at=at), LEARNED)
+
     def open_learned(self, visit: Visit, opened: bool):
         base = visit.record
         return self._commit(visit, base, replace(base, learned_open=opened), LEARNED)

@@ -60,6 +60,7 @@ class Record:
     follow_cls: bool = False         # the step-by-step panel follows [CLS], not the patch
     lens_open: bool = False          # "Where the answer forms" (drawn only while open)
     learned_open: bool = False       # "How it learned" (drawn only while open)
+    learned_at: object = 100         # its slider: how far into training, in % (as sent)
     compare: str = ""                # the second model beside the page's ("": none)
     testset_open: bool = False
     test_listed: tuple = ()          # the test-set indices the gallery shows, in order

@@ -17,7 +17,7 @@ PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
 WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance", "sanity")
 WALK = ("walk", "walk_text")
 LENS = ("lens", "lens_text")
-LEARNED = ("learned", "learned_text")
+LEARNED = ("learned", "learned_frame", "learned_text")
 COMPARE = ("compare_text", "compare_strip", "compare_maps")
 # The panels drawn only while open: their names, and the record field that says so.
 FOLDED = {**dict.fromkeys(WALK, "mechanism_open"), **dict.fromkeys(LENS, "lens_open"),
@@ -43,7 +43,7 @@ DEPENDS = {
     "walk": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
     "walk_text": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
     **{name: ("shown", "lens_open", "target") for name in LENS},
-    **{name: ("shown", "learned_open", "patch") for name in LEARNED},
+    **{name: ("shown", "learned_open", "patch", "learned_at") for name in LEARNED},
     **{name: ("shown", "compare", "layer", "head", "patch") for name in COMPARE},
 }
 
@@ -158,7 +158,7 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
                                                         (r.model, r.compare))
             out[name] = compared[COMPARE.index(name)]
         elif name in LEARNED:
-            learned = learned or training_panel.render(p, a, r.patch)
+            learned = learned or training_panel.render(p, a, r.patch, r.learned_at)
             out[name] = learned[LEARNED.index(name)]
         elif name in EXPLORER:                # both drawn by one call
             explored = explored or views.explorer(p, a, r.layer, r.head, r.patch)

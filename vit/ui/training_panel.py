@@ -31,6 +31,8 @@ NONE = ("This model keeps no training snapshots: it was trained before the train
 @dataclass(frozen=True)
 class TrainingPanel:
     accordion: gr.Accordion
+    when: gr.Slider
+    frame: gr.Image
     picture: gr.Image
     text: gr.Markdown
 
@@ -39,21 +41,45 @@ def build() -> TrainingPanel:
     with gr.Accordion("How it learned (attention over training)", open=False,
                       elem_id="learned") as accordion:
         gr.Markdown(caption(PLAIN, PRECISE))
-        picture = gr.Image(label="This input through the model during training", interactive=False,
+        when = gr.Slider(0, 100, value=100, step=1, label="How far into training (%)",
+                         info="the kept snapshot nearest to it is shown large",
+                         elem_id="learned-when")
+        frame = gr.Image(label="That moment", interactive=False, elem_id="learned-frame",
+                         buttons=["download"], height=360)
+        picture = gr.Image(label="Every kept moment, in order", interactive=False,
                            buttons=["download", "fullscreen"], elem_id="learned-picture")
         text = gr.Markdown(elem_id="learned-text")
-    return TrainingPanel(accordion, picture, text)
+    return TrainingPanel(accordion, when, frame, picture, text)
 
 
-def render(p: Predictor, a: Analysis, patch: int | None) -> tuple[np.ndarray | None, str]:
-    """(the filmstrip or None, its words) for the analysed input; `patch`: the page's chosen patch
-    (0-based), or None for the centre."""
+def nearest(frames: list, at) -> int:
+    """The frame nearest to `at` percent of training (anything not a number: the end)."""
+    try:
+        at = float(at)
+    except (TypeError, ValueError, OverflowError):
+        at = 100.0
+    at = min(100.0, max(0.0, at)) if at == at else 100.0            # NaN: the end
+    done = [100 * f.step / f.of if f.of else 100.0 for f in frames]
+    return min(range(len(frames)), key=lambda i: (abs(done[i] - at), -i))
+
+
+def render(p: Predictor, a: Analysis, patch: int | None,
+           at=100) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+    """(the filmstrip or None, the frame nearest `at` % of training drawn large or None, the
+    words) for the analysed input; `patch`: the page's chosen patch (0-based), or None for the
+    centre."""
     chosen = patch if isinstance(patch, int) and 0 <= patch < p.grid ** 2 else \
         (p.grid // 2) * p.grid + p.grid // 2
     frames = p.over_training(a.image, chosen)
     if len(frames) == 1:
-        return None, NONE
+        return None, None, NONE
     names = p.class_names
-    said = "; ".join(f"{f.name}: **{md(names[int(f.probs.argmax())])}** "
-                     f"({100 * float(f.probs.max()):.0f} %)" for f in frames)
-    return filmstrip(a.image, frames, chosen, names), f"What it answered — {said}."
+    i = nearest(frames, at)
+    f = frames[i]
+    order = np.argsort(f.probs)[::-1][:3]
+    then = ", ".join(f"**{md(names[c])}** {100 * float(f.probs[c]):.0f} %" for c in order)
+    said = "; ".join(f"{g.name}: {md(names[int(g.probs.argmax())])} "
+                     f"({100 * float(g.probs.max()):.0f} %)" for g in frames)
+    text = f"At {f.name} it answered {then}. Over training — {said}."
+    return (filmstrip(a.image, frames, chosen, names, marked=i),
+            filmstrip(a.image, [f], chosen, names, tile=300), text)
