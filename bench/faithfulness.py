@@ -10,6 +10,13 @@ the mean probability of the answer along each curve (deletion AUC, Petsiuk et al
 the map found what the answer rests on). Prints the mean and median per map, how often each map
 beats rollout on the same image, and the time per image. The page runs the same test on the
 current input ("Which map to believe for the answer?").
+
+    python -m bench.faithfulness --scoreboard [--checkpoint C --n 50]
+
+instead runs the page's whole scoreboard per image (`Predictor.scoreboard`): deletion and
+insertion for rollout, relevance, occlusion and raw attention, and the model-randomisation check
+(Spearman's rho of each map against the same map with the upper half of the blocks, the norm and
+the head re-initialised). Prints each map's mean of the three and how often rho >= 0.7.
 """
 from __future__ import annotations
 
@@ -29,9 +36,13 @@ def main(argv=None) -> None:
     ap.add_argument("--data-dir", default="../shared/data")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--scoreboard", action="store_true", help="the page's whole scoreboard")
     args = ap.parse_args(argv)
     p = Predictor(args.checkpoint, "cpu")
     split = load_split(p.config.dataset, args.data_dir, train=False)
+    if args.scoreboard:
+        scoreboard(p, split, args)
+        return
     aucs: dict[str, list[float]] = {}
     started = time.perf_counter()
     for img in split.images[:args.n].numpy():
@@ -46,6 +57,28 @@ def main(argv=None) -> None:
         v = np.array(v)
         print(f"  {name:12s} deletion AUC mean {v.mean():.3f}  median {statistics.median(v):.3f}"
               + ("" if name == "rollout" else f"  lower than rollout on {100 * (v < roll).mean():.0f} %"))
+
+
+def scoreboard(p: Predictor, split, args) -> None:
+    rows: dict[str, dict[str, list[float]]] = {}
+    started = time.perf_counter()
+    for img in split.images[:args.n].numpy():
+        board = p.scoreboard(p.analyse_input(img.astype(np.float32) / 255.0), args.steps)
+        for name in board.deletion:
+            r = rows.setdefault(name, {"deletion": [], "insertion": [], "rho": []})
+            r["deletion"].append(board.deletion[name])
+            r["insertion"].append(board.insertion[name])
+            if name in board.correlation:
+                r["rho"].append(board.correlation[name])
+    seconds = time.perf_counter() - started
+    print(f"{args.checkpoint}: {args.n} test images, {args.steps}-step curves, "
+          f"{1000 * seconds / args.n:.0f} ms per image (the whole scoreboard)")
+    for name, r in rows.items():
+        rho = np.array(r["rho"])
+        tail = (f"  rank corr. after randomising mean {rho.mean():+.2f}, >= 0.7 on "
+                f"{100 * (rho >= 0.7).mean():.0f} %" if len(rho) else "")
+        print(f"  {name:14s} deletion {np.mean(r['deletion']):.3f}  insertion "
+              f"{np.mean(r['insertion']):.3f}{tail}")
 
 
 if __name__ == "__main__":

@@ -128,30 +128,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def app_server(tiny_data):
-    """`python app.py` on a free port, as the README starts it. Yields (process, url).
-    Its test-set tab browses the tiny data set (80 images: quick to test the first time)."""
+def start_app(args: list[str], env: dict, out=subprocess.DEVNULL, where: str = "") -> tuple:
+    """`python app.py *args` on a free loopback port with `env` added, once it accepts
+    connections: (process, url). Fails the test if it has not started within 120 s."""
     port = free_port()
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "VIT_DATA_DIR": str(tiny_data),
-           # The suite uploads far more a minute than a person (the limit: tests/test_attacks.py).
-           "VIT_UPLOADS_PER_MINUTE": "10000"}
-    ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "app-server.log", "w")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log,
+           "GRADIO_ANALYTICS_ENABLED": "False", **env}
+    proc = subprocess.Popen([sys.executable, "app.py", *args], cwd=ROOT, env=env, stdout=out,
                             stderr=subprocess.STDOUT)
     deadline = time.time() + 120
     while True:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
+                return proc, f"http://127.0.0.1:{port}/"
         except OSError:
             if proc.poll() is not None or time.time() > deadline:
                 proc.kill()
-                pytest.fail("app.py did not start within 120 s; see artifacts/app-server.log")
+                pytest.fail(f"python app.py {' '.join(args)} did not start within 120 s; {where}")
             time.sleep(0.5)
-    yield proc, f"http://127.0.0.1:{port}/"
+
+
+@pytest.fixture(scope="session")
+def app_server(tiny_data):
+    """`python app.py` on a free port, as the README starts it. Yields (process, url).
+    Its test-set tab browses the tiny data set (80 images: quick to test the first time)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "app-server.log", "w")
+    # The suite uploads far more a minute than a person (the limit: tests/test_attacks.py).
+    proc, url = start_app([], {"VIT_DATA_DIR": str(tiny_data), "VIT_UPLOADS_PER_MINUTE": "10000"},
+                          log, "see artifacts/app-server.log")
+    yield proc, url
     proc.terminate()
     proc.wait(timeout=20)
     log.close()

@@ -20,14 +20,11 @@ app (how one learned, a second beside it, where they differ on the test set), th
 the scoreboard of four maps."""
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
-from conftest import ARTIFACTS, ROOT, free_port, run_module
+from conftest import ARTIFACTS, run_module, start_app
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM) or not shutil.which("chromium"):
@@ -771,22 +768,8 @@ def sweep_server(tiny_data, tmp_path_factory):
                    "--dim", "16", "--mlp-dim", "32", "--val-size", "40", "--negatives", "16",
                    "--batch-size", "32", "--eval-batch-size", "40", timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    port = free_port()
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "VIT_DATA_DIR": str(tiny_data), "VIT_WARM": "0"}
-    proc = subprocess.Popen([sys.executable, "app.py", "--checkpoints", str(out)], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.time() + 120
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                pytest.fail("app.py --checkpoints did not start")
-            time.sleep(0.5)
-    yield proc, f"http://127.0.0.1:{port}/"
+    proc, url = start_app(["--checkpoints", str(out)], {"VIT_DATA_DIR": str(tiny_data), "VIT_WARM": "0"})
+    yield proc, url
     proc.terminate()
     proc.wait(timeout=20)
 

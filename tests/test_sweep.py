@@ -11,6 +11,7 @@ import time
 
 import pytest
 from conftest import ROOT, run_module
+from test_distributed import SLOW
 
 from vit.sweep import grid
 
@@ -81,17 +82,6 @@ def test_other_shared_settings_need_another_folder(swept, tiny_data):
     r = sweep(tiny_data, out, "--vary", "heads=1,2", "--epochs", "3", "--subset", "200")
     assert r.returncode == 2
     assert "holds a sweep with other epochs" in r.stderr and "use another --out" in r.stderr
-
-
-SLOW = '''
-import time
-import vit.training.loop as t
-real = t.train_step
-def train_step(*args, **kwargs):
-    time.sleep(0.3)
-    return real(*args, **kwargs)
-t.train_step = train_step
-'''
 
 
 def test_an_interrupted_sweep_resumes_where_it_stopped(tiny_data, tmp_path):
