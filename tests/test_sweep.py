@@ -141,3 +141,20 @@ def test_the_grid_in_order_and_its_folder_names():
         "patch-size-4_policy-none_lr-0.001", "patch-size-4_policy-trivialaugment_lr-0.001"]
     assert runs[1].flags() == ["--patch-size", "2", "--policy", "trivialaugment", "--lr", "0.001"]
     assert grid.expand(grid.parse_vary(["augment=true,false"]))[1].flags() == ["--no-augment"]
+
+
+def test_the_accuracy_axis_never_zooms_a_point_into_a_cliff():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vit.sweep.report import MIN_SPAN, _honest_axis
+    for ys, within in (([26.4, 27.3], (20, 34)), ([99.1, 99.6], (90, 100)), ([0.5, 2.0], (0, 10)),
+                       ([20, 80], (17, 83))):
+        fig, ax = plt.subplots()
+        ax.plot([1, 2], ys)
+        _honest_axis(ax)
+        lo, hi = ax.get_ylim()
+        assert hi - lo >= MIN_SPAN - 1e-9 and within[0] <= lo and hi <= within[1]
+        assert 0 <= lo and hi <= 100                  # a percentage axis stays a percentage
+        plt.close(fig)

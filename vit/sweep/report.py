@@ -43,6 +43,19 @@ def _label(r: dict, keys: list[str]) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {r[k]}" for k in keys) or "all"
 
 
+MIN_SPAN = 10.0       # percentage points: the accuracy axis never zooms in closer than this
+
+
+def _honest_axis(ax) -> None:
+    """An accuracy axis at least MIN_SPAN points tall: a zoomed axis turns a difference of a point,
+    within one seed's noise, into a cliff."""
+    lo, hi = ax.get_ylim()
+    if hi - lo < MIN_SPAN:
+        mid = (lo + hi) / 2
+        lo = min(max(0.0, mid - MIN_SPAN / 2), 100.0 - MIN_SPAN)
+        ax.set_ylim(lo, lo + MIN_SPAN)
+
+
 def write_plots(plan: Plan, rows: list[dict], vary: dict[str, list], title: str) -> list[Path]:
     """Accuracy against each varied setting (a line per combination of the others) and against
     training time (a point per run, labelled). Returns the files written."""
@@ -70,6 +83,7 @@ def write_plots(plan: Plan, rows: list[dict], vary: dict[str, list], title: str)
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{title}: accuracy against {key.replace('_', ' ')}", fontsize=10)
         ax.grid(alpha=0.3)
+        _honest_axis(ax)
         if others:
             ax.legend(fontsize=8)
         fig.tight_layout()
@@ -86,6 +100,7 @@ def write_plots(plan: Plan, rows: list[dict], vary: dict[str, list], title: str)
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(f"{title}: accuracy against training time", fontsize=10)
     ax.grid(alpha=0.3)
+    _honest_axis(ax)
     fig.tight_layout()
     path = plan.out / "accuracy-vs-time.png"
     fig.savefig(path)
