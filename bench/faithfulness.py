@@ -5,7 +5,7 @@
 
 For each of the first --n test images: the model's answer, then four orders of blanking patches
 (most important first by attention rollout, Chefer relevance, occlusion, and three fixed random
-orders — `Predictor.faithfulness`, which the page's button runs too), and
+orders — `Predictor.faithfulness`; the page's button runs the whole scoreboard, below), and
 the mean probability of the answer along each curve (deletion AUC, Petsiuk et al. 2018; lower =
 the map found what the answer rests on). Prints the mean and median per map, how often each map
 beats rollout on the same image, and the time per image. The page runs the same test on the

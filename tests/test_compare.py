@@ -9,6 +9,7 @@ import pytest
 from vit.data.examples import render_digit
 from vit.testset import Results
 from vit.ui import compare_panel, create_app
+from vit.ui import page as page_module
 from vit.ui.canvas import drawing_value
 from vit.ui.render import COMPARE, NO_SECOND
 
@@ -23,6 +24,8 @@ def seven(page):
     visit = page.visit()
     ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
     page.analyse_drawing(visit, drawing_value(ink), "mnist", True, 6, 1)
+    assert page.open_compare(visit, True) == {"compare_text": NO_SECOND, "compare_strip": None,
+                                              "compare_maps": None}
     return visit
 
 
@@ -52,6 +55,28 @@ def test_anything_else_a_client_sends_means_no_second_model(page, seven, sent):
     out = page.choose_compare(seven, sent)
     assert seven.record.compare == ""
     assert out == {} or out["compare_text"] == NO_SECOND
+
+
+def test_nothing_is_computed_while_the_panel_is_closed(page, seven):
+    page.open_compare(seven, False)
+    assert page.choose_compare(seven, "cifar10") == {}
+    assert seven.record.compare == "cifar10"              # remembered for when it opens
+    assert "cifar10 reads" in page.open_compare(seven, True)["compare_text"]
+
+
+def test_a_second_model_that_cannot_answer_leaves_the_page_alone(page, seven, monkeypatch):
+    page.choose_compare(seven, "cifar10")
+    real = page.predictor
+
+    def broken(name):
+        if name == "cifar10":
+            raise page_module.user_error("can't load model 'cifar10': its weights are damaged")
+        return real(name)
+    monkeypatch.setattr(page, "predictor", broken)
+    out = page.explore(seven, 2, 1)
+    assert out["compare_text"] == "⚠️ can't load model 'cifar10': its weights are damaged"
+    assert out["compare_maps"] is None and out["compare_strip"] is None
+    assert out["row"] is not None and out["pipeline"]["layer"] == 2      # the page's own views
 
 
 def test_matching_layers_across_depths():

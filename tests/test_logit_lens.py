@@ -50,7 +50,7 @@ def test_the_picture_keeps_one_scale_on_every_map():
     img = np.zeros((28, 28))
     patches = np.full((2, 7, 7, 10), 0.08)
     patches[0, :, :, 3], patches[1, :, :, 3] = 0.2, 0.9
-    lens = LogitLens(cls=np.full((2, 10), 0.1), patches=patches, temperature=1.0)
+    lens = LogitLens(cls=np.full((2, 10), 0.1), patches=patches)
     pic = lens_picture(img, lens, 3, [str(i) for i in range(10)], tile=112)
     first, second = pic[50, 50].astype(int), pic[50, 112 + 6 + 50].astype(int)
     expect = [0.65 * colorize(np.array([v]), 1.0)[0].astype(int) for v in (0.2, 0.9)]
@@ -59,10 +59,10 @@ def test_the_picture_keeps_one_scale_on_every_map():
 
 def test_where_the_answer_settles_in_words():
     cls = np.array([[0.9, 0.1], [0.3, 0.7], [0.2, 0.8]])
-    lens = LogitLens(cls=cls, patches=np.zeros((3, 2, 2, 2)), temperature=1.0)
+    lens = LogitLens(cls=cls, patches=np.zeros((3, 2, 2, 2)))
     assert lens.forms_at(1) == 2             # from block 2 to the end
     assert lens.forms_at(0) is None          # had it, lost it
-    assert LogitLens(cls=cls[:, ::-1], patches=lens.patches, temperature=1.0).forms_at(0) == 2
+    assert LogitLens(cls=cls[:, ::-1], patches=lens.patches).forms_at(0) == 2
 
 
 def test_the_panel_names_the_class_and_its_block(analysed):

@@ -155,6 +155,8 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
                                     if getattr(f.fn, "__name__", "") == "open_learned")]
     second = fn_named(demo, "choose_compare").inputs[0]
     when = fn_named(demo, "learned_when").inputs[0]
+    compare_accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
+                                    if getattr(f.fn, "__name__", "") == "open_compare")]
     component = _components(demo)
     visitors = itertools.count()
 
@@ -242,6 +244,10 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
         def move_the_training_slider(self, at):
             self.v[when._id] = at
             self.page.fire(when, "change")
+
+        @rule(event=st.sampled_from(["expand", "collapse"]))
+        def the_compare_panel(self, event):
+            self.page.fire(compare_accordion, event)
 
         @rule(name=st.sampled_from(["", "mnist", "fashion-mnist", "cifar10"]))
         def pick_a_second_model(self, name):

@@ -72,6 +72,17 @@ def test_a_snapshot_that_does_not_fit_is_skipped(snapped, tmp_path):
     assert [f.step for f in frames] == [1, 2, 9, 18]
 
 
+def test_only_unreadable_snapshots_are_said_so(snapped, tmp_path):
+    import shutil
+    out = tmp_path / "ck"
+    shutil.copytree(snapped, out)
+    for path in (out / "snapshots").iterdir():
+        path.write_bytes(b"damaged")
+    p = Predictor(out, "cpu")
+    picture, large, words = training_panel.render(p, p.analyse(np.asarray(render_digit("1"))), None)
+    assert picture is None is large and "could not be read" in words
+
+
 def test_off_and_bad_values(tiny_data, tmp_path):
     r = train(tiny_data, tmp_path / "none", "--snapshots", "none")
     assert r.returncode == 0 and not (tmp_path / "none" / "snapshots").exists()

@@ -127,6 +127,9 @@ def test_ray_on_a_local_instance(tiny_data, tmp_path):
     (["heads"], "--vary 'heads': write SETTING=V1,V2"),
     (["device=cpu,cuda"], "--vary device: not a setting a sweep can vary"),
     (["lr=" + ",".join(str(i) for i in range(1, 300))], "a sweep has at most 256"),
+    (["lr=" + ",".join(str(i) for i in range(1, 200)), "seed=" + ",".join(map(str, range(200)))],
+     "--vary makes 39,800 runs"),
+    (["init=a/b,a_b"], "two runs would share the folder 'init-a-b'"),
 ])
 def test_a_bad_vary_is_one_line_before_anything_trains(tmp_path, vary, says):
     r = run_module("vit.sweep", "--data", "mnist", "--out", tmp_path / "sw", "--vary", *vary)
@@ -158,3 +161,13 @@ def test_the_accuracy_axis_never_zooms_a_point_into_a_cliff():
         assert hi - lo >= MIN_SPAN - 1e-9 and within[0] <= lo and hi <= within[1]
         assert 0 <= lo and hi <= 100                  # a percentage axis stays a percentage
         plt.close(fig)
+
+
+def test_seeds_are_averaged_not_plotted_against(tmp_path):
+    from vit.sweep.report import write_plots
+    from vit.sweep.runs import Plan
+    vary = {"heads": [1, 2], "seed": [0, 1, 2]}
+    rows = [{"heads": h, "seed": s, "test_accuracy": 0.5 + 0.1 * h + 0.01 * s, "train_seconds": 1.0}
+            for h in (1, 2) for s in (0, 1, 2)]
+    written = write_plots(Plan(tmp_path, [], 1, 1), rows, vary, "MNIST")
+    assert [p.name for p in written] == ["accuracy-vs-heads.png", "accuracy-vs-time.png"]

@@ -64,6 +64,8 @@ _frames = gpu_task(over_training_frames)
 # And the class-specific maps of those inputs (relevance, occlusion: a few KB each), so that a tab
 # switch or a panel re-rendering the same input and class does not compute them again.
 ATTRIBUTED_BYTES = 16 << 20
+LENS_BYTES = 16 << 20
+FRAMES_BYTES = 2 << 20
 
 
 @dataclass
@@ -134,7 +136,10 @@ class Predictor:
         self._explained = Recent(EXPLAINED_BYTES)
         self._live = Recent(LIVE_BYTES)
         self._attributed = Recent(ATTRIBUTED_BYTES)
-        self._over_training = Recent(ATTRIBUTED_BYTES)
+        # Apart from those: one ViT-B/16 input's lens at 1,000 classes is ~9 MB, and would push
+        # every relevance and occlusion map out. The training frames are small (a model's few).
+        self._lenses = Recent(LENS_BYTES)
+        self._over_training = Recent(FRAMES_BYTES)
 
     @property
     def device(self):
@@ -274,9 +279,15 @@ class Predictor:
         """The patch logit lens of an input (vit/explain/logit_lens.py), computed once per input."""
         def compute():
             got = _lens(self.model, self.tensor(image), self.config.temperature)
+            for a in (got.cls, got.patches):
+                a.setflags(write=False)             # shared by every request for this input
             return {"cls": got.cls, "patches": got.patches}
-        got = self._attribution("lens", image, -1, compute)
-        return LogitLens(got["cls"], got["patches"], self.config.temperature)
+        key = array_key(image)
+        got = self._lenses.get(key)
+        if got is None:
+            got = compute()
+            self._lenses.put(key, got, got["cls"].nbytes + got["patches"].nbytes)
+        return LogitLens(got["cls"], got["patches"])
 
     def over_training(self, image: np.ndarray, patch: int) -> list:
         """The input through this checkpoint's training snapshots and the finished model

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from vit.explain.mechanism import embed
 from vit.model import ViT
 
 
@@ -25,7 +26,6 @@ from vit.model import ViT
 class LogitLens:
     cls: np.ndarray          # (L, classes): probabilities from [CLS] after each block
     patches: np.ndarray      # (L, G, G, classes): the same from every patch token
-    temperature: float       # the checkpoint's calibration, applied as to the real answer
 
     @property
     def depth(self) -> int:
@@ -45,20 +45,17 @@ class LogitLens:
 
 @torch.no_grad()
 def logit_lens(model: ViT, x: torch.Tensor, temperature: float = 1.0) -> LogitLens:
-    """`x`: one normalised image (1, C, S, S) -> the lens at every block. One forward pass: each
-    block's output tokens are caught on their way (a hook), then all of them go through the
-    final norm and head at once."""
-    caught: list[torch.Tensor] = []
-    hooks = [blk.register_forward_hook(lambda _m, _i, out: caught.append(out[0]))
-             for blk in model.blocks]
-    try:
-        model.forward_features(x)
-    finally:
-        for h in hooks:
-            h.remove()
-    tokens = torch.cat(caught)                                   # (L, T, D)
+    """`x`: one normalised image (1, C, S, S) -> the lens at every block, calibrated by the
+    checkpoint's `temperature` as the real answer is. One forward pass, block by block (no hooks
+    on the shared model: another request may run it at the same time); then every block's tokens
+    go through the final norm and head at once."""
+    t = embed(model, x)[1]
+    caught = []
+    for blk in model.blocks:
+        t, _ = blk(t)
+        caught.append(t[0])
+    tokens = torch.stack(caught)                                 # (L, T, D)
     logits = model.head(model.norm(tokens)).float() / temperature  # (L, T, classes)
     probs = logits.softmax(-1).cpu().numpy()
     g = model.cfg.grid
-    return LogitLens(cls=probs[:, 0], patches=probs[:, 1:].reshape(len(caught), g, g, -1),
-                     temperature=temperature)
+    return LogitLens(cls=probs[:, 0], patches=probs[:, 1:].reshape(len(caught), g, g, -1))

@@ -32,10 +32,11 @@ class Frame:
         return f"step {self.step:,}"
 
 
-def frames(model: torch.nn.Module, folder, x: torch.Tensor, patch: int, temperature: float,
-           total_steps: int = 0) -> list[Frame]:
-    """One frame per snapshot in `folder` that fits `model`, then the model itself (`total_steps`:
-    its run's length, 0 if unknown). `x`: the normalised input (1, C, S, S); `patch`: 0-based."""
+def frames(model: torch.nn.Module, folder, x: torch.Tensor, patch: int,
+           temperature: float) -> list[Frame]:
+    """One frame per snapshot in `folder` that fits `model`, then the model itself; [] when no
+    snapshot fits (nothing to show, so nothing is computed). `x`: the normalised input
+    (1, C, S, S); `patch`: 0-based."""
     out = []
     found = snapshots.listed(folder)
     work = copy.deepcopy(model) if found else None
@@ -45,7 +46,9 @@ def frames(model: torch.nn.Module, folder, x: torch.Tensor, patch: int, temperat
         except StorageError:
             continue                      # damaged or from another model: shown as absent
         out.append(_frame(work, x, patch, temperature, snap.step, snap.of))
-    last_of = max([total_steps] + [f.of for f in out])
+    if not out:
+        return []
+    last_of = max(f.of for f in out)
     out.append(_frame(model, x, patch, temperature, last_of, last_of))
     return out
 

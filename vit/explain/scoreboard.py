@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import nn
 
 from vit.explain import attribution
 from vit.explain.attention import explain
@@ -51,15 +52,22 @@ def maps_of(model: ViT, x: torch.Tensor, target: int, background: torch.Tensor,
 
 def randomised(model: ViT, first_block: int, seed: int = 0) -> ViT:
     """A copy of `model` with blocks[first_block:], the final norm and the head re-initialised as
-    a new model's are (the cascading randomisation of Adebayo et al., from the top)."""
+    a new model's are (the cascading randomisation of Adebayo et al., from the top). Drawn from a
+    generator of its own: torch's global one is shared with every other request."""
     m = copy.deepcopy(model)
-    g = torch.random.fork_rng(devices=[])
-    with g:
-        torch.manual_seed(seed)
-        for blk in m.blocks[first_block:]:
-            blk.apply(ViT._init_weights)
-        m.norm.reset_parameters()
-        ViT._init_weights(m.head)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in [*m.blocks[first_block:].modules(), m.norm, m.head]:
+            if isinstance(module, (nn.Linear, nn.Conv2d)):
+                w = torch.empty(module.weight.shape)
+                # ViT._init_weights's draw: torch's truncation at ±2 (absolute) leaves std 0.02
+                nn.init.trunc_normal_(w, std=0.02, generator=g)
+                module.weight.copy_(w)
+                if module.bias is not None:
+                    module.bias.zero_()
+            elif isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+                module.bias.zero_()
     return m
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import math
 import re
 from dataclasses import dataclass, fields
 
@@ -90,11 +91,17 @@ def _folder_part(key: str, value) -> str:
 def expand(vary: dict[str, list]) -> list[Run]:
     """Every combination, in order (the last setting changes fastest). Raises GridError."""
     keys = list(vary)
-    combos = list(itertools.product(*(vary[k] for k in keys)))
-    if len(combos) > MAX_RUNS:
-        raise GridError(f"--vary makes {len(combos)} runs; a sweep has at most {MAX_RUNS}")
-    return [Run(dict(zip(keys, c)), "_".join(_folder_part(k, v) for k, v in zip(keys, c)))
-            for c in combos]
+    count = math.prod(len(vary[k]) for k in keys)
+    if count > MAX_RUNS:                     # before making them: lr=1,...,1e6 is a typo
+        raise GridError(f"--vary makes {count:,} runs; a sweep has at most {MAX_RUNS}")
+    runs = [Run(dict(zip(keys, c)), "_".join(_folder_part(k, v) for k, v in zip(keys, c)))
+            for c in itertools.product(*(vary[k] for k in keys))]
+    names = [r.name for r in runs]
+    clash = next((n for n in names if names.count(n) > 1), None)
+    if clash:          # init=a/b and init=a_b would train into one folder
+        raise GridError(f"--vary: two runs would share the folder {clash!r}; give values that "
+                        "differ in letters or digits")
+    return runs
 
 
 def check_runs(runs: list[Run], base: list[str]) -> None:

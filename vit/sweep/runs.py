@@ -36,7 +36,8 @@ class Plan:
 
 
 def finished(plan: Plan, run: Run) -> bool:
-    """Its checkpoint holds every epoch (config.json is written after the last)."""
+    """Its checkpoint holds every epoch: config.json, written after each epoch, records the last
+    one, and metrics.csv has a row for each."""
     folder = plan.folder(run)
     try:
         prov = json.loads((folder / "config.json").read_text())["provenance"]

@@ -54,22 +54,18 @@ class Snapshot:
     of: int
     path: Path
 
-    @property
-    def fraction(self) -> float:
-        return self.step / self.of
-
 
 def listed(folder: Path) -> list[Snapshot]:
     """A checkpoint folder's snapshots, in training order (files not named as the trainer names
     them are ignored)."""
     out = []
-    for path in sorted((Path(folder) / FOLDER).glob("step-*.safetensors")):
+    for path in (Path(folder) / FOLDER).glob("step-*.safetensors"):
         try:
             step = int(path.stem.split("-", 1)[1])
         except ValueError:
             continue
         out.append(Snapshot(step, 0, path))
-    return out
+    return sorted(out, key=lambda s: s.step)      # by number: names pad to 7 digits only
 
 
 def load(snapshot: Snapshot, model: torch.nn.Module) -> Snapshot:

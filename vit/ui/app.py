@@ -245,6 +245,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
                 on(dep.then, page.mechanism_model, [], model_views, **quiet)
         for event, opened in ((lens.accordion.expand, True), (lens.accordion.collapse, False)):
             on(event, functools.partial(page.open_lens, opened=opened), [], LENS, **quiet)
+        for event, opened in ((compare.accordion.expand, True), (compare.accordion.collapse, False)):
+            on(event, functools.partial(page.open_compare, opened=opened), [], COMPARE, **quiet)
         on(compare.choice.change, page.choose_compare, [compare.choice], COMPARE,
            trigger_mode="always_last", **quiet)
         on(compare.differ.click, page.differences, [],

@@ -213,11 +213,16 @@ class Page:
                     return {n: f"⚠️ {e}" if n in ("status", "walk_text", "faithfulness") else None
                             for n in names}
         other = None
-        if a is not None and r.compare in self.models.names and set(names) & set(COMPARE):
+        if a is not None and r.compare_open and r.compare in self.models.names \
+                and set(names) & set(COMPARE):
+            # The second model's trouble (an input it can't read, weights that fail to load) is
+            # said in its own panel and never touches the page model's views.
             try:
                 other = self._analysis(r.shown, r.compare, judged=True)
             except PreprocessError as e:
-                return {n: f"⚠️ {e}" if n == "compare_text" else None for n in names}
+                other = f"⚠️ {e}"
+            except (CheckpointError, gr.Error) as e:
+                other = f"⚠️ {getattr(e, 'message', None) or e}"
         return render(r, p, a, names, self.answers.ready(r.model), other)
 
     def _commit(self, visit: Visit, base: Record, mine: Record, names=ANALYSIS,
@@ -548,6 +553,10 @@ class Page:
         """The second model beside the page's, for the input on screen."""
         return self.view(visit.record, COMPARE)
 
+    def open_compare(self, visit: Visit, opened: bool):
+        base = visit.record
+        return self._commit(visit, base, replace(base, compare_open=opened), COMPARE)
+
     def choose_compare(self, visit: Visit, name):
         """The second model's dropdown: a model of this page, or none (anything else a client
         sends means none)."""
@@ -563,9 +572,12 @@ class Page:
         try:
             r1 = self.answers.get(r.model, _progress(progress))
             r2 = self.answers.get(r.compare, _progress(progress))
-        except (DataError, CheckpointError) as e:
-            return {"compare_differences_text": f"⚠️ {md(str(e).split(': ')[-1], 300)}",
+        except DataError:           # its message names server folders: say it in our words
+            return {"compare_differences_text": "⚠️ The test set of these models is not on this "
+                                                "machine, so they can't be compared on it.",
                     "compare_differences": None}
+        except CheckpointError as e:   # the models' messages name models, never server paths
+            return {"compare_differences_text": f"⚠️ {md(str(e), 300)}", "compare_differences": None}
         text, picture = compare_panel.differences(r1, r2, (r.model, r.compare),
                                                   self.predictor(r.model).class_names)
         return {"compare_differences_text": text, "compare_differences": picture}

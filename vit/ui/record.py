@@ -62,6 +62,7 @@ class Record:
     learned_open: bool = False       # "How it learned" (drawn only while open)
     learned_at: object = 100         # its slider: how far into training, in % (as sent)
     compare: str = ""                # the second model beside the page's ("": none)
+    compare_open: bool = False       # its panel (drawn only while open)
     testset_open: bool = False
     test_listed: tuple = ()          # the test-set indices the gallery shows, in order
 

@@ -21,7 +21,7 @@ LEARNED = ("learned", "learned_frame", "learned_text")
 COMPARE = ("compare_text", "compare_strip", "compare_maps")
 # The panels drawn only while open: their names, and the record field that says so.
 FOLDED = {**dict.fromkeys(WALK, "mechanism_open"), **dict.fromkeys(LENS, "lens_open"),
-          **dict.fromkeys(LEARNED, "learned_open")}
+          **dict.fromkeys(LEARNED, "learned_open"), **dict.fromkeys(COMPARE, "compare_open")}
 EXPLORER = ("pick", "row")                # one patch's grid and its attention row
 ANSWER = ("status", "label", "answered", "pipeline")
 EVERY = ANSWER + PICTURES + WHY + WALK + LENS + LEARNED + COMPARE
@@ -44,7 +44,7 @@ DEPENDS = {
     "walk_text": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
     **{name: ("shown", "lens_open", "target") for name in LENS},
     **{name: ("shown", "learned_open", "patch", "learned_at") for name in LEARNED},
-    **{name: ("shown", "compare", "layer", "head", "patch") for name in COMPARE},
+    **{name: ("shown", "compare", "compare_open", "layer", "head", "patch") for name in COMPARE},
 }
 
 # What the answer on screen is for, as a tab that is not its input's says it.
@@ -121,7 +121,8 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
     """{component name: value} for `names`. `a`: the analysis of `r.shown` by `p` (None when
     there is no answered input). A view of an input not yet answered by the record's model is
     left out (left as it is on the page); the panels in FOLDED only while they are open.
-    `other`: (second model, its analysis of the same input) when the record names one."""
+    `other`: (second model, its analysis of the same input) when the record names one, or why
+    the second model could not answer (a one-line message)."""
     out, live = {}, answered(r) and a is not None
     waiting = isinstance(r.shown, Shown) and not live
     why = walk = explored = lens = learned = compared = None
@@ -151,8 +152,8 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
             lens = lens or lens_panel.render(p, a, r.target)
             out[name] = lens[LENS.index(name)]
         elif name in COMPARE:
-            if other is None:
-                out[name] = NO_SECOND if name == "compare_text" else None
+            if other is None or isinstance(other, str):
+                out[name] = (other or NO_SECOND) if name == "compare_text" else None
                 continue
             compared = compared or compare_panel.render(p, a, *other, r.layer, r.head, r.patch,
                                                         (r.model, r.compare))

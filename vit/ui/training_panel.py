@@ -11,6 +11,7 @@ import numpy as np
 from vit.inference import Analysis, Predictor
 from vit.pictures.over_training import filmstrip
 from vit.text import md
+from vit.training import snapshots
 from vit.ui.words import caption
 
 PLAIN = ("The same input through the model as it was early in training and at the end: where "
@@ -26,6 +27,10 @@ PRECISE = (
 NONE = ("This model keeps no training snapshots: it was trained before the trainer kept them, or "
         "with `--snapshots none`. Train one with `python -m vit.train` (or `python -m vit.sweep`), "
         "which keeps them, to watch it learn.")
+
+
+UNREADABLE = ("This model's training snapshots could not be read (damaged, or made for another "
+              "model), so there is nothing to show.")
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,8 @@ def render(p: Predictor, a: Analysis, patch: int | None,
     chosen = patch if isinstance(patch, int) and 0 <= patch < p.grid ** 2 else \
         (p.grid // 2) * p.grid + p.grid // 2
     frames = p.over_training(a.image, chosen)
-    if len(frames) == 1:
-        return None, None, NONE
+    if not frames:
+        return None, None, (UNREADABLE if snapshots.listed(p.checkpoint.folder) else NONE)
     names = p.class_names
     i = nearest(frames, at)
     f = frames[i]
