@@ -825,8 +825,14 @@ def test_the_logit_lens_and_the_scoreboard(page):
     wait_status(page, "Draw a digit")
     draw(page, "7")
     wait_status(page, "reads this as 7")
+    # An earlier test asked the Why panel about class 1; the lens follows that menu: back to
+    # the answer.
+    page.locator("#target input").click()
+    page.get_by_role("option", name="the model's answer").click()
     open_panel(page, "#lens", "Where the answer forms")
     page.wait_for_selector("#lens-picture img", timeout=60_000)
+    page.wait_for_function("() => document.querySelector('#lens-text').innerText.includes('answer 7')",
+                           timeout=30_000)
     assert "patch tokens would answer 7" in page.locator("#lens-text").inner_text()
     page.locator("#lens-picture").scroll_into_view_if_needed()
     page.screenshot(path=SHOTS / "30-logit-lens.png")
