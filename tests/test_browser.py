@@ -798,7 +798,8 @@ def test_a_sweeps_models_side_by_side_and_how_they_learned(browser, sweep_server
     pg.locator("#learned-frame").scroll_into_view_if_needed()
     pg.screenshot(path=SHOTS / "28-how-it-learned.png")
     open_panel(pg, "#compare", "Compare with another model")
-    assert "Pick a second model" in pg.locator("#compare-text").inner_text()
+    pg.wait_for_function("() => document.querySelector('#compare-text').innerText"
+                         ".includes('Pick a second model')", timeout=30_000)
     pg.locator("#compare-choice input").click()
     t = time.perf_counter()
     pg.get_by_role("option", name="heads-2").click()
