@@ -385,7 +385,7 @@ def test_bad_settings_stop_start_up_with_one_line(env, message):
 def test_the_mechanism_panel_works_only_while_open(grids_page, tmp_path):
     visit = grids_page.visit()
     grids_page.analyse_drawing(visit, drawing_value(tmp_path), "grid4", True, 2, 1)
-    assert grids_page.mechanism(visit) == {} == grids_page.mechanism_model(visit)   # closed
+    assert grids_page.folded(visit) == {} == grids_page.mechanism_model(visit)   # closed
     out = grids_page.open_mechanism(visit, True)
     assert out["walk"].dtype == np.uint8 and "largest weights" in out["walk_text"].lower()
     # The page's one layer and head: the explorer's sliders move the walk too.
@@ -672,8 +672,9 @@ def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, mo
 
 def test_every_event_that_changes_the_input_on_screen_refreshes_both_panels(grids_page):
     """Wherever the input on screen can change — a lift, an upload, a tab switch, a test image,
-    a model switch — the event's chain goes on to "What drove the answer" and to the step-by-step
-    panel (which skips its work while closed). The step-by-step panel used to follow a lift only."""
+    a model switch — the event's chain goes on to "What drove the answer" and to the panels drawn
+    only while open, the step-by-step panel among them (each skips its work while closed). The
+    step-by-step panel used to follow a lift only."""
     demo = create_app(grids_page.models.root, device="cpu", models=grids_page.models)
     fns = list(demo.fns.values())
 
@@ -689,7 +690,7 @@ def test_every_event_that_changes_the_input_on_screen_refreshes_both_panels(grid
         if name in changers:
             seen.add(name)
             chained = {getattr(g.fn, "__name__", "") for g in after(f)}
-            assert {"why", "mechanism"} <= chained, (name, chained)
+            assert {"why", "folded"} <= chained, (name, chained)
     assert seen == changers
 
 

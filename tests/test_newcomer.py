@@ -104,7 +104,7 @@ def test_a_tap_in_the_strip_chooses_the_patch_every_view_follows(page):
     # A new drawing on screen starts from no chosen patch (the centre), in every view.
     again = page.analyse_drawing(visit, {**seven(), "seq": 2}, "mnist", False, 6, 1)
     assert visit.record.patch is None and again["pipeline"]["patch"] is None
-    assert "Patch 25," in page.mechanism(visit)["walk_text"]
+    assert "Patch 25," in page.folded(visit)["walk_text"]
 
 
 def test_warming_opens_the_panels_and_the_test_set_filled(tmp_path, tiny_data):

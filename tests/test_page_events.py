@@ -285,7 +285,6 @@ def _components(demo) -> dict:
     out = {}
     fns = {getattr(f.fn, "__name__", ""): f for f in demo.fns.values()}
     for fn, names in (("analyse_drawing", page_module.ANALYSIS), ("why", render.WHY),
-                      ("mechanism", render.WALK), ("lens", render.LENS),
-                      ("learned", render.LEARNED), ("compared", render.COMPARE)):
+                      ("folded", render.FOLDED_VIEWS)):
         out.update(zip(names, fns[fn].outputs))
     return out

@@ -305,17 +305,25 @@ class Predictor:
     def ablate(self, image: np.ndarray, off) -> np.ndarray:
         return _ablate(self.model, self.tensor(image), off, self.config.temperature)
 
+    def maps(self, a: Analysis, t: int) -> dict[str, np.ndarray]:
+        """The four maps the scoreboard tests, for class `t` of an analysed input, from what this
+        Predictor keeps (its attention pass, relevance and occlusion): nothing computed twice.
+        Occlusion by log-odds ranks as P does, and still ranks the patches of an answer so sure
+        that blanking one leaves P at 1.00."""
+        return {"rollout": a.explanation.rollout_map, "relevance": self.relevance(a.image, t),
+                "occlusion": self.occlusion(a.image, t, "log-odds"),
+                "raw attention": a.explanation.cls_maps[-1].mean(0)}
+
     def faithfulness(self, a: Analysis, steps: int = 16, random_orders: int = 3) -> dict[str, float]:
-        """The deletion test of each map on an analysed input, for the model's answer (for a
-        class the model gives ~0 there is nothing left to fall): {"rollout", "relevance",
-        "occlusion", "random order" (the mean of `random_orders` fixed random orders)} -> the
-        mean probability of the answer as patches are blanked, most important first (lower =
-        the map found what the answer rests on)."""
+        """The deletion test of rollout, relevance and occlusion on an analysed input, for the
+        model's answer (for a class the model gives ~0 there is nothing left to fall):
+        {"rollout", "relevance", "occlusion", "random order" (the mean of `random_orders` fixed
+        random orders)} -> the mean probability of the answer as patches are blanked, most
+        important first (lower = the map found what the answer rests on)."""
         t = int(a.probs.argmax())
-        maps = {"rollout": a.explanation.rollout_map, "relevance": self.relevance(a.image, t),
-                "occlusion": self.occlusion(a.image, t, "log-odds")}   # ranks as P does, but
-        # still ranks the patches of an answer so sure that blanking one leaves P at 1.00
-        aucs = {k: self.deletion_auc(a.image, t, m, steps) for k, m in maps.items()}
+        maps = self.maps(a, t)
+        aucs = {k: self.deletion_auc(a.image, t, maps[k], steps)
+                for k in ("rollout", "relevance", "occlusion")}
         rng = np.random.default_rng(0)
         aucs["random order"] = float(np.mean([
             self.deletion_auc(a.image, t, rng.random(self.grid ** 2), steps)
@@ -324,9 +332,12 @@ class Predictor:
 
     def scoreboard(self, a: Analysis, steps: int = 16, random_orders: int = 3) -> Scoreboard:
         """Deletion, insertion and the model-randomisation check of the four maps, for the
-        model's answer on an analysed input (vit/explain/scoreboard.py)."""
-        return _score(self.model, self.tensor(a.image), int(a.probs.argmax()), self.background,
-                      self.config.temperature, self.occlusion_block, steps, random_orders)
+        model's answer on an analysed input (vit/explain/scoreboard.py). The trained model's maps
+        are the ones the page already drew; only the randomised model's are computed."""
+        t = int(a.probs.argmax())
+        return _score(self.model, self.tensor(a.image), t, self.background,
+                      self.config.temperature, self.occlusion_block, steps, random_orders,
+                      maps=self.maps(a, t))
 
     @property
     def not_label(self) -> str:

@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 
 def one_line(e: BaseException) -> str:
@@ -81,10 +81,17 @@ def save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict | 
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    return load_tensors_and_metadata(path)[0]
+
+
+def load_tensors_and_metadata(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """A safetensors file's tensors and its metadata (strings; {} when it has none), in one read.
+    Raises StorageError with one line."""
     path = Path(path)
     if not path.is_file():
         raise StorageError(f"{path}: file not found")
     try:
-        return load_file(str(path))
+        with safe_open(str(path), framework="pt") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}, dict(f.metadata() or {})
     except (SafetensorError, OSError, ValueError) as e:
         raise StorageError(f"{path}: truncated or corrupt safetensors file ({one_line(e)})") from None

@@ -91,12 +91,14 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 def score(model: ViT, x: torch.Tensor, target: int, background: torch.Tensor,
           temperature: float = 1.0, occlusion_block: int = 1, steps: int = 16,
-          random_orders: int = 3, first_block: int | None = None) -> Scoreboard:
+          random_orders: int = 3, first_block: int | None = None,
+          maps: dict[str, np.ndarray] | None = None) -> Scoreboard:
     """Deletion, insertion and the randomisation check of the four maps for class `target`.
-    `first_block` (0-based): where re-initialisation starts (default: the upper half)."""
+    `first_block` (0-based): where re-initialisation starts (default: the upper half). `maps`:
+    the trained model's four maps when the caller has them already (maps_of's otherwise)."""
     G = model.cfg.grid
     first = model.cfg.depth // 2 if first_block is None else first_block
-    maps = maps_of(model, x, target, background, temperature, occlusion_block)
+    maps = maps or maps_of(model, x, target, background, temperature, occlusion_block)
     rng = np.random.default_rng(0)
     orders = [rng.random(G * G) for _ in range(random_orders)]
 

@@ -158,6 +158,7 @@ def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = N
             return ["--dataset folder: describe the folder first (vit.data.folders.folder_spec)"]
         return [f"unknown --dataset {tc.dataset!r}: choose one of {', '.join([*SPECS, FOLDER])}"]
     max_threads = 4 * (os.cpu_count() or 1)       # far past any speed-up; 100000 crashes OpenMP
+    snapshots_problem = _snapshots_problem(tc.snapshots)
     S, C = spec.image_size, spec.channels
     checks = [
         (1 <= tc.epochs <= MAX_EPOCHS, f"--epochs must be between 1 and {MAX_EPOCHS:,}"),
@@ -181,7 +182,7 @@ def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = N
         (tc.max_steps >= 0, "--max-steps must be >= 0"),
         (tc.val_size >= 0, "--val-size must be >= 0"),
         (tc.subset >= 0, "--subset must be >= 0 (0 = every training image)"),
-        (_snapshots_problem(tc.snapshots) is None, _snapshots_problem(tc.snapshots) or ""),
+        (snapshots_problem is None, snapshots_problem or ""),
         (0 <= tc.serve_view <= 1, "--serve-view must be in [0, 1]"),
         (0 <= tc.negatives <= MAX_NEGATIVES, f"--negatives must be between 0 and {MAX_NEGATIVES:,}"),
         (math.isfinite(tc.oe_weight) and tc.oe_weight >= 0, "--oe-weight must be a finite number >= 0"),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from vit.storage import StorageError, load_tensors, save_tensors
+from vit.storage import StorageError, load_tensors_and_metadata, save_tensors
 
 FOLDER = "snapshots"
 OFF = ("none", "off", "0", "")
@@ -71,14 +71,11 @@ def listed(folder: Path) -> list[Snapshot]:
 def load(snapshot: Snapshot, model: torch.nn.Module) -> Snapshot:
     """Read a snapshot into `model` (a copy of the checkpoint's; float32 again). Returns it with
     its total step count. Raises StorageError when its tensors do not fit the model."""
-    tensors = load_tensors(snapshot.path)
+    tensors, meta = load_tensors_and_metadata(snapshot.path)
     want = model.state_dict()
     if set(tensors) != set(want) or any(tensors[k].shape != want[k].shape for k in want):
         raise StorageError(f"{snapshot.path.name}: its tensors do not fit this checkpoint's model")
     model.load_state_dict({k: v.float() for k, v in tensors.items()})
-    from safetensors import safe_open
-    with safe_open(str(snapshot.path), "pt") as f:
-        meta = f.metadata() or {}
     try:
         of = int(meta.get("of", "0"))
     except ValueError:

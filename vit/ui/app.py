@@ -51,7 +51,7 @@ from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, TESTSET, Page
 from vit.ui.pipeline import PipelineStrip
-from vit.ui.render import COMPARE, LEARNED, LENS, PICTURES, WALK, WHY, rest_message
+from vit.ui.render import COMPARE, FOLDED_VIEWS, LEARNED, LENS, PICTURES, WALK, WHY, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
 from vit.ui.words import glossary_markdown
@@ -185,15 +185,12 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         api_file.upload(page.classify, api_file, api_label, api_name="classify")
         # One lane for the slow panels, apart from the answer's: they never hold up the next
         # drawing's answer. After every analysis (the answer first): "What drove it", then the
-        # step-by-step walk (which works only while its panel is open: ~40 ms per change).
+        # panels drawn only while open (the step-by-step walk: ~40 ms per change).
         later = dict(quiet, concurrency_limit=1, concurrency_id="why")
 
         def explained(dep):
-            dep = on(on(dep.then, page.why, [], WHY, **later).then, page.mechanism, [], WALK,
-                     **quiet)
-            dep = on(dep.then, page.lens, [], LENS, **quiet)
-            dep = on(dep.then, page.learned, [], LEARNED, **quiet)
-            return on(dep.then, page.compared, [], COMPARE, **quiet)
+            return on(on(dep.then, page.why, [], WHY, **later).then, page.folded, [],
+                      FOLDED_VIEWS, **quiet)
 
         # The test set's first pass shows its progress over the confusion matrix's box alone,
         # not over the status line and filters (where it overprinted the text).

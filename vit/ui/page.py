@@ -31,6 +31,7 @@ from vit.ui.render import (
 )
 from vit.ui.render import (
     COMPARE,
+    FOLDED_VIEWS,
     LEARNED,
     LENS,
     NO_SECOND,
@@ -533,25 +534,19 @@ class Page:
         except PreprocessError as e:               # an upload's file gone from the cache
             return {"faithfulness": f"⚠️ {e}", "sanity": None}
 
-    def mechanism(self, visit: Visit):
-        """The step-by-step walk through one attention head, while its panel is open."""
-        return self.view(visit.record, WALK)
+    def folded(self, visit: Visit):
+        """The panels drawn only while open — the step-by-step walk, the logit lens, how it
+        learned, the second model — for the input on screen: one handler after each analysis
+        (render skips a closed panel's views)."""
+        return self.view(visit.record, FOLDED_VIEWS)
 
     def open_mechanism(self, visit: Visit, opened: bool):
         base = visit.record
         return self._commit(visit, base, replace(base, mechanism_open=opened), WALK)
 
-    def lens(self, visit: Visit):
-        """Where the answer forms (the logit lens), while its panel is open."""
-        return self.view(visit.record, LENS)
-
     def open_lens(self, visit: Visit, opened: bool):
         base = visit.record
         return self._commit(visit, base, replace(base, lens_open=opened), LENS)
-
-    def compared(self, visit: Visit):
-        """The second model beside the page's, for the input on screen."""
-        return self.view(visit.record, COMPARE)
 
     def open_compare(self, visit: Visit, opened: bool):
         base = visit.record
@@ -581,10 +576,6 @@ class Page:
         text, picture = compare_panel.differences(r1, r2, (r.model, r.compare),
                                                   self.predictor(r.model).class_names)
         return {"compare_differences_text": text, "compare_differences": picture}
-
-    def learned(self, visit: Visit):
-        """How it learned (the training snapshots), while its panel is open."""
-        return self.view(visit.record, LEARNED)
 
     def learned_when(self, visit: Visit, at):
         """The "How it learned" slider: how far into training (the nearest snapshot is shown)."""

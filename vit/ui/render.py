@@ -19,9 +19,10 @@ WALK = ("walk", "walk_text")
 LENS = ("lens", "lens_text")
 LEARNED = ("learned", "learned_frame", "learned_text")
 COMPARE = ("compare_text", "compare_strip", "compare_maps")
-# The panels drawn only while open: their names, and the record field that says so.
+# The panels drawn only while open: their views, and the record field that says each is open.
 FOLDED = {**dict.fromkeys(WALK, "mechanism_open"), **dict.fromkeys(LENS, "lens_open"),
           **dict.fromkeys(LEARNED, "learned_open"), **dict.fromkeys(COMPARE, "compare_open")}
+FOLDED_VIEWS = tuple(FOLDED)
 EXPLORER = ("pick", "row")                # one patch's grid and its attention row
 ANSWER = ("status", "label", "answered", "pipeline")
 EVERY = ANSWER + PICTURES + WHY + WALK + LENS + LEARNED + COMPARE
