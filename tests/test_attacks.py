@@ -319,17 +319,23 @@ def one_line_or_nothing(handler, *args, **kwargs):
 BAD = [None, "nope", ["mnist"], {"a": 1}, "x" * 100_000, float("nan"), 10**30, -1, True]
 
 
+def checked(page, name: str):
+    """A handler as the page wires it: what a client sends parsed first (vit/ui/boundary.py)."""
+    from vit.ui import boundary
+    return boundary.parsed(getattr(page, name), page.models.names)
+
+
 def test_test_set_handlers_take_any_value_and_answer_in_one_line(page):
     from types import SimpleNamespace
     for bad in BAD:
         visit, evt = page.visit(), SimpleNamespace(index=bad)
-        one_line_or_nothing(page.testset_view, visit, bad, bad, bad, lambda *a, **k: 0)
-        one_line_or_nothing(page.open_testset, visit, bad, bad, bad, lambda *a, **k: 0)
-        one_line_or_nothing(page.refresh_testset, visit, bad, lambda *a, **k: 0)
-        one_line_or_nothing(page.clear_testset, visit)
-        one_line_or_nothing(page.pick_cell, visit, evt, lambda *a, **k: 0)
-        one_line_or_nothing(page.show_test_image, visit, bad, bad, bad, evt)
-        one_line_or_nothing(page.to_test_tab, visit)
+        one_line_or_nothing(checked(page, "testset_view"), visit, bad, bad, bad, lambda *a, **k: 0)
+        one_line_or_nothing(checked(page, "open_testset"), visit, bad, bad, bad, lambda *a, **k: 0)
+        one_line_or_nothing(checked(page, "refresh_testset"), visit, bad, lambda *a, **k: 0)
+        one_line_or_nothing(checked(page, "clear_testset"), visit)
+        one_line_or_nothing(checked(page, "pick_cell"), visit, evt, lambda *a, **k: 0)
+        one_line_or_nothing(checked(page, "show_test_image"), visit, bad, bad, bad, evt)
+        one_line_or_nothing(checked(page, "to_test_tab"), visit)
 
 
 def test_an_unreadable_config_json_leaves_that_model_out_with_one_line(tmp_path, monkeypatch):
@@ -407,7 +413,8 @@ def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
     page.open_mechanism(visit, True)
     good = {"visit": visit, "value": drawing, "name": "mnist", "shared": True, "layer": 1,
             "head": 1, "tab": "draw", "target": -1, "heads": [], "opened": True, "cls": True,
-            "path": None, "kind": "all", "true": -1, "pred": -1, "image": None,
+            "path": None, "kind": "all", "true": -1, "pred": -1, "image": None, "second": "",
+            "at": 50,
             "evt": SimpleNamespace(index=[1, 1]), "progress": lambda *a, **k: 0}
     skip = {"classify", "predictor", "gallery", "canvas_value", "first_view", "view"}
     handlers = [n for n, f in inspect.getmembers(page, inspect.ismethod)
@@ -419,7 +426,7 @@ def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
             for bad in BAD:
                 args = {p: (SimpleNamespace(index=bad) if p == "evt" else bad)
                         if p == bad_param else good[p] for p in params}
-                one_line_or_nothing(getattr(page, n), **args)
+                one_line_or_nothing(checked(page, n), **args)
 
 
 def test_a_request_with_too_few_values_is_one_line_not_a_crash(app_server):
@@ -508,9 +515,9 @@ def test_a_session_that_never_reads_its_answers_cannot_pile_them_up():
     queue = SimpleNamespace(pending_event_ids_session={"greedy": set(range(limits.MAX_WAITING))})
     app = SimpleNamespace(get_blocks=lambda: SimpleNamespace(_queue=queue))
     body = json.dumps({"data": [], "fn_index": 1, "session_hash": "greedy"}).encode()
-    assert limits.too_many_waiting({"app": app}, limits.session_of(body))
-    assert not limits.too_many_waiting({"app": app}, limits.session_of(body.replace(b"greedy",
-                                                                                   b"polite")))
+    assert limits.too_many_waiting({"app": app}, limits.parsed_json(body)["session_hash"])
+    polite = limits.parsed_json(body.replace(b"greedy", b"polite"))["session_hash"]
+    assert not limits.too_many_waiting({"app": app}, polite)
 
 
 def test_many_tiny_uploads_count_as_the_disk_they_take(tmp_path):

@@ -46,6 +46,11 @@ MAX_TOKENS = 4097               # a 64x64 grid + [CLS]; ViT-B/16 at 384 px has 5
 # The app keeps every layer's and head's [CLS]-and-patch attention of one input (depth x heads x
 # tokens² floats): 65,537 tokens asked for 17 GB per head. ViT-L/16 at 224 px needs 38 MB.
 MAX_ATTENTION_BYTES = 1 << 30
+# What the page's largest explanation of one input holds beyond the weights (`explanation_bytes`):
+# a model inside every other limit (4,097 tokens, maps 0.94 GB) took the server to 19 GB.
+MAX_EXPLANATION_BYTES = 2 << 30
+MAX_HEADS = 64                  # the pictures draw every head of a layer side by side
+MAX_CLASS_NAME = 200            # characters; ImageNet's longest is 91
 FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
 # Model fields added after checkpoints were first written, with the value their absence means.
 LATER_MODEL_KEYS = {"stem_layers": 1, "norm_eps": 1e-5}
@@ -272,6 +277,33 @@ def check_model_size(cfg: ViTConfig, where: str) -> None:
     if n > MAX_PARAMETERS:
         raise CheckpointError(f"{where}: model config implies {n:,} parameters, above this "
                               f"loader's limit of {MAX_PARAMETERS:,}")
+    if _is_int(cfg.heads) and cfg.heads > MAX_HEADS:
+        raise CheckpointError(f"{where}: model.heads is {cfg.heads}, above this loader's limit "
+                              f"of {MAX_HEADS}")
+    need = explanation_bytes(cfg, n)
+    if need > MAX_EXPLANATION_BYTES:
+        raise CheckpointError(f"{where}: explaining one answer of this model would take "
+                              f"{need / 1e9:.1f} GB ({cfg.depth} layers x {cfg.heads} heads x "
+                              f"{tokens:,}² tokens), above this loader's limit of "
+                              f"{MAX_EXPLANATION_BYTES / 1e9:.1f} GB")
+
+
+def explanation_bytes(cfg: ViTConfig, parameters: int) -> int:
+    """About the most memory beyond the weights that one explanation of one input holds, the
+    largest of those the page runs. Relevance keeps every layer's attention maps, their gradients
+    and softmax's saved output (3x the maps), every activation and its gradient, and its rollout
+    in float64 (three tokens² matrices); the scoreboard runs it again on a randomised copy of the
+    upper half's weights. The logit lens holds every layer's tokens' class probabilities.
+    Batches of many images (occlusion, deletion curves, the test set) are cut to vit/model.py's
+    BATCH_BYTES, so they do not multiply this. (Measured: relevance of a 4,097-token model,
+    1.18 GB against 1.21 estimated; docs/hosting.md.)"""
+    tokens = cfg.num_patches + 1
+    maps = 4 * cfg.depth * cfg.heads * tokens ** 2
+    layers = 4 * cfg.depth * tokens * (cfg.mlp_dim + 4 * cfg.dim)
+    stem = 4 * cfg.image_size ** 2 * max(cfg.stem_channels, cfg.channels) * (cfg.stem_layers + 1)
+    relevance = 3 * maps + 3 * 8 * tokens ** 2 + 2 * (layers + stem)
+    lens = 3 * 4 * cfg.depth * tokens * cfg.num_classes
+    return max(relevance + 4 * parameters // 2, lens)
 
 
 def _check_against_spec(model: ViTConfig, spec: DatasetSpec | None, where: str) -> None:
@@ -317,6 +349,11 @@ def parse_config(obj, where: str) -> CheckpointConfig:
         if not (isinstance(n, str) and n.strip()):
             raise CheckpointError(f"{where}: class_names[{i}] must be a non-empty string, "
                                   f"got {_show(n)}")
+        # A name is drawn in pictures and written in every answer: a 90 KB one held a worker
+        # for minutes. (Line breaks are drawn as spaces.)
+        if len(n) > MAX_CLASS_NAME:
+            raise CheckpointError(f"{where}: class_names[{i}] must be at most {MAX_CLASS_NAME} "
+                                  f"characters, got {_show(n)}")
     if len(names) != model.num_classes:
         raise CheckpointError(f"{where}: class_names has {len(names)} names for "
                               f"model.num_classes {model.num_classes}")
@@ -382,7 +419,8 @@ def parse_config(obj, where: str) -> CheckpointConfig:
 
 
 def checkpoint_folder(name) -> Path:
-    """A checkpoint folder, or a Hub id ("user/repo": vit/hub.py) -> the folder of its files."""
+    """A checkpoint folder, or a Hub model ("hf://user/repo": vit/hub.py) -> the folder of its
+    files. A plain "a/b" is a local path, never looked up on the Hub."""
     try:
         return resolve(name)
     except HubError as e:
@@ -390,7 +428,7 @@ def checkpoint_folder(name) -> Path:
 
 
 def read_config(folder) -> CheckpointConfig:
-    """config.json of a checkpoint folder (or Hub id), read and validated."""
+    """config.json of a checkpoint folder (or hf://user/repo), read and validated."""
     folder = checkpoint_folder(folder)
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: checkpoint folder not found")
@@ -453,7 +491,7 @@ def check_weights(folder, config: CheckpointConfig) -> None:
 
 def open_checkpoint(folder, device=None) -> Checkpoint:
     """Load a checkpoint folder: config validated, weights checked against it (header first,
-    then values), model in eval mode on `device`. `folder` may be a Hub id ("user/repo"): see
+    then values), model in eval mode on `device`. `folder` may be a Hub model ("hf://user/repo"): see
     vit/hub.py. Raises CheckpointError with a one-line message."""
     folder = checkpoint_folder(folder)
     config = read_config(folder)

@@ -65,6 +65,28 @@ class ViTConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def image_bytes(self, maps: bool = False) -> int:
+        """About the most one image holds at once in a forward pass beyond the weights: one
+        layer's attention scores and weights and its activations (or, with `maps`, every
+        layer's attention maps kept for the pictures), and the conv stem's feature maps at
+        full resolution. What batches of many images are cut by (`batch_within`)."""
+        T = self.num_patches + 1
+        layer = T * (2 * self.heads * T + self.mlp_dim + 4 * self.dim)
+        kept = self.depth * self.heads * T * T if maps else 0
+        stem = 2 * self.image_size ** 2 * max(self.stem_channels, self.channels)
+        return 4 * (layer + kept + stem)
+
+
+# What one batch of a pass over many images (a test set, occlusion's blanked copies, deletion
+# curves) may hold beyond the weights: the batch is cut to fit, so a model with 4,097 tokens
+# takes its images one at a time rather than 256 at once (19 GB).
+BATCH_BYTES = 256 << 20
+
+
+def batch_within(cfg: ViTConfig, wanted: int, maps: bool = False) -> int:
+    """`wanted`, or fewer images so that a batch holds at most BATCH_BYTES (at least 1)."""
+    return max(1, min(int(wanted), BATCH_BYTES // cfg.image_bytes(maps)))
+
 
 # The published ViT sizes (Dosovitskiy et al. 2020: Base; Touvron et al. 2021: Tiny, Small),
 # for `python -m vit.train --preset`: width, depth, heads, MLP width, and no conv stem (a plain
@@ -150,7 +172,7 @@ def _trunc_normal(t: torch.Tensor, std: float = 0.02) -> None:
 
 class ViT(nn.Module, PyTorchModelHubMixin, library_name="vit-explorer",
           tags=["vision-transformer", "image-classification"]):
-    """`ViT.from_pretrained("folder or user/repo")`, `model.save_pretrained(folder)` and
+    """`ViT.from_pretrained("folder or hf://user/repo")`, `model.save_pretrained(folder)` and
     `model.push_to_hub("user/repo")` (huggingface_hub's mixin) read and write this project's
     checkpoint folder — config.json, model.safetensors and a model card — through
     vit/checkpoint.py, so a model from the Hub is validated like any checkpoint. Saving needs
@@ -215,7 +237,7 @@ class ViT(nn.Module, PyTorchModelHubMixin, library_name="vit-explorer",
     def from_pretrained(cls, pretrained_model_name_or_path, *, revision=None, cache_dir=None,
                         force_download: bool = False, local_files_only: bool = False, token=None,
                         map_location: str = "cpu", **_) -> ViT:
-        """A checkpoint folder or a Hub id ("user/repo") -> the model, validated, in eval mode
+        """A checkpoint folder or a Hub model ("hf://user/repo") -> the model, validated, in eval mode
         (the mixin's own would first fetch config.json apart, and fail in its own words)."""
         return cls._from_pretrained(model_id=str(pretrained_model_name_or_path), revision=revision,
                                     cache_dir=cache_dir, local_files_only=local_files_only,

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from vit.data.loading import normalize
+from vit.model import batch_within
 
 
 @torch.no_grad()
@@ -23,6 +24,8 @@ def predict_logits(model: torch.nn.Module, images: torch.Tensor, mean: Sequence[
     if batch_size < 1:
         raise ValueError(f"batch size must be at least 1, not {batch_size}")
     device = next(model.parameters()).device
+    if hasattr(model, "cfg"):                   # a ViT: its batches within BATCH_BYTES
+        batch_size = batch_within(model.cfg, batch_size)
     was_training = model.training
     model.eval()
     out = []

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vit.model import ViT
+from vit.model import ViT, batch_within
 
 
 def relevance(model: ViT, x: torch.Tensor, target: int) -> np.ndarray:
@@ -61,6 +61,7 @@ def _logits(model: ViT, images: torch.Tensor, temperature: float, batch: int = 2
             head_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Calibrated logits (logits / temperature), float32 on the CPU."""
     device = next(model.parameters()).device
+    batch = batch_within(model.cfg, batch)
     mask = None if head_mask is None else head_mask.to(device)
     out = [model(images[i:i + batch].to(device), head_mask=mask).float().cpu() / temperature
            for i in range(0, len(images), batch)]

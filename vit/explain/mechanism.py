@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from vit.model import ViT
+from vit.model import ViT, batch_within
 
 CLS = -1                 # `patch` value that asks about the [CLS] token instead of a patch
 
@@ -132,7 +132,8 @@ def mean_attention_distance(model: ViT, x: torch.Tensor, batch: int = 16) -> np.
     (Figure 7 right, which averages over many images: pass several). See `attention_distance`."""
     cfg = model.cfg
     total = np.zeros((cfg.depth, cfg.heads))
-    for i in range(0, x.shape[0], batch):                # bounded memory: T*T per head per image
+    batch = batch_within(cfg, batch, maps=True)           # every map kept: T*T per head per image
+    for i in range(0, x.shape[0], batch):
         xb = x[i:i + batch]
         _, maps = model.tokens_and_maps(xb, return_attention=True)
         attn = torch.stack(maps, 1).float().cpu().numpy()                      # (b, L, H, T, T)

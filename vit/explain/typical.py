@@ -73,6 +73,9 @@ def cls_features(model, images: torch.Tensor, mean, std, batch_size: int = 500) 
     after its last block (N, D)."""
     from vit.data.loading import normalize
     device = next(model.parameters()).device
+    if hasattr(model, "cfg"):
+        from vit.model import batch_within
+        batch_size = batch_within(model.cfg, batch_size)
     out = []
     for i in range(0, len(images), batch_size):
         x = normalize(images[i:i + batch_size], mean, std).to(device)

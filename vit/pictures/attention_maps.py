@@ -224,14 +224,21 @@ def _colorbar_template(width: int, title: str):
 def _fit_title(draw: ImageDraw.ImageDraw, title: str, x0: int, width: int):
     """((x, y), title, font=...) for a bar's title: above the bar at 12 px; a longer one starts at
     the picture's left edge, then in smaller type, and only as a last resort loses its end."""
+    title = " ".join(title.split())[:width]       # one line; no glyph is under a pixel wide
     for size in (12, 11, 10):
         font = load_font(size)
         for x in (x0, 8):
             if draw.textlength(title, font=font) <= width - x - 4:
                 return (x, 2), title, font
-    while len(title) > 1 and draw.textlength(title + "…", font=font) > width - 12:
-        title = title[:-1]
-    return (8, 2), title.rstrip() + "…", font
+    # The longest start that fits, by bisection: a few measurements, not one per character.
+    lo, hi = 1, len(title)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if draw.textlength(title[:mid] + "…", font=font) <= width - 12:
+            lo = mid
+        else:
+            hi = mid - 1
+    return (8, 2), title[:lo].rstrip() + "…", font
 
 
 def _colorbar(width: int, top: float | str, title: str, uniform: float | None = None) -> np.ndarray:

@@ -31,7 +31,8 @@ def confusion_picture(conf: np.ndarray, class_names: list[str],
     small, font = load_font(11), load_font(12)
     draw.text((LEFT, 4), "predicted class", fill="black", font=font)
     draw.text((4, TOP - 16), "true class", fill="black", font=font)
-    short = [n if len(n) <= 6 else n[:5] + "…" for n in class_names]
+    names = [" ".join(n.split()) for n in class_names]        # a line break measures as none
+    short = [n if len(n) <= 6 else n[:5] + "…" for n in names]
     # Column names centred over their cells, on two staggered lines only when one is wider
     # than a cell; row names right-aligned against the grid; counts centred in their cells.
     stagger = any(draw.textlength(n, font=small) > CELL - 4 for n in short)
@@ -39,7 +40,7 @@ def confusion_picture(conf: np.ndarray, class_names: list[str],
         middle = c * CELL + CELL // 2
         draw.text((LEFT + middle, TOP - 6 - (12 if stagger and c % 2 == 0 else 0)), short[c],
                   fill="black", font=small, anchor="ms")
-        draw.text((LEFT - 6, TOP + middle), class_names[c][:13], fill="black", font=small,
+        draw.text((LEFT - 6, TOP + middle), names[c][:13], fill="black", font=small,
                   anchor="rm")
     dark = off > 0.6 * max(int(off.max()), 1)                  # dark cells get white text
     for t in range(C):

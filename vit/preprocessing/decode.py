@@ -116,10 +116,12 @@ def open_image(path):
             _check_decode_cost(im)
             if im.format in ("JPEG", "MPO"):
                 im.draft(im.mode, (2 * WORK_SIDE, 2 * WORK_SIDE))   # decode at 1/2, 1/4, 1/8
-            turn = _UPRIGHT.get(im.getexif().get(0x0112, 1))
+            # Every step that touches pixels inside the limit: a PNG's EXIF can sit after its
+            # pixel data, so getexif() decodes them (6 decodes at once escaped it, +1.3 GB).
             with _DECODES:
+                turn = _UPRIGHT.get(im.getexif().get(0x0112, 1))
                 im.load()
-            small = _shrink(im)
+                small = _shrink(im)
             small = small.transpose(turn) if turn is not None else small
             if small is im:                          # small already: detach it from the file
                 small = im.copy()

@@ -25,6 +25,7 @@ from vit.preprocessing.decode import MAX_FILE_BYTES
 from vit.preprocessing.styles import STYLES
 from vit.testset import data_dir_for_app
 from vit.ui import (
+    boundary,
     compare_panel,
     draw_tab,
     lens_panel,
@@ -54,6 +55,7 @@ from vit.ui.pipeline import PipelineStrip
 from vit.ui.render import COMPARE, FOLDED_VIEWS, LEARNED, LENS, PICTURES, WALK, WHY, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
+from vit.ui.uploads import ROOM, pin
 from vit.ui.words import glossary_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +96,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
         atexit.register(shutil.rmtree, examples_dir, ignore_errors=True)
     base = Path(examples_dir)
     examples = {style: write_examples(base / style, style) for style in STYLES}
+    pin(p for paths in examples.values() for p in paths)      # never deleted to make room
     page = Page(models, data_dir, examples)
     p = models.get(models.default)
     on_space = "SPACE_ID" in os.environ
@@ -165,9 +168,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None
             components as outputs: `fn` returns {name: value} (Gradio's dict return, keyed by
             component: an output not named stays as it is)."""
             sig = visit_last(fn)
+            checked = boundary.parsed(fn, models.names)      # nothing kept as a client sent it
 
             def keyed(*args, **kw):
-                out = fn(**sig.bind(*args, **kw).arguments)
+                out = checked(**sig.bind(*args, **kw).arguments)
                 # Nothing to change: Gradio takes an empty dict for one value, gr.skip() as none.
                 return {comps[k]: v for k, v in out.items()} or gr.skip()
             keyed.__signature__, keyed.__wrapped__ = sig, fn      # (for Gradio's type hints)
@@ -317,6 +321,8 @@ def launch(demo: gr.Blocks, **kwargs):
         # The panels' per-model pictures and test-set answers, in the background: a visitor who
         # opens them later finds them ready (one who comes first waits on the same work).
         threading.Thread(target=demo.page.warm, name="vit-warm", daemon=True).start()
+    # The answers' pictures share the uploads' folder and its cap.
+    ROOM.configure(limits.upload_cache_mb * 1_000_000)
     files = raise_file_limit()
     # Idle sockets count as connections: a low cap would let a few hundred of them shut visitors
     # out, so it is high, and below the open-file limit (sockets are files), which it protects.

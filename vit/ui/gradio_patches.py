@@ -2,7 +2,9 @@
 
 1. `save_pil_to_cache` rewrites hash-named output files in place: two visitors who get the same
    picture race, and a download is cut off ("Too little data for declared Content-Length";
-   bench/load.py: 4 of 500 before). Written once, atomically, instead.
+   bench/load.py: 4 of 500 before). Written once, atomically, instead — and inside the cache
+   folder's cap (VIT_UPLOAD_CACHE_MB, vit/ui/uploads.py `ROOM`): Gradio caps nothing, and each
+   answered drawing wrote ~107 KB of pictures.
 2. `gr.Image` decodes uploads with PIL before the app sees them: an empty file, random bytes,
    HEIC, a PNG text-chunk bomb, a >179-megapixel image or a `data:` URL (a 214 KB request cost
    ~2 GB) then fails or swells inside Gradio. `SafeImage` (and `ImageFile`) hand the app the
@@ -16,8 +18,9 @@
    be explored past the first model's depth. `FreeSlider` and `FreeDropdown` pass values on; the
    app's handlers clamp or refuse them (vit/ui/views.py `clamp`, vit/ui/models.py).
 4. A client that names a file it did not upload is refused with a message that spells out the
-   server's working directory ("Cannot move /srv/app/x to the gradio cache dir…");
-   `hide_server_paths` keeps the refusal and drops the paths.
+   server's working directory ("Cannot move /srv/app/x to the gradio cache dir…"), and a file
+   object in a click's event data was refused with its path and a traceback in the log;
+   `hide_server_paths` keeps both refusals and drops the paths (one line in the log).
 5. `gr.Label` always names the most probable class as its label (a value of the form
    {"label": …, "confidences": […]} is not read as such). `VerdictLabel` shows
    {"label": "not a digit", "confidences": [{"label": "3", "confidence": 0.41}, …]} as it is:
@@ -49,6 +52,7 @@
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import types
@@ -56,9 +60,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from vit.ui.uploads import NOT_UPLOADED, received_file
+from vit.ui.uploads import NOT_UPLOADED, ROOM, received_file
 
 _patched: set[str] = set()
+log = logging.getLogger("vit.ui")
+MAX_PICTURE_SIDE = 16_383           # pixels: the most a WebP picture may have a side
 
 
 def never_rewrite_cached_images() -> None:
@@ -69,10 +75,14 @@ def never_rewrite_cached_images() -> None:
     from gradio import processing_utils as pu
 
     def save_pil_to_cache(img, cache_dir, name="image", format="webp"):
+        if max(img.size) > MAX_PICTURE_SIDE:      # WebP's limit: a model of 256 layers drew
+            img = img.copy()                       # a picture taller, and its answer failed
+            img.thumbnail((MAX_PICTURE_SIDE, MAX_PICTURE_SIDE))
         data = pu.encode_pil_to_bytes(img, format)
         folder = Path(cache_dir) / pu.hash_bytes(data)
         path = (folder / f"{name}.{format}").resolve()
         if not path.exists():
+            ROOM.reserve(Path(cache_dir), len(data))     # inside VIT_UPLOAD_CACHE_MB too
             folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
             with os.fdopen(fd, "wb") as f:
@@ -106,6 +116,18 @@ def hide_server_paths() -> None:
             raise RefusedPath(NOT_UPLOADED) from None
 
     pu._check_allowed = _check_allowed
+    # A file object in a click's event data (or in a component's properties) naming a file
+    # outside the cache: refused the same way, not with the path and a traceback in the log.
+    in_cache = pu.check_all_files_in_cache
+
+    def check_all_files_in_cache(data):
+        try:
+            return in_cache(data)
+        except gr.Error:
+            log.warning("refused a request: it names a file this server did not make")
+            raise RefusedPath(NOT_UPLOADED) from None
+
+    pu.check_all_files_in_cache = check_all_files_in_cache
     _patched.add("paths")
 
 
@@ -230,11 +252,19 @@ def short_errors() -> None:
             return await preprocess(self, *args, **kwargs)
         except ValidationError as e:
             what = one_line(e.errors()[0].get("msg", "")) if e.errors() else ""
+            log.warning("refused a value: %s", what[:120])
             raise gr.Error(f"A value sent to this endpoint is not of the expected kind: {what}",
                            print_exception=False) from None
-        except gr.Error:                  # the app's own refusals (a ValueError too) as they are
-            raise
+        except gr.Error as e:
+            if not e.print_exception:     # the app's own refusals (a ValueError too) as they are
+                raise
+            # A component's own check (a value outside a Dropdown's, Radio's or CheckboxGroup's
+            # choices): Gradio's message holds the whole value, and it logged a traceback.
+            log.warning("refused a value: not one of a component's choices")
+            raise gr.Error("A value sent to this endpoint is not one of its choices.",
+                           print_exception=False) from None
         except ValueError as e:           # too few values, a value no component takes
+            log.warning("refused a request: %s", one_line(str(e))[:120])
             raise gr.Error(one_line(str(e)), print_exception=False) from None
 
     gr.Blocks.preprocess_data = preprocess_data

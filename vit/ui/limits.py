@@ -29,7 +29,7 @@ from starlette.requests import ClientDisconnect
 
 from vit.preprocessing.decode import MAX_FILE_BYTES
 from vit.ui.models import StartupError
-from vit.ui.uploads import UploadLimits, paced, plain
+from vit.ui.uploads import UploadLimits, paced, plain, visitor_of
 
 MAX_REQUEST_BYTES = 2_000_000       # a drawing's PNG is a few KB; a photo on the canvas ~0.5 MB
 FIRST_REQUEST_SECONDS = 10
@@ -75,7 +75,8 @@ class Limits:
     def middleware(self) -> list:
         """For `launch(app_kwargs={"middleware": …})`: outermost first."""
         from starlette.middleware import Middleware
-        return [Middleware(RequestLimits),
+        # One visitor may hold half the queue's waiting places, never all of them.
+        return [Middleware(RequestLimits, per_visitor=max(2, self.queue_size // 2)),
                 Middleware(UploadLimits, per_visitor=self.uploads_per_minute,
                            in_flight=self.uploads_in_flight,
                            cache_bytes=self.upload_cache_mb * 1_000_000,
@@ -96,16 +97,26 @@ def too_many_waiting(scope, sid) -> bool:
     return isinstance(sid, str) and len(queue.pending_event_ids_session.get(sid, ())) >= MAX_WAITING
 
 
-def session_of(body: bytes):
-    """An event body's session id (anything a client put there), or None: parsed once, only
-    where one is named."""
-    if b"session_hash" not in body:
+def waiting_from(scope, who: str) -> int:
+    """How many events from visitor `who` (vit/ui/uploads.py `visitor_of`) wait in the queue,
+    not yet started."""
+    try:
+        queues = list(scope["app"].get_blocks()._queue.event_queue_per_concurrency_id.values())
+    except (AttributeError, KeyError):
+        return 0
+    return sum(1 for q in queues for e in list(q.queue)
+               if getattr(e, "request", None) is not None and visitor_of(e.request.scope) == who)
+
+
+def parsed_json(body: bytes):
+    """A body's JSON, or None where it is none (Gradio answers malformed JSON itself, in one
+    line). Raises RecursionError for JSON nested too deeply to parse."""
+    if body.lstrip()[:1] not in (b"{", b"["):
         return None
     try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError):
-        return None                     # Gradio answers malformed JSON itself, in one line
-    return obj.get("session_hash") if isinstance(obj, dict) else None
+        return json.loads(body)
+    except ValueError:
+        return None
 
 
 def session_problem(sid) -> str | None:
@@ -115,15 +126,47 @@ def session_problem(sid) -> str | None:
     return "session_hash must be 1-64 letters, digits, '-' or '_'."
 
 
+def event_problem(scope, obj) -> str | None:
+    """Why a queue/join body is refused before Gradio reads it, or None: its fn_index must name
+    one of the page's events (another number was an HTTP 500 with a traceback)."""
+    if not isinstance(obj, dict) or "fn_index" not in obj:
+        return None
+    fn = obj["fn_index"]
+    try:
+        known = scope["app"].get_blocks().fns
+    except (AttributeError, KeyError):
+        return None
+    if isinstance(fn, bool) or not isinstance(fn, int) or fn not in known:
+        return "fn_index must be the number of one of this page's events (see /config)."
+    return None
+
+
+# Gradio's routes this app does not offer: its monitoring dashboard and summary (function names
+# and counts, without login) unless VIT_MONITORING=1, and deep links (which tell whether a
+# session exists), never.
+NOT_OFFERED = re.compile(r"^(/gradio_api)?(/monitoring(/.*)?|/deep_link/?)$")
+
+
+def not_offered(path: str) -> bool:
+    if os.environ.get("VIT_MONITORING", "0").strip() == "1" and "/monitoring" in path:
+        return False
+    return bool(NOT_OFFERED.match(path))
+
+
 class RequestLimits:
     """ASGI middleware: a POST body (other than an upload: vit/ui/uploads.py) is at most
-    MAX_REQUEST_BYTES and keeps arriving (`paced`), an event's session id is well formed and
-    that session has not left MAX_WAITING answers unread — before Gradio parses or keeps any."""
+    MAX_REQUEST_BYTES, keeps arriving (`paced`) and is JSON Python can parse; an event names one
+    of the page's events, its session id is well formed, that session has not left MAX_WAITING
+    answers unread and its visitor has at most `per_visitor` events waiting in the queue (one
+    client sending drawings as fast as it can filled it for everyone) — before Gradio parses or
+    keeps any. Gradio's routes this app does not offer answer 404."""
 
-    def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES, per_visitor: int = 8):
+        self.app, self.max_bytes, self.per_visitor = app, max_bytes, per_visitor
 
     async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and not_offered(scope["path"]):
+            return await plain(send, 404, "Not offered by this app.")
         if scope["type"] != "http" or scope["method"] != "POST" or \
                 scope["path"].rstrip("/").endswith("/upload"):
             return await self.app(scope, receive, send)
@@ -147,13 +190,9 @@ class RequestLimits:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
-        sid = session_of(body)
-        problem = session_problem(sid)
-        if problem:
-            return await plain(send, 400, problem)
-        if scope["path"].rstrip("/").endswith("/queue/join") and too_many_waiting(scope, sid):
-            return await plain(send, 429, f"More than {MAX_WAITING} answers are waiting for this "
-                                          f"session to read them; read them first.")
+        refusal = self._refusal(scope, body)
+        if refusal is not None:
+            return await plain(send, *refusal)
         replayed = False
 
         async def replay():
@@ -167,3 +206,25 @@ class RequestLimits:
             return await self.app(scope, replay, send)
         except ClientDisconnect:          # the client left while Gradio read or answered
             return None
+
+    def _refusal(self, scope, body: bytes) -> tuple[int, str] | None:
+        try:
+            obj = parsed_json(body)
+        except RecursionError:
+            return 400, "The request's JSON is nested too deeply."
+        sid = obj.get("session_hash") if isinstance(obj, dict) else None
+        problem = session_problem(sid)
+        if problem:
+            return 400, problem
+        if not scope["path"].rstrip("/").endswith("/queue/join"):
+            return None
+        problem = event_problem(scope, obj)
+        if problem:
+            return 422, problem
+        if too_many_waiting(scope, sid):
+            return 429, (f"More than {MAX_WAITING} answers are waiting for this session to read "
+                         f"them; read them first.")
+        if waiting_from(scope, visitor_of(scope)) >= self.per_visitor:
+            return 429, (f"You have {self.per_visitor} requests waiting already; wait for their "
+                         f"answers.")
+        return None

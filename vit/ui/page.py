@@ -44,6 +44,7 @@ from vit.ui.render import (
     render,
     rest_message,
 )
+from vit.ui.uploads import pin
 
 FIRST_EXAMPLE = {"digits": "7", "objects": "Ankle boot", "photos": "ship"}   # on the canvas at load
 ANALYSIS = ANSWER_VIEWS + PICTURES            # what an analysing handler sends; the rest follows
@@ -90,6 +91,7 @@ class Page:
         folder = Path(self.examples[style][0]).parent.parent / f"{style}-test"
         paths = write_test_examples(folder, r.images, r.labels, p.class_names)
         if len(paths) == len(p.class_names):
+            pin(paths)                        # the gallery's files: never deleted to make room
             self.examples[style] = paths
 
     def visit(self) -> Visit:
@@ -520,7 +522,6 @@ class Page:
 
     def switch_heads(self, visit: Visit, heads):
         base = visit.record
-        heads = tuple(heads) if isinstance(heads, (list, tuple)) else ()
         return self._commit(visit, base, replace(base, heads_off=heads), ("ablation",))
 
     def measure(self, visit: Visit):
@@ -552,12 +553,10 @@ class Page:
         base = visit.record
         return self._commit(visit, base, replace(base, compare_open=opened), COMPARE)
 
-    def choose_compare(self, visit: Visit, name):
-        """The second model's dropdown: a model of this page, or none (anything else a client
-        sends means none)."""
+    def choose_compare(self, visit: Visit, second):
+        """The second model's dropdown: a model of this page, or none ("")."""
         base = visit.record
-        name = name if isinstance(name, str) and name in self.models.names else ""
-        return self._commit(visit, base, replace(base, compare=name), COMPARE)
+        return self._commit(visit, base, replace(base, compare=second), COMPARE)
 
     def differences(self, visit: Visit, progress=gr.Progress()):
         """The test images the page's model gets right and the second model wrong, and back."""
@@ -589,7 +588,7 @@ class Page:
     def follow_cls(self, visit: Visit, cls):
         """The step-by-step panel's switch: follow [CLS] rather than the chosen patch."""
         base = visit.record
-        return self._commit(visit, base, replace(base, follow_cls=cls is True), WALK)
+        return self._commit(visit, base, replace(base, follow_cls=cls), WALK)
 
     def mechanism_model(self, visit: Visit):
         """The Figure 7 views of a model (cached per model), while the panel is open."""

@@ -12,7 +12,6 @@ import numpy as np
 
 from vit.ui.why_panel import ANSWER
 
-TABS = ("draw", "upload", "test")
 KIND_OF = {"draw": "drawing", "upload": "upload", "test": "test"}      # a tab's kind of input
 
 
@@ -52,15 +51,16 @@ class Record:
     on_screen: str | None = None     # the kind of input the answer and pictures are for
     patch: int | None = None         # the clicked patch (0-based); None: the centre
     shared: bool = False             # one colour scale for all head maps (off: each its own)
-    layer: object = None             # the explorer's sliders (1-based, as a client sent them)
-    head: object = None
-    target: object = ANSWER          # "What drove it": the class explained
+    # Every value below is parsed at the boundary (vit/ui/boundary.py): none is kept as sent.
+    layer: int | None = None         # the explorer's sliders (1-based; None: the last layer)
+    head: int | None = None
+    target: int = ANSWER             # "What drove it": the class explained
     heads_off: tuple = ()            # "What drove it": the heads switched off ("layer,head")
     mechanism_open: bool = False
     follow_cls: bool = False         # the step-by-step panel follows [CLS], not the patch
     lens_open: bool = False          # "Where the answer forms" (drawn only while open)
     learned_open: bool = False       # "How it learned" (drawn only while open)
-    learned_at: object = 100         # its slider: how far into training, in % (as sent)
+    learned_at: int = 100            # its slider: how far into training, in %
     compare: str = ""                # the second model beside the page's ("": none)
     compare_open: bool = False       # its panel (drawn only while open)
     testset_open: bool = False

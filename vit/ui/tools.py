@@ -97,15 +97,17 @@ def picture_bytes(image) -> bytes:
     if not isinstance(image, str) or not image.strip():
         raise PreprocessError("Send the picture file's bytes as base64 text.")
     text = DATA_URL.sub("", image.strip(), count=1)
-    if text.lower().startswith(("http:", "https:", "file:", "/", "data:")):
-        raise PreprocessError("Send the picture file's bytes as base64 text: this server fetches "
-                              "no URL and reads no file.")
     if len(text) > MAX_BASE64_CHARS:
         raise PreprocessError(f"The picture is over {MAX_BASE64_CHARS * 3 / 4 / 1e6:.1f} MB; "
                               f"send a smaller one.")
     try:
+        # Base64 first: a JPEG's starts with "/9j/", which is no path to this server (nothing
+        # here reads a file an agent names; the check below only explains a refusal).
         return base64.b64decode("".join(text.split()), validate=True)
     except (binascii.Error, ValueError):
+        if text.lower().startswith(("http:", "https:", "file:", "/", "data:", "~")):
+            raise PreprocessError("Send the picture file's bytes as base64 text: this server "
+                                  "fetches no URL and reads no file.") from None
         raise PreprocessError("That is not valid base64.") from None
 
 

@@ -12,6 +12,7 @@ from vit.inference import Analysis, Predictor
 from vit.pictures.over_training import filmstrip
 from vit.text import md
 from vit.training import snapshots
+from vit.ui.gradio_patches import FreeSlider
 from vit.ui.words import caption
 
 PLAIN = ("The same input through the model as it was early in training and at the end: where "
@@ -46,7 +47,7 @@ def build() -> TrainingPanel:
     with gr.Accordion("How it learned (attention over training)", open=False,
                       elem_id="learned") as accordion:
         gr.Markdown(caption(PLAIN, PRECISE))
-        when = gr.Slider(0, 100, value=100, step=1, label="How far into training (%)",
+        when = FreeSlider(0, 100, value=100, step=1, label="How far into training (%)",
                          info="the kept snapshot nearest to it is shown large",
                          elem_id="learned-when")
         frame = gr.Image(label="That moment", interactive=False, elem_id="learned-frame",

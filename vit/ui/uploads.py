@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
 import time
 from collections import OrderedDict, deque
 from pathlib import Path
@@ -76,18 +77,68 @@ def folder_bytes(folder: Path) -> list[tuple[float, int, Path]]:
     return sorted(entries, key=lambda e: e[0])
 
 
+# The hash folders of the page's own files (the examples under the canvas): the page's config
+# names them once for every later visitor, so making room must never delete them (it did: every
+# visitor then got HTTP 403 for all ten examples until a restart).
+_pinned: set[str] = set()
+
+
+def pin(paths) -> None:
+    """Keep the cache copies of these files (as Gradio names them) whatever room is needed."""
+    from gradio.processing_utils import hash_file
+    for path in paths:
+        try:
+            _pinned.add(hash_file(path))
+        except OSError:
+            continue
+
+
 def make_room(folder: Path, cache_bytes: int, incoming: int) -> int:
-    """Delete the oldest uploads until `incoming` more bytes fit under `cache_bytes`; returns
-    the bytes the folder then holds. Only hash-named upload folders are touched."""
+    """Delete the oldest uploads and pictures until `incoming` more bytes fit under
+    `cache_bytes`; returns the bytes the folder then holds. Only hash-named folders are touched,
+    and never a pinned one."""
     entries = folder_bytes(folder)
     total = sum(size for _, size, _ in entries)
     for _, size, sub in entries:
         if total + incoming <= cache_bytes:
             break
-        if len(sub.name) == 64 and all(c in "0123456789abcdef" for c in sub.name):
+        if len(sub.name) == 64 and all(c in "0123456789abcdef" for c in sub.name) \
+                and sub.name not in _pinned:
             shutil.rmtree(sub, ignore_errors=True)
             total -= size
     return total
+
+
+class Room:
+    """The cap on the cache folder for the pictures this server writes (answers' maps, ~100 KB
+    an answered drawing): uploads make room before they arrive (`UploadLimits`), pictures before
+    they are written. The folder is scanned only when the running total nears the cap, or after
+    RESCAN_SECONDS (uploads add to it unseen)."""
+    RESCAN_SECONDS = 30.0
+
+    def __init__(self):
+        self.cap: int | None = None
+        self._total: int | None = None
+        self._scanned = 0.0
+        self._lock = threading.Lock()
+
+    def configure(self, cap_bytes: int | None) -> None:
+        with self._lock:
+            self.cap, self._total = cap_bytes, None
+
+    def reserve(self, folder: Path, size: int) -> None:
+        """Room for a file of `size` bytes about to be written in `folder`."""
+        if self.cap is None:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if self._total is None or self._total + size > self.cap or \
+                    now - self._scanned > self.RESCAN_SECONDS:
+                self._total, self._scanned = make_room(folder, self.cap, size), now
+            self._total += size + 2 * ENTRY_BYTES
+
+
+ROOM = Room()
 
 
 MULTIPART_SLACK = 1_000_000      # a multipart body's boundaries and headers around the file
@@ -131,9 +182,12 @@ def visitor_of(scope) -> str:
     proxy such as a Space's adds; the first ones are whatever the client wrote), else the
     socket's peer. Spoofable without a proxy, so only a fairness limit keys on it; the folder's
     cap does not."""
-    for key, value in scope.get("headers", ()):
-        if key == b"x-forwarded-for":
-            return value.decode("latin-1").split(",")[-1].strip()[:64]
+    # Every X-Forwarded-For line in order, as one list: a proxy appends to the last (a client
+    # that sent two lines had its own first one believed).
+    hops = [hop for key, value in scope.get("headers", ()) if key == b"x-forwarded-for"
+            for hop in value.decode("latin-1").split(",")]
+    if hops and hops[-1].strip():
+        return hops[-1].strip()[:64]
     client = scope.get("client")
     return str(client[0]) if client else "?"
 

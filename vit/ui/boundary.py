@@ -1,0 +1,189 @@
+"""Every value a client sends, parsed once into its type and range before a handler sees it.
+
+A raw client may send anything in any parameter of any event, private ones too (a 1.9 MB list
+of empty objects as a layer number, a file object as a click). Nothing of that may reach the
+visitor's record, a log or an error message as sent: a record that keeps "the layer as a client
+sent it" grew by ~50 MB a request. So `parsed(fn, models)` wraps a handler: each parameter named
+in PARSERS goes through its parser — a slider is an int in range, a choice one of the choices,
+a flag a bool, a drawing a small dict of the canvas's own keys, a click an index — and what does
+not parse is one line to the client (`gr.Error`) and one line in the log, never the value.
+
+The ranges here are the page's widest (any model's); a handler still fits a layer or a class to
+the model in use (vit/ui/views.py `clamp`, why_panel.target_class), because a model switch can
+land between a slider's move and its event.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import math
+import re
+from types import SimpleNamespace
+
+import gradio as gr
+
+from vit.checkpoint import MAX_DEPTH
+from vit.testset import KINDS
+from vit.ui.canvas import MAX_CHARS, PREFIX
+
+log = logging.getLogger("vit.ui")
+
+MAX_SLIDER = 1024            # layers and heads: MAX_DEPTH (256) and any width a model may have
+MAX_CLASSES = 100_000
+MAX_HEADS_OFF = MAX_DEPTH * 64       # "layer,head" ticks: every head of the largest model here
+MAX_PATH_CHARS = 4096
+MAX_EXAMPLE_CHARS = 200
+MAX_INDEX = 10 ** 7          # a click's coordinates or a gallery's position: far beyond any picture
+HEAD = re.compile(r"\d{1,4},\d{1,4}")
+
+
+class BadValue(ValueError):
+    """A value a client sent that does not parse: the message says what was expected (one line,
+    never the value)."""
+
+
+def _number(v, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise BadValue(f"{what} must be a number.")
+    return float(v)
+
+
+def flag(v, what: str = "This switch") -> bool:
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise BadValue(f"{what} is true or false.")
+    return v
+
+
+def slider(v, what: str = "A layer or head") -> int | None:
+    """1-based, in 1..MAX_SLIDER; None (nothing chosen) stays None."""
+    if v is None:
+        return None
+    return int(min(max(round(_number(v, what)), 1), MAX_SLIDER))
+
+
+def percent(v) -> int:
+    return int(min(max(round(_number(v, "How far into training")), 0), 100))
+
+
+def class_index(v, what: str = "A class") -> int:
+    """-1 (any / the model's answer) or a class's index."""
+    if v is None:
+        return -1
+    n = _number(v, what)
+    if n != int(n) or not -1 <= n < MAX_CLASSES:
+        raise BadValue(f"{what} is -1 or a class's number.")
+    return int(n)
+
+
+def model_name(v, names) -> str:
+    if not isinstance(v, str) or v not in names:
+        raise BadValue("There is no such model here; pick one from the menu (or list_models).")
+    return v
+
+
+def second_model(v, names) -> str:
+    """The compare panel's choice: "" (none) or a model of this page."""
+    return "" if v is None or v == "" else model_name(v, names)
+
+
+def test_kind(v) -> str:
+    if v is None:
+        return KINDS[0]
+    if not isinstance(v, str) or v not in KINDS:
+        raise BadValue(f"Show is one of: {', '.join(KINDS)}.")
+    return v
+
+
+def heads_off(v) -> tuple[str, ...]:
+    """The ticked heads, "layer,head" (0-based), each once, in the order sent."""
+    if v is None:
+        return ()
+    if not isinstance(v, (list, tuple)) or len(v) > MAX_HEADS_OFF or \
+            not all(isinstance(h, str) and HEAD.fullmatch(h) for h in v):
+        raise BadValue('Heads switched off are a list of "layer,head" pairs.')
+    return tuple(dict.fromkeys(v))
+
+
+def upload_path(v) -> str | None:
+    """What the upload component handed on: None or the path of a file this server received
+    (vit/ui/uploads.py `received_file` checked it already)."""
+    if v is None:
+        return None
+    if not isinstance(v, str) or not 0 < len(v) <= MAX_PATH_CHARS:
+        raise BadValue("An upload is a picture file sent to this server.")
+    return v
+
+
+def canvas(v) -> dict | None:
+    """The drawing canvas's value (vit/ui/canvas.py): {"png": data URL or None, "seq": n,
+    "example": name or None}, nothing else kept."""
+    if v is None or v == "":
+        return None
+    if not isinstance(v, dict):
+        raise BadValue('A drawing is sent as {"png": "data:image/png;base64,…", "seq": n}.')
+    png, seq, example = v.get("png"), v.get("seq"), v.get("example")
+    if png is not None and not (isinstance(png, str) and png.startswith(PREFIX)):
+        raise BadValue("A drawing must be a PNG data URL (data:image/png;base64,…).")
+    if png is not None and len(png) > MAX_CHARS:
+        raise BadValue(f"The drawing is {len(png) / 1e6:.1f} MB; a drawing is a few KB. Upload "
+                       f"large pictures on the Upload tab.")
+    ok_seq = isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq < 2 ** 53
+    ok_example = isinstance(example, str) and len(example) <= MAX_EXAMPLE_CHARS
+    return {"png": png, "seq": seq if ok_seq else None, "example": example if ok_example else None}
+
+
+def selection(evt) -> SimpleNamespace:
+    """A click (gr.SelectData) -> its index alone: a position in a gallery (an int) or a point
+    on a picture ((x, y) floats)."""
+    index = getattr(evt, "index", None)
+    if isinstance(index, (int, float)) and not isinstance(index, bool):
+        if math.isfinite(index) and index == int(index) and 0 <= index < MAX_INDEX:
+            return SimpleNamespace(index=int(index))
+    elif isinstance(index, (list, tuple)) and len(index) == 2:
+        try:
+            x, y = (_number(c, "A click") for c in index)
+        except BadValue:
+            pass
+        else:
+            if abs(x) < MAX_INDEX and abs(y) < MAX_INDEX:
+                return SimpleNamespace(index=[x, y])
+    raise BadValue("That click is not at a place on the picture.")
+
+
+def parsers(names) -> dict:
+    """{handler parameter: its parser}: every parameter a client fills, by its name."""
+    return {"value": canvas, "name": functools.partial(model_name, names=names),
+            "shared": functools.partial(flag, what="One colour scale"), "layer": slider,
+            "head": slider, "path": upload_path, "image": upload_path,
+            "target": functools.partial(class_index, what="The class explained"),
+            "second": functools.partial(second_model, names=names), "heads": heads_off,
+            "kind": test_kind, "true": class_index, "pred": class_index,
+            "cls": functools.partial(flag, what="Follow [CLS]"), "at": percent,
+            "evt": selection}
+
+
+def parsed(fn, names):
+    """`fn` (a handler) taking its client-sent arguments parsed (see the module docstring);
+    `names`: the models a page offers. Keeps `fn`'s signature for Gradio."""
+    table = parsers(names)
+    sig = inspect.signature(fn)
+    mine = [p for p in sig.parameters if p in table]
+    title = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "?")
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        for p in mine:
+            if p in bound.arguments:
+                try:
+                    bound.arguments[p] = table[p](bound.arguments[p])
+                except BadValue as e:
+                    log.warning("refused a value for %s(%s): %s", title, p, e)
+                    raise gr.Error(str(e), print_exception=False) from None
+        return fn(*bound.args, **bound.kwargs)
+
+    wrapper.__signature__ = sig
+    return wrapper
