@@ -1,8 +1,9 @@
 """Checkpoints shaped like the Hugging Face Hub's (vit/hub.py), never touching the network: the
 trainer's checkpoint carries a model card with the Hub's metadata (library, tags, data set, a
 model-index with its test accuracy) that hostile provenance cannot break; `ViT.from_pretrained`
-reads a folder, and a Hub id from a folder laid out as the Hub cache (offline), as do the CLIs
-and the app (VIT_HUB_MODELS); `save_pretrained` round-trips and refuses a model without class
+reads a folder, and a Hub model (hf://user/repo) from a folder laid out as the Hub cache
+(offline), as do the CLIs and the app (VIT_HUB_MODELS); a plain "a/b" is never looked up on the
+Hub; `save_pretrained` round-trips and refuses a model without class
 names in one line; `push_to_hub` sends the checkpoint's files and nothing else; an unknown id is one
 line."""
 import json
@@ -81,12 +82,12 @@ def test_from_pretrained_and_save_pretrained_round_trip(tmp_path):
 def test_a_hub_id_loads_from_the_hub_cache_offline(tmp_path):
     cache = hub_cache(tmp_path)
     assert huggingface_hub.constants.HF_HUB_OFFLINE            # conftest: never the network
-    model = ViT.from_pretrained("someone/mnist-vit", cache_dir=cache)
+    model = ViT.from_pretrained("hf://someone/mnist-vit", cache_dir=cache)
     want = load_checkpoint(ROOT / "checkpoints" / "mnist", "cpu")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
                                                    want.state_dict().values()))
     with pytest.raises(CheckpointError, match="no Hub model someone/other in the Hub cache"):
-        ViT.from_pretrained("someone/other", cache_dir=cache)
+        ViT.from_pretrained("hf://someone/other", cache_dir=cache)
 
 
 def test_the_clis_take_a_hub_id(tmp_path, monkeypatch):
@@ -94,9 +95,9 @@ def test_the_clis_take_a_hub_id(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))           # (HF_HUB_OFFLINE=1: conftest)
     from vit.data.examples import render_digit
     render_digit("3").save(tmp_path / "3.png")
-    r = run_module("vit.predict", tmp_path / "3.png", "--checkpoint", "someone/mnist-vit")
+    r = run_module("vit.predict", tmp_path / "3.png", "--checkpoint", "hf://someone/mnist-vit")
     assert r.returncode == 0 and r.stdout.startswith(f"{tmp_path / '3.png'}: 3 "), r.stderr
-    r = run_module("vit.predict", tmp_path / "3.png", "--checkpoint", "someone/missing")
+    r = run_module("vit.predict", tmp_path / "3.png", "--checkpoint", "hf://someone/missing")
     assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
     assert "no Hub model someone/missing" in r.stderr and str(cache) not in r.stderr
 
@@ -108,7 +109,7 @@ def test_the_app_offers_hub_models_by_id_and_skips_a_missing_one(tmp_path, monke
     (tmp_path / "empty").mkdir()
     warned = []
     models = Models(tmp_path / "empty", "cpu", warn=warned.append,
-                    hub=["someone/mnist-vit", "someone/missing"])
+                    hub=["someone/mnist-vit", "hf://someone/missing"])
     assert models.names == ["someone/mnist-vit"] and models.default == "someone/mnist-vit"
     assert models.get("someone/mnist-vit").class_names[3] == "3"
     assert len(warned) == 1 and "someone/missing" in warned[0] and str(cache) not in warned[0]

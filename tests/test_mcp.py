@@ -118,3 +118,17 @@ def test_vit_mcp_0_serves_no_mcp():
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_jpeg_is_read_not_refused_as_a_path(app_server):
+    """Issue 36, finding 6: base64 of a JPEG starts with "/9j/" and was refused as a server path."""
+    buf = io.BytesIO()
+    render_digit("4").convert("RGB").save(buf, "JPEG", quality=90)
+    text = base64.b64encode(buf.getvalue()).decode()
+    assert text.startswith("/9j/")
+
+    async def steps(s):
+        return await s.call_tool("classify_image", {"image": text})
+    got = call(app_server[1], steps)
+    assert not got.isError, got.content[0].text
+    assert literal_eval(got.content[0].text)["answer"] == "4"

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from vit import storage
 from vit.model import ViT, ViTConfig
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -215,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overwrite", action="store_true",
                     help="write into an --out that is not empty, replacing a checkpoint there")
     args = ap.parse_args(argv)
-    problem = out_problem(Path(args.out), args.overwrite)   # before anything is built or downloaded
+    # before anything is built or downloaded
+    problem = storage.out_problem(args.out) or out_problem(Path(args.out), args.overwrite)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

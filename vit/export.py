@@ -26,9 +26,12 @@ import torch
 from torch import nn
 
 from vit.checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from vit.storage import atomic_write
+from vit.storage import atomic_write, out_problem
 
 OPSET = 18
+PRODUCER = "vit-explorer"
+# How a file this command wrote begins: ir_version (field 1), then producer_name (field 2).
+WRITTEN_HERE = b"\x12" + bytes([len(PRODUCER)]) + PRODUCER.encode()
 
 
 class ExportError(ValueError):
@@ -66,9 +69,34 @@ def contract(ck: Checkpoint) -> dict[str, str]:
     }
 
 
+def onnx_out_problem(out) -> str | None:
+    """Why `out` must not be written (one line), or None: it must be a .onnx file, and one that
+    exists must be an ONNX file this command wrote; never a checkpoint's own files (config.json,
+    model.safetensors: `--out ck/model.safetensors` would replace the weights it exports), nor
+    a file in the app's folder of models or a filesystem root."""
+    out = Path(out)
+    if out.suffix.lower() != ".onnx":
+        return f"--out {out} must be a file name ending in .onnx (the ONNX file to write)"
+    if out.is_dir():
+        return f"--out {out} is a folder: name the .onnx file to write"
+    if out.exists():
+        try:
+            with open(out, "rb") as f:
+                written_here = WRITTEN_HERE in f.read(64)
+        except OSError as e:
+            return f"can't read --out {out}: {e.strerror or e}"
+        if not written_here:
+            return (f"--out {out} exists and is not an ONNX file python -m vit.export wrote: "
+                    f"choose another --out, or move it away first")
+    return out_problem(out, file=True)
+
+
 def export(folder, out) -> Path:
     """Write checkpoint `folder` as an ONNX file at `out` (atomically). Raises CheckpointError or
     ExportError with one line."""
+    problem = onnx_out_problem(out)
+    if problem:
+        raise ExportError(problem)
     try:
         import onnx
     except ImportError:
@@ -91,7 +119,7 @@ def export(folder, out) -> Path:
     for key, value in contract(ck).items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
-    proto.producer_name = "vit-explorer"
+    proto.producer_name = PRODUCER
     onnx.checker.check_model(proto)
     out = Path(out)
     atomic_write(out, lambda tmp: onnx.save(proto, str(tmp)))
@@ -103,6 +131,10 @@ def main(argv=None) -> int:
     p.add_argument("checkpoint", help="checkpoint folder (config.json + model.safetensors)")
     p.add_argument("--out", required=True, help="the .onnx file to write")
     args = p.parse_args(argv)
+    problem = onnx_out_problem(args.out)         # before the checkpoint is read
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         path = export(args.checkpoint, args.out)
     except (CheckpointError, ExportError, OSError) as e:

@@ -1,7 +1,9 @@
 """Checkpoints shaped like the Hugging Face Hub's. A checkpoint folder is already a Hub model
 repository (`config.json` + `model.safetensors`); this adds its model card (`README.md` with
-the Hub's metadata, written from config.json's provenance), lets a Hub id stand wherever a
-folder goes (`resolve`: downloaded into the normal Hub cache, or found there offline), and
+the Hub's metadata, written from config.json's provenance), lets a Hub model, written
+hf://user/repo, stand wherever a folder goes (`resolve`: downloaded into the normal Hub cache, or
+found there offline; a plain "a/b" is always a local path: a mistyped checkpoints/mnst must
+never fetch whatever the Hub account "checkpoints" serves), and
 uploads a folder (`push_to_hub`). `ViT.from_pretrained` / `ViT.push_to_hub` (vit/model.py) are
 huggingface_hub's `PyTorchModelHubMixin` over these. Only the checkpoint's FILES are ever fetched or
 sent: never a pickle, never anything else a repository holds."""
@@ -20,38 +22,56 @@ FILES = ["config.json", "model.safetensors", "typical.safetensors", CARD]
 HUB_DATASETS = {"mnist": "ylecun/mnist", "fashion-mnist": "zalando-datasets/fashion_mnist",
                 "cifar10": "uoft-cs/cifar10"}
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+HUB = "hf://"                 # a Hub model is always written hf://user/repo
 
 
 class HubError(ValueError):
     """A Hub id that can't be used; the message is one line."""
 
 
+def hub_id(name) -> str | None:
+    """"user/repo" when `name` names a Hub model (hf://user/repo), else None: any other text or
+    path is a local one, whether or not it exists. (A Path collapses hf:// to hf:/.)"""
+    if isinstance(name, str) and name.startswith(HUB):
+        return name[len(HUB):]
+    if isinstance(name, os.PathLike) and str(name).startswith("hf:/"):
+        return str(name)[len("hf:/"):]
+    return None
+
+
 def is_hub_id(name) -> bool:
-    """Whether `name` (text or a path) reads as a Hub id ("user/repo") and is no local path."""
-    text = str(name) if isinstance(name, (str, os.PathLike)) else ""
-    return bool(HUB_ID.match(text)) and not Path(text).exists()
+    """Whether `name` names a Hub model: hf://user/repo."""
+    return hub_id(name) is not None
 
 
 def resolve(name, revision: str | None = None, cache_dir=None, token=None,
             local_files_only: bool = False) -> Path:
-    """A checkpoint folder, or a Hub id -> the folder holding its files: downloaded into the
-    Hub cache (HF_HUB_CACHE, ~/.cache/huggingface/hub), or read from there with no network
-    (HF_HUB_OFFLINE=1 or `local_files_only`). Anything else comes back as a Path unchanged, for
-    the loader to say what is wrong with it. Raises HubError with one line."""
-    if not is_hub_id(name):
+    """A checkpoint folder, or a Hub model (hf://user/repo) -> the folder holding its files:
+    downloaded into the Hub cache (HF_HUB_CACHE, ~/.cache/huggingface/hub), or read from there
+    with no network (HF_HUB_OFFLINE=1 or `local_files_only`). Anything else is a local path,
+    never looked up on the Hub: a missing one shaped like "user/repo" is refused here, saying how
+    to name a Hub model; any other comes back as a Path, for the loader to say what is wrong with
+    it. Raises HubError with one line."""
+    repo = hub_id(name)
+    if repo is None:
+        text = str(name) if isinstance(name, (str, os.PathLike)) else ""
+        if HUB_ID.match(text) and not Path(text).exists():
+            raise HubError(f"no such folder: {text} (for a Hub model write {HUB}{text})")
         return Path(name)
-    name = str(name)
+    if not HUB_ID.match(repo):
+        raise HubError(f"{HUB}{repo}: not a Hub model id (write {HUB}user/repo)")
+    name = repo
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
     try:
         return Path(snapshot_download(name, revision=revision, cache_dir=cache_dir, token=token,
                                       allow_patterns=FILES, local_files_only=local_files_only))
     except LocalEntryNotFoundError:
-        raise HubError(f"{name}: no such folder here, and no Hub model {name} in the Hub cache "
+        raise HubError(f"{HUB}{name}: no Hub model {name} in the Hub cache "
                        f"(offline, or the Hub could not be reached)") from None
     except (HfHubHTTPError, OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise HubError(f"{name}: no such folder here, and the Hub said: {first}") from None
+        raise HubError(f"{HUB}{name}: the Hub said: {first}") from None
 
 
 def model_card(config: dict) -> str:
@@ -82,7 +102,7 @@ def model_card(config: dict) -> str:
         f"page, or load it in Python:", "",
         "```python",
         "from vit import ViT",
-        "model = ViT.from_pretrained(\"THIS/REPO\")          # or a local folder",
+        "model = ViT.from_pretrained(\"hf://THIS/REPO\")     # or a local folder",
         "```", "",
         "| | |", "|---|---|",
         f"| test accuracy | {_pct(accuracy)} (the last epoch's, not selected on the test set) |",

@@ -19,14 +19,15 @@ def main(argv=None) -> int:
     card.add_argument("folder")
     push = sub.add_parser("push", help="upload FOLDER's config, weights and card to a Hub repo")
     push.add_argument("folder")
-    push.add_argument("repo_id", help="user/repo (made if it does not exist)")
+    push.add_argument("repo_id", help="user/repo or hf://user/repo (made if it does not exist)")
     push.add_argument("--private", action="store_true")
     args = p.parse_args(argv)
     try:
         config = read_config(args.folder)
         save_text(Path(args.folder) / CARD, model_card(config.to_dict()))
         if args.command == "push":
-            print(push_to_hub(args.folder, args.repo_id, private=args.private or None))
+            print(push_to_hub(args.folder, args.repo_id.removeprefix("hf://"),
+                              private=args.private or None))
         else:
             print(f"wrote {Path(args.folder) / CARD}")
     except (CheckpointError, OSError) as e:

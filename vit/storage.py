@@ -7,6 +7,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -38,6 +39,11 @@ class SaveError(StorageError):
     was there before is intact."""
 
 
+# atomic_write's temporary files: mkstemp(prefix=".NAME.", suffix=".tmp") -> .NAME.<8 characters>.tmp
+TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+STALE_AFTER_S = 600        # older than this, no atomic_write still writes it: it was killed
+
+
 def atomic_write(path: Path, write) -> None:
     """Call write(tmp_path), then rename tmp over `path` (atomic on POSIX and Windows). The file
     gets the usual permissions (mkstemp's are owner-only: an app server running as another
@@ -57,6 +63,69 @@ def atomic_write(path: Path, write) -> None:
         if isinstance(e, (OSError, SafetensorError)):
             raise SaveError(f"could not write {path}: {_write_failure(e)}") from None
         raise
+
+
+def remove_stale_temporaries(folder: Path, older_than_s: float = STALE_AFTER_S) -> list[str]:
+    """Delete what an atomic_write killed mid-write (kill -9, a power cut) left in `folder`: plain
+    files named as its temporaries (.NAME.XXXXXXXX.tmp) and untouched for `older_than_s`. Nothing
+    else is ever removed. Returns the names removed."""
+    removed = []
+    try:
+        entries = list(Path(folder).iterdir())
+    except OSError:
+        return removed
+    now = time.time()
+    for p in entries:
+        try:
+            if (TEMPORARY.match(p.name) and p.is_file() and not p.is_symlink()
+                    and now - p.stat().st_mtime > older_than_s):
+                p.unlink()
+                removed.append(p.name)
+        except OSError:
+            pass
+    return removed
+
+
+# --- where a command may write ----------------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent        # the repository (or site-packages)
+BUNDLED = ROOT / "checkpoints"                        # the bundled models, which app.py serves
+
+
+def _served() -> list[tuple[Path, str]]:
+    """The folders the app serves models from: the repository's checkpoints/ and $VIT_CHECKPOINTS."""
+    found = [(BUNDLED.resolve(), "the bundled checkpoints folder the app serves")]
+    if os.environ.get("VIT_CHECKPOINTS"):
+        found.append((Path(os.environ["VIT_CHECKPOINTS"]).expanduser().resolve(),
+                      "the folder the app serves ($VIT_CHECKPOINTS)"))
+    return found
+
+
+def out_problem(out, flag: str = "--out", file: bool = False) -> str | None:
+    """Why a command must not write to `out` (one line), or None. Every command with an output
+    flag asks this before anything else: no folder a command writes into (`out` itself; with
+    `file`, the folder holding it) may be the folder of models the app serves (the bundled
+    checkpoints/ or $VIT_CHECKPOINTS: a sweep there would put its models among the app's), a
+    filesystem root or, for a folder of a command's own, the home folder itself."""
+    try:
+        where = Path(out).resolve()      # symlinks and .. followed: what will really be written
+    except (OSError, RuntimeError):      # a symlink loop: the write itself will say so
+        where = Path(os.path.abspath(out))
+    folder = where.parent if file else where
+    what = "a file directly in " if file else ""
+    for served, name in _served():
+        if folder == served:
+            return (f"{flag} {out} is {what}{name}: choose a folder of its own, such as a new "
+                    f"folder inside it or runs/NAME")
+    # (a file may go to a mounted disk's top folder, a USB stick say; a command's folder not)
+    if folder == Path(folder.anchor) or (not file and os.path.ismount(folder)):
+        return f"{flag} {out} is {what}a filesystem root ({folder}): choose a folder of its own"
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError, OSError):        # no home folder known
+        home = None
+    if not file and folder == home:
+        return f"{flag} {out} is your home folder itself: choose a folder of its own inside it"
+    return None
 
 
 def _write_failure(e: BaseException) -> str:

@@ -21,7 +21,7 @@ from vit.data.loading import DataError
 from vit.data.specs import FOLDER, SPECS, DatasetSpec, builtin_spec
 from vit.device import pick_device
 from vit.model import PRESETS, ViTConfig
-from vit.storage import SaveError, StorageError
+from vit.storage import SaveError, StorageError, out_problem
 from vit.training.config import (
     TrainConfig,
     TrainingError,
@@ -148,6 +148,9 @@ def parse_args(argv=None) -> tuple[TrainConfig, ViTConfig]:
     if not tc.out:       # an image folder's model is named after the folder
         name = Path(tc.data_dir).resolve().name if tc.dataset == FOLDER else tc.dataset
         tc.out = f"checkpoints/{name}"
+    problem = out_problem(tc.out)          # not the app's folder of models, /, or home itself
+    if problem:
+        parser.error(problem)
     return tc, mc
 
 

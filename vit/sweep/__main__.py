@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 from vit.data.specs import SPECS
+from vit.storage import out_problem
 from vit.sweep import backends, grid, report
-from vit.sweep.runs import Plan
+from vit.sweep.runs import Plan, absolute_paths, refusal
 from vit.training.config import FOLDER
 
 RECORD = "sweep.json"
@@ -74,17 +75,24 @@ def check_record(out: Path, record: dict) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def plan_sweep(argv: list[str]) -> tuple[argparse.Namespace, Plan, list[grid.Run], dict, dict]:
+    """The sweep's flags -> (its arguments, the plan, the runs, the settings varied, the record
+    for sweep.json), every check done: a bad flag, a bad --vary, an --out that is refused or
+    holds another sweep or a model the sweep did not start exit with one line (status 2) before
+    anything is written or trained. Every path in the plan is absolute, in this working folder."""
     own, trainer_flags = split_argv(argv)
     parser = build_parser()
     args = parser.parse_args(own)
     if args.epochs < 1 or args.subset < 0 or args.threads < 1 or args.jobs < 0:
         parser.error("--epochs and --threads must be at least 1; --subset and --jobs at least 0")
-    out = Path(args.out)
-    base = ["--dataset", args.data, "--data-dir", args.data_dir, "--epochs", str(args.epochs),
-            "--subset", str(args.subset), "--download" if args.download else "--no-download",
-            *trainer_flags]
+    problem = out_problem(args.out)       # not the app's folder of models, /, or home itself
+    if problem:
+        parser.error(problem)
+    out = Path(os.path.abspath(args.out))
+    base = absolute_paths(
+        ["--dataset", args.data, "--data-dir", args.data_dir, "--epochs", str(args.epochs),
+         "--subset", str(args.subset), "--download" if args.download else "--no-download",
+         *trainer_flags])
     try:
         vary = grid.parse_vary(args.vary)
         runs = grid.expand(vary)
@@ -95,13 +103,21 @@ def main(argv: list[str] | None = None) -> int:
               "trainer_flags": trainer_flags, "vary": {k: list(v) for k, v in vary.items()},
               "command": "python -m vit.sweep " + shlex.join(argv)}
     problem = check_record(out, record)
+    plan = Plan(out, base, args.epochs, args.threads)
+    problem = problem or next(filter(None, (refusal(plan, run) for run in runs)), None)
     if problem:
         parser.error(problem)
+    return args, plan, runs, vary, record
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args, plan, runs, vary, record = plan_sweep(argv)
+    out = plan.out
     out.mkdir(parents=True, exist_ok=True)
     (out / RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
     jobs = args.jobs or max(1, (os.cpu_count() or 1) // args.threads)
-    plan = Plan(out, base, args.epochs, args.threads)
     where = (f"Ray ({args.ray_address or 'a local instance'})" if args.backend == "ray"
              else f"{min(jobs, len(runs))} at a time")
     print(f"{len(runs)} runs of {args.epochs} epoch(s) on {args.data}"

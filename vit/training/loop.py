@@ -26,6 +26,7 @@ from vit.device import pick_device
 from vit.explain import calibration as cal
 from vit.model import ViT, ViTConfig
 from vit.scoring import evaluate, predict_logits, score
+from vit.storage import out_problem, remove_stale_temporaries
 from vit.training import distributed, snapshots
 from vit.training.batches import Batch, epoch_order, make_batch, prepare_data
 from vit.training.config import (
@@ -318,9 +319,15 @@ def train(tc: TrainConfig, mc: ViTConfig, argv: list[str] | None = None,
                or memory_problem(tc, mc, device, d.world, local_processes(d, device)))
     if problem:
         raise TrainingError(problem)
+    problem = out_problem(tc.out)
+    if problem:
+        raise TrainingError(problem)
     check_writable(Path(tc.out))
     with exclusive(Path(tc.out), d.main):
         saved = preflight(tc, mc)
+        if d.main:       # what a kill -9 mid-save left: no one else writes here while we hold the lock
+            for sub in ("", "best", STATE_FILE.parent, snapshots.FOLDER):
+                remove_stale_temporaries(Path(tc.out) / sub)
         device = distributed.setup(d, device, tc.dist_timeout)
         try:
             result = _train(tc, spec, mc, argv, d, device, saved, should_stop, started)

@@ -9,14 +9,18 @@
 |                         |         | more than the process's open-file limit allows)           |
 | VIT_UPLOADS_PER_MINUTE  | 30      | uploads per visitor (address) a minute                    |
 | VIT_UPLOADS_IN_FLIGHT   | 4       | uploads being received at once                            |
-| VIT_UPLOAD_CACHE_MB     | 1000    | the upload folder (oldest uploads deleted first)          |
+| VIT_UPLOAD_CACHE_MB     | 1000    | the folder of uploads and answer pictures (oldest first;  |
+|                         |         | never the page's own files)                               |
+| VIT_MONITORING          | 0       | 1: serve Gradio's monitoring routes (else 404)            |
 
 Fixed: an upload request says its size and carries at most 50 MB (`MAX_FILE_BYTES`, one
 file's worth); any other request's body at most `MAX_REQUEST_BYTES`; a body must keep arriving
 (vit/ui/uploads.py `paced`); a connection that sends no complete request within
 `FIRST_REQUEST_SECONDS` is closed; uploads and pictures are deleted an hour after they were made
 (checked every half hour); a session id is at most 64 characters of [A-Za-z0-9_-]; a session
-leaves at most `MAX_WAITING` answers unread. Decoding: vit/preprocessing/ `open_image`.
+leaves at most `MAX_WAITING` answers unread; a visitor holds at most half of VIT_QUEUE_SIZE's
+waiting places; an event names one of the page's events. Decoding: vit/preprocessing/
+`open_image`. Values inside a request: vit/ui/boundary.py.
 """
 from __future__ import annotations
 

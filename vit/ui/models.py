@@ -37,9 +37,9 @@ def _public(message: str, folder: Path, name: str) -> str:
 
 
 class Models:
-    """`root`: a folder of checkpoint folders, each named by its folder; `hub`: Hub ids
-    ("user/repo", vit/hub.py: from the Hub cache, downloaded there if need be), each named by its
-    id."""
+    """`root`: a folder of checkpoint folders, each named by its folder; `hub`: Hub models
+    ("user/repo" or "hf://user/repo": a Hub id by definition here; vit/hub.py: from the Hub cache,
+    downloaded there if need be), each named by its id."""
 
     def __init__(self, root, device=None, warn=None, hub=()):
         self.root = Path(root)
@@ -54,7 +54,8 @@ class Models:
             raise NoModelsError(f"no checkpoints folder {self.root.name!r}: {HOW_TO_GET_ONE}, "
                                 f"or set VIT_CHECKPOINTS to a folder of checkpoint folders")
         found = [(p.parent.name, p.parent) for p in sorted(self.root.glob("*/config.json"))]
-        for name, folder in found + [(hub_id, hub_id) for hub_id in hub]:
+        ids = [h.removeprefix("hf://") for h in hub]
+        for name, folder in found + [(hub_id, "hf://" + hub_id) for hub_id in ids]:
             try:
                 folder = checkpoint_folder(folder)
                 config = read_config(folder)
