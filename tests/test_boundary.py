@@ -270,7 +270,7 @@ def fake_queue(visitors):
     events = []
     for who in visitors:
         e = Event.__new__(Event)
-        e.request = SimpleNamespace(scope={"headers": [(b"x-forwarded-for", who.encode())]})
+        e.request = SimpleNamespace(scope={"headers": [], "client": (who, 1)})
         events.append(e)
     queue = SimpleNamespace(event_queue_per_concurrency_id={"a": SimpleNamespace(queue=events)},
                             pending_event_ids_session={})
@@ -289,6 +289,10 @@ def test_one_visitor_cannot_fill_the_queue():
     honest = {**scope, "headers": [(b"x-forwarded-for", b"1.1.1.1")]}
     assert gate._refusal(greedy, body)[0] == 429
     assert gate._refusal(honest, body) is None
+    app = fake_queue(["127.0.0.1"] * 8)              # a person's own scripts on their machine
+    mine = {"app": app, "path": "/gradio_api/queue/join", "headers": [],
+            "client": ("127.0.0.1", 5000)}
+    assert gate._refusal(mine, body) is None
 
 
 def test_the_visitor_is_the_proxys_hop_even_with_two_header_lines():

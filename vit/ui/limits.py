@@ -112,6 +112,16 @@ def waiting_from(scope, who: str) -> int:
                if getattr(e, "request", None) is not None and visitor_of(e.request.scope) == who)
 
 
+def local(who: str) -> bool:
+    """Whether a visitor is this machine itself (no proxy in front named anyone else): a person's
+    own scripts and pages share no queue with the public."""
+    import ipaddress
+    try:
+        return ipaddress.ip_address(who).is_loopback
+    except ValueError:
+        return False
+
+
 def parsed_json(body: bytes):
     """A body's JSON, or None where it is none (Gradio answers malformed JSON itself, in one
     line). Raises RecursionError for JSON nested too deeply to parse."""
@@ -161,9 +171,9 @@ class RequestLimits:
     """ASGI middleware: a POST body (other than an upload: vit/ui/uploads.py) is at most
     MAX_REQUEST_BYTES, keeps arriving (`paced`) and is JSON Python can parse; an event names one
     of the page's events, its session id is well formed, that session has not left MAX_WAITING
-    answers unread and its visitor has at most `per_visitor` events waiting in the queue (one
-    client sending drawings as fast as it can filled it for everyone) — before Gradio parses or
-    keeps any. Gradio's routes this app does not offer answer 404."""
+    answers unread and its visitor (unless it is this machine) has at most `per_visitor` events
+    waiting in the queue (one client sending drawings as fast as it can filled it for everyone)
+    — before Gradio parses or keeps any. Gradio's routes this app does not offer answer 404."""
 
     def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES, per_visitor: int = 8):
         self.app, self.max_bytes, self.per_visitor = app, max_bytes, per_visitor
@@ -228,7 +238,8 @@ class RequestLimits:
         if too_many_waiting(scope, sid):
             return 429, (f"More than {MAX_WAITING} answers are waiting for this session to read "
                          f"them; read them first.")
-        if waiting_from(scope, visitor_of(scope)) >= self.per_visitor:
+        who = visitor_of(scope)
+        if not local(who) and waiting_from(scope, who) >= self.per_visitor:
             return 429, (f"You have {self.per_visitor} requests waiting already; wait for their "
                          f"answers.")
         return None
