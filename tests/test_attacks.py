@@ -650,3 +650,42 @@ def post(url: str, body: bytes, headers: dict | None = None) -> tuple[int, str]:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
+
+
+@pytest.mark.parametrize("hops, header, visitor", [
+    (1, b"6.6.6.6, 203.0.113.9", "203.0.113.9"),              # a Space: its proxy appends
+    (2, b"6.6.6.6, 203.0.113.9, 198.51.100.1", "203.0.113.9"),  # a CDN's hop after the client's
+    (2, b"203.0.113.9", "203.0.113.9"),                      # fewer hops than proxies: the first
+    (0, b"6.6.6.6", "172.16.0.1"),                           # no proxy: the header is words
+])
+def test_the_visitor_behind_a_chain_of_trusted_proxies(monkeypatch, hops, header, visitor):
+    """Issue 37: with a CDN and an ingress in front, the last hop was the CDN's address and
+    every visitor shared one limit. VIT_TRUSTED_PROXIES says how many hops the proxies add."""
+    monkeypatch.setattr(uploads, "TRUSTED_HOPS", hops)
+    scope = {"headers": [(b"x-forwarded-for", header)], "client": ("172.16.0.1", 1)}
+    assert uploads.visitor_of(scope) == visitor
+
+
+def test_this_machines_own_scripts_are_not_throttled_as_the_public(tmp_path):
+    """Issue 37: a local script classifying 60 images got HTTP 429 after 30. A request naming
+    any forwarded address is not local, even from 127.0.0.1 (a proxy on this machine)."""
+    import asyncio
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+    limits = uploads.UploadLimits(app, per_visitor=3, cache_bytes=10**9, max_file_bytes=10,
+                                  folder=tmp_path)
+
+    def post(headers):
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+        scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload",
+                 "client": ("127.0.0.1", 1), "headers": [(b"content-length", b"0"), *headers]}
+        asyncio.run(limits(scope, None, send))
+        return sent[0]["status"]
+    assert [post([]) for _ in range(10)] == [200] * 10
+    proxied = [(b"x-forwarded-for", b"127.0.0.1")]
+    assert [post(proxied) for _ in range(4)] == [200, 200, 200, 429]

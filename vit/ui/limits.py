@@ -7,11 +7,13 @@
 | VIT_QUEUE_SIZE          | 16      | events waiting for a worker; more are told "busy"         |
 | VIT_CONNECTIONS         | 2000    | open HTTP connections; more get 503 at once (and never    |
 |                         |         | more than the process's open-file limit allows)           |
-| VIT_UPLOADS_PER_MINUTE  | 30      | uploads per visitor (address) a minute                    |
+| VIT_UPLOADS_PER_MINUTE  | 30      | uploads per visitor (address; not this machine) a minute  |
 | VIT_UPLOADS_IN_FLIGHT   | 4       | uploads being received at once                            |
 | VIT_UPLOAD_CACHE_MB     | 1000    | the folder of uploads and answer pictures (oldest first;  |
 |                         |         | never the page's own files)                               |
 | VIT_MONITORING          | 0       | 1: serve Gradio's monitoring routes (else 404)            |
+| VIT_TRUSTED_PROXIES     | 1       | proxies in front that append to X-Forwarded-For (a Space: |
+|                         |         | 1; 0: none, the socket's peer is the visitor)             |
 
 Fixed: an upload request says its size and carries at most 50 MB (`MAX_FILE_BYTES`, one
 file's worth); any other request's body at most `MAX_REQUEST_BYTES`; a body must keep arriving
@@ -32,8 +34,9 @@ from dataclasses import dataclass
 from starlette.requests import ClientDisconnect
 
 from vit.preprocessing.decode import MAX_FILE_BYTES
+from vit.ui import uploads
 from vit.ui.models import StartupError
-from vit.ui.uploads import UploadLimits, paced, plain, visitor_of
+from vit.ui.uploads import UploadLimits, local, paced, plain, visitor_of
 
 MAX_REQUEST_BYTES = 2_000_000       # a drawing's PNG is a few KB; a photo on the canvas ~0.5 MB
 FIRST_REQUEST_SECONDS = 10
@@ -63,6 +66,7 @@ class Limits:
     uploads_per_minute: int = 30
     uploads_in_flight: int = 4
     upload_cache_mb: int = 1000
+    trusted_proxies: int = 1
 
     @classmethod
     def from_env(cls) -> "Limits":
@@ -73,12 +77,14 @@ class Limits:
                                               1, 100_000),
                    uploads_in_flight=env_int("VIT_UPLOADS_IN_FLIGHT", cls.uploads_in_flight,
                                              1, 1000),
+                   trusted_proxies=env_int("VIT_TRUSTED_PROXIES", cls.trusted_proxies, 0, 10),
                    upload_cache_mb=env_int("VIT_UPLOAD_CACHE_MB", cls.upload_cache_mb,
                                            2 * MAX_FILE_BYTES // 1_000_000, 10_000_000))
 
     def middleware(self) -> list:
         """For `launch(app_kwargs={"middleware": …})`: outermost first."""
         from starlette.middleware import Middleware
+        uploads.TRUSTED_HOPS = self.trusted_proxies         # who a visitor is, process-wide
         # One visitor may hold half the queue's waiting places, never all of them.
         return [Middleware(RequestLimits, per_visitor=max(2, self.queue_size // 2)),
                 Middleware(UploadLimits, per_visitor=self.uploads_per_minute,
@@ -110,16 +116,6 @@ def waiting_from(scope, who: str) -> int:
         return 0
     return sum(1 for q in queues for e in list(q.queue)
                if getattr(e, "request", None) is not None and visitor_of(e.request.scope) == who)
-
-
-def local(who: str) -> bool:
-    """Whether a visitor is this machine itself (no proxy in front named anyone else): a person's
-    own scripts and pages share no queue with the public."""
-    import ipaddress
-    try:
-        return ipaddress.ip_address(who).is_loopback
-    except ValueError:
-        return False
 
 
 def parsed_json(body: bytes):
@@ -239,7 +235,7 @@ class RequestLimits:
             return 429, (f"More than {MAX_WAITING} answers are waiting for this session to read "
                          f"them; read them first.")
         who = visitor_of(scope)
-        if not local(who) and waiting_from(scope, who) >= self.per_visitor:
+        if not local(scope) and waiting_from(scope, who) >= self.per_visitor:
             return 429, (f"You have {self.per_visitor} requests waiting already; wait for their "
                          f"answers.")
         return None
