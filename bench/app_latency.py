@@ -48,9 +48,12 @@ def pct(xs, q):
 
 def in_process(n: int) -> None:
 
+    import torch
+
     from vit.data.examples import render_digit
     from vit.ui import create_app
-    page = create_app(threads=1).page            # one torch thread, as the app runs
+    torch.set_num_threads(1)                # one torch thread, as app.py runs the app
+    page = create_app().page
     from vit.ui.canvas import drawing_value
     ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
     value = drawing_value(ink)                       # what the page's canvas sends

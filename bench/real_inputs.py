@@ -1,4 +1,4 @@
-"""How the bundled models read what people actually upload (vit/data/realistic.py): enlarged
+"""How the bundled models read what people actually upload (bench/realistic.py): enlarged
 low-resolution scans and paper photos of MNIST test digits, CIFAR-10 test photos framed four
 ways, and pictures from outside each model's classes. Every input goes through the app's own
 path (`Predictor.analyse`: preprocessing, calibrated probabilities, "not one of these").
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vit.data import realistic
+from bench import realistic
 from vit.data.loading import load_split
 from vit.inference import Predictor
 from vit.preprocessing.decode import PreprocessError

@@ -65,7 +65,7 @@ def main() -> None:
           f"(max {max(ms):.0f}, n={args.n})")
 
     from vit.ui import create_app
-    page = create_app(folder.parent, args.data_dir, threads=1).page
+    page = create_app(folder.parent, args.data_dir).page
     visit = page.visit()                             # the app's one model, "ck"
     page.testset_view(visit, "mistakes", -1, -1, progress=lambda *a, **k: None)
     ms = []

@@ -103,6 +103,10 @@ atexit.register(shutil.rmtree, os.environ["VIT_CACHE_DIR"], ignore_errors=True)
 # create_app sets torch's thread count for the whole process (one per request, VIT_THREADS):
 # each test starts from torch's own default instead of whatever an earlier test's app left (the
 # full test sets were scored on one thread of two after any app test: ~1.8x slower).
+# Under pytest-xdist each worker is a process of its own: one thread each, or two workers on two
+# cores would run four threads that fight.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 DEFAULT_THREADS = torch.get_num_threads()
 
 
@@ -153,17 +157,19 @@ def app_server(tiny_data):
     """`python app.py` on a free port, as the README starts it. Yields (process, url).
     Its test-set tab browses the tiny data set (80 images: quick to test the first time)."""
     ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "app-server.log", "w")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")            # one server per xdist worker
+    name = f"app-server-{worker}.log" if worker else "app-server.log"
+    log = open(ARTIFACTS / name, "w")
     # The suite uploads far more a minute than a person (the limit: tests/test_attacks.py).
     proc, url = start_app([], {"VIT_DATA_DIR": str(tiny_data), "VIT_UPLOADS_PER_MINUTE": "10000"},
-                          log, "see artifacts/app-server.log")
+                          log, f"see artifacts/{name}")
     yield proc, url
     proc.terminate()
     proc.wait(timeout=20)
     log.close()
     # The server must never print a traceback at a user, whatever the tests sent it. (uvicorn
     # logs a browser that closes mid-upload as ClientDisconnect: the client left, nothing broke.)
-    blocks = (ARTIFACTS / "app-server.log").read_text().split("Traceback (most recent call last)")
+    blocks = (ARTIFACTS / name).read_text().split("Traceback (most recent call last)")
     crashes = [b for b in blocks[1:] if "starlette.requests.ClientDisconnect" not in b]
     assert not crashes, crashes[0][-2000:]
 

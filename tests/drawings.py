@@ -12,7 +12,7 @@ import math
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from vit.data import realistic
+from bench import realistic
 
 # Letters that don't look like any digit (no O, I, l, S, Z, B, G, q, g, b…).
 LETTERS = "AEFHKMNRWXYkmwx"

@@ -16,7 +16,7 @@ from vit.ui.render import COMPARE, NO_SECOND
 
 @pytest.fixture(scope="module")
 def page():
-    return create_app(threads=1).page
+    return create_app().page
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 a fresh virtual environment (its other packages from this one's, nothing downloaded) gives every
 CLI as a command — vit-train, vit-evaluate, vit-predict, vit-convert, vit-export, vit-publish,
 vit-data, vit-fit-typical, vit-sweep — each answering --help, vit-predict reading a digit with a bundled
-checkpoint, and the page's style and canvas script inside the package (the app reads them at start-up)."""
+checkpoint, and the page's style and canvas script inside the package (the app reads them at start-up);
+the installed app finding the bundled checkpoints; every command run from a folder of the user's own
+with relative paths, its files landing there."""
 import shutil
 import subprocess
 import sys
@@ -25,6 +27,8 @@ def venv(tmp_path_factory):
     shutil.copytree(ROOT / "vit", source / "vit", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "checkpoints", source / "checkpoints",     # the wheel's data-files
+                    ignore=shutil.ignore_patterns("best", "snapshots", "train_state"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps",
                     "--no-build-isolation", "-q", "-w", str(tmp / "dist")], check=True,
                    capture_output=True, cwd=tmp, timeout=300)
@@ -57,3 +61,53 @@ def test_the_installed_package_reads_a_digit_and_has_the_pages_files(venv):
     assert where.returncode == 0, where.stderr[-500:]
     path, has_css = where.stdout.split()
     assert str(ROOT) not in path and has_css == "True"
+
+
+def run(bin_dir, cli, *args, cwd, timeout=300):
+    r = subprocess.run([str(bin_dir / cli), *map(str, args)], capture_output=True, text=True,
+                       cwd=cwd, timeout=timeout)
+    assert r.returncode == 0, f"{cli} {' '.join(map(str, args))}: {r.stderr[-800:]}"
+    return r.stdout
+
+
+def test_the_installed_app_finds_the_bundled_checkpoints(venv):
+    """Issue 37: an installed create_app() looked for checkpoints/ inside site-packages."""
+    bin_dir, tmp = venv
+    code = ("from vit.ui import create_app; d = create_app(device='cpu'); "
+            "print(' '.join(d.page.models.names)); import vit.storage as s; print(s.BUNDLED)")
+    out = run(bin_dir, "python", "-c", code, cwd=tmp).split("\n")
+    assert sorted(out[0].split()) == ["cifar10", "fashion-mnist", "mnist"], out
+    assert str(ROOT) not in out[1] and "share/vit-explorer/checkpoints" in out[1]
+
+
+def test_every_command_works_from_the_users_folder_with_relative_paths(venv):
+    """Issue 37: run from one's own folder with a relative --out, the sweep trained into the
+    repository's runs/ and reported both runs failed. Each installed command, from a folder of
+    the user's with relative paths: its files land there, nothing in the repository."""
+    from conftest import TINY_MODEL, write_dataset
+    bin_dir, tmp = venv
+    work = tmp / "mine"
+    write_dataset(work / "data")
+    render_digit("4").save(work / "4.png")
+    before = set((ROOT / "runs").rglob("*")) if (ROOT / "runs").exists() else set()
+    small = ["--batch-size", "40", "--eval-batch-size", "40", "--val-size", "40",
+             "--negatives", "16", "--snapshots", "none", "--threads", "1"]
+    tiny = [*TINY_MODEL, "--epochs", "1", *small]
+    run(bin_dir, "vit-train", "--data-dir", "data", "--out", "runs/a", *tiny, cwd=work)
+    assert (work / "runs" / "a" / "model.safetensors").is_file()
+    assert "accuracy" in run(bin_dir, "vit-evaluate", "--checkpoint", "runs/a", "--data-dir",
+                             "data", cwd=work).lower()
+    assert run(bin_dir, "vit-predict", "4.png", "--checkpoint", "runs/a", cwd=work).startswith("4.png")
+    run(bin_dir, "vit-export", "runs/a", "--out", "a.onnx", cwd=work)
+    assert (work / "a.onnx").is_file()
+    run(bin_dir, "vit-fit-typical", "runs/a", "--data-dir", "data", cwd=work)
+    run(bin_dir, "vit-publish", "card", "runs/a", cwd=work)
+    assert (work / "runs" / "a" / "README.md").is_file()
+    run(bin_dir, "vit-data", "--data-dir", "data", "--no-download", cwd=work)
+    run(bin_dir, "vit-sweep", "--data", "mnist", "--data-dir", "data", "--vary", "heads=1,2",
+        "--epochs", "1", "--out", "sw", "--threads", "1", "--jobs", "1", "--", "--dim", "16",
+        "--depth", "1", "--mlp-dim", "16", *small[:-2], cwd=work, timeout=600)
+    assert (work / "sw" / "results.csv").is_file()
+    assert len(list((work / "sw").glob("*/model.safetensors"))) == 2
+    after = set((ROOT / "runs").rglob("*")) if (ROOT / "runs").exists() else set()
+    assert after == before, "a command wrote into the repository"

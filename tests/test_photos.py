@@ -21,7 +21,7 @@ import torch
 from conftest import HAS_MNIST, ROOT, SHARED_DATA
 from PIL import Image
 
-from vit.data import realistic
+from bench import realistic
 from vit.data.examples import render_digit
 from vit.preprocessing import normalize_image
 from vit.preprocessing.decode import PreprocessError, decode
@@ -30,7 +30,7 @@ from vit.preprocessing.paper import NO_INK_IN_PHOTO, _photo_ink, connected_runs
 
 
 def paper_photo(digit, rng, size=None) -> bytes:
-    """vit/data/realistic.py's photo of a digit on paper, without a narrow shadow band (those are
+    """bench/realistic.py's photo of a digit on paper, without a narrow shadow band (those are
     bench/real_inputs.py's and tests/test_real_inputs.py's)."""
     return realistic.paper_photo(digit, rng, size, bands=0)
 

@@ -1,5 +1,5 @@
 """What people actually upload, read by the bundled models through the app's own path
-(`Predictor.analyse`): the sets vit/data/realistic.py makes from each data set's test images
+(`Predictor.analyse`): the sets bench/realistic.py makes from each data set's test images
 (seeded, no downloads), and issue 25's goals.
 
 - MNIST: no enlarged low-resolution scan and no paper photo with a shadow band is refused with
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import HAS_MNIST, ROOT, SHARED_DATA, bundled_test_pass
 
-from vit.data import realistic
+from bench import realistic
 from vit.data.loading import DataError, load_split
 from vit.inference import Predictor
 from vit.preprocessing.decode import BlankInputError, PreprocessError

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -88,7 +89,19 @@ def remove_stale_temporaries(folder: Path, older_than_s: float = STALE_AFTER_S) 
 
 # --- where a command may write ----------------------------------------------------------------
 ROOT = Path(__file__).resolve().parent.parent        # the repository (or site-packages)
-BUNDLED = ROOT / "checkpoints"                        # the bundled models, which app.py serves
+
+
+def bundled_folder() -> Path:
+    """The bundled models, which app.py serves: the checkout's checkpoints/, or, installed with
+    `pip install .`, the copy the wheel put in <prefix>/share/vit-explorer/checkpoints
+    (pyproject.toml's data-files)."""
+    here = ROOT / "checkpoints"
+    if here.is_dir():
+        return here
+    return Path(sys.prefix) / "share" / "vit-explorer" / "checkpoints"
+
+
+BUNDLED = bundled_folder()
 
 
 def _served() -> list[tuple[Path, str]]:

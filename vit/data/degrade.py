@@ -3,7 +3,7 @@ scan enlarged (shrunk to 7-14 px, enlarged back: soft edges), few grey levels, b
 stretched too far or not far enough, and sensor noise. Each training image is degraded with
 probability `p`, at a random strength; a few ms a batch on a CPU.
 
-The tests measure the models on pictures made another way (vit/data/realistic.py: PIL resizes
+The tests measure the models on pictures made another way (bench/realistic.py: PIL resizes
 of dark-on-light pages, then the app's layout), so they measure what this teaches, not memory.
 """
 from __future__ import annotations

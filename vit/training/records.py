@@ -57,11 +57,6 @@ def write_metrics(path: Path, rows: list[dict]) -> None:
     atomic_write(path, write)
 
 
-def read_metrics(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def plot_curves(rows: list[dict], path: Path) -> None:
     """Loss and accuracy per epoch, as a PNG (matplotlib's object API: no pyplot state)."""
     from matplotlib.figure import Figure

@@ -17,12 +17,12 @@ import threading
 from pathlib import Path
 
 import gradio as gr
-import torch
 
 from vit.data.examples import write_examples
 from vit.device import pick_device
 from vit.preprocessing.decode import MAX_FILE_BYTES
 from vit.preprocessing.styles import STYLES
+from vit.storage import BUNDLED
 from vit.testset import data_dir_for_app
 from vit.ui import (
     boundary,
@@ -48,7 +48,7 @@ from vit.ui.gradio_patches import (
     short_errors,
     small_sessions,
 )
-from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
+from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, TESTSET, Page
 from vit.ui.pipeline import PipelineStrip
@@ -58,7 +58,6 @@ from vit.ui.tools import Tools
 from vit.ui.uploads import ROOM, pin
 from vit.ui.words import glossary_markdown
 
-ROOT = Path(__file__).resolve().parents[2]
 CSS = (Path(__file__).parent / "page.css").read_text()
 JS = (Path(__file__).parent / "page.js").read_text()       # the first-visit tour
 # A burst of requests must not make the next visitor wait for answers nobody will read: the
@@ -68,25 +67,24 @@ CONCURRENCY = 2
 SCROLL_TO_RESULT = "() => document.querySelector('#status')?.scrollIntoView({block: 'start'})"
 
 
-def create_app(checkpoints=None, data_dir=None, device=None, threads: int | None = None,
-               examples_dir=None, models: Models | None = None) -> gr.Blocks:
+def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
+               models: Models | None = None) -> gr.Blocks:
     """Build the page. `checkpoints`: a folder of checkpoint folders (default $VIT_CHECKPOINTS,
-    else the bundled checkpoints/); `data_dir`: where test sets are ($VIT_DATA_DIR, else data/);
-    `threads`: torch CPU threads ($VIT_THREADS, else 1: with two cores, two concurrent requests on
-    one thread each beat one request whose two threads fight the other's). Raises NoModelsError."""
+    else the bundled checkpoints/); `data_dir`: where test sets are ($VIT_DATA_DIR, else data/).
+    Process-wide settings (torch's CPU threads: VIT_THREADS) are the caller's: app.py sets
+    them. Raises StartupError."""
     never_rewrite_cached_images()
     hide_server_paths()
     mcp_tools(TOOL_NAMES)
     small_sessions()
     short_errors()
     limits = Limits.from_env()
-    torch.set_num_threads(threads or env_int("VIT_THREADS", 1, 1, 4 * (os.cpu_count() or 1)))
     try:
         device = pick_device(device or os.environ.get("VIT_DEVICE") or "auto")
     except ValueError as e:
         raise StartupError(f"VIT_DEVICE: {e}") from None
     hub = [h.strip() for h in os.environ.get("VIT_HUB_MODELS", "").split(",") if h.strip()]
-    models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", ROOT / "checkpoints"),
+    models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", BUNDLED),
                               device, hub=hub)
     data_dir = Path(data_dir) if data_dir else data_dir_for_app()
     # A fresh private folder (0700) per process, removed at exit: a fixed /tmp path could be

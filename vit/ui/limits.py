@@ -58,6 +58,12 @@ def env_int(name: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
+def threads_from_env() -> int:
+    """Torch CPU threads per request (VIT_THREADS, else 1: with two cores, two concurrent requests
+    on one thread each beat one request whose two threads fight the other's)."""
+    return env_int("VIT_THREADS", 1, 1, 4 * (os.cpu_count() or 1))
+
+
 @dataclass(frozen=True)
 class Limits:
     sessions: int = 2000

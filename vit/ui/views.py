@@ -42,23 +42,23 @@ def _fit(v, n: int, fallback: int) -> int:
     return min(max(v, 0), n - 1)
 
 
-def clamp(p: Predictor, layer, head, patch, first_layer: bool = False) -> tuple[int, int, int]:
+def clamp(p: Predictor, layer, head, patch) -> tuple[int, int, int]:
     """1-based slider values and a 0-based clicked patch -> valid 0-based (layer, head, patch)
     for this model: they may come from another model, an old page, or a client that sends
-    anything. What is not a number: the last layer (the first with `first_layer`), the first
+    anything. What is not a number: the last layer, the first
     head, the centre patch."""
     cfg = p.model.cfg
     layer = _fit(layer - 1 if isinstance(layer, (int, float)) else None, cfg.depth,
-                 0 if first_layer else cfg.depth - 1)
+                 cfg.depth - 1)
     head = _fit(head - 1 if isinstance(head, (int, float)) else None, cfg.heads, 0)
     return layer, head, _fit(patch, p.grid ** 2, centre_patch(p.grid))
 
 
-def snapped(p: Predictor, layer, head, first_layer: bool = False) -> tuple:
+def snapped(p: Predictor, layer, head) -> tuple:
     """Updates putting the layer and head sliders back in range when a typed value is out of it
     (the number box takes anything), else leaving them alone: a slider being dragged must never
     be pulled back to a value an earlier event saw."""
-    fixed = clamp(p, layer, head, None, first_layer)[:2]
+    fixed = clamp(p, layer, head, None)[:2]
     return tuple(gr.update() if isinstance(v, (int, float)) and v == f + 1 else gr.update(value=f + 1)
                  for v, f in zip((layer, head), fixed))
 

@@ -1,7 +1,8 @@
 """What people actually upload, made from a data set's own test images, seeded, no downloads:
 enlarged low-resolution scans of digits, digits written on paper and photographed, photos framed,
 enlarged or letterboxed, and pictures from outside a model's classes. `bench/real_inputs.py`
-and the tests measure the bundled models on these (docs/reliability.md).
+and the tests measure the bundled models on these (docs/reliability.md). Here, not in the
+library: nothing the app or the trainer runs needs it.
 
 Each maker takes a numpy Generator and returns what a person would hand the app: an encoded
 file (bytes) or a PIL image. The trainer does not use this module: a test set built from the
