@@ -535,14 +535,16 @@ def test_the_visitor_is_the_address_the_proxy_added_not_the_one_the_client_wrote
 
 # --- issue 36: raw protocol -------------------------------------------------------------------
 
-def join(base: str, api: str, data: list, event_data=None, sid: str | None = None) -> str:
+def join(base: str, api: str, data: list, event_data=None, sid: str | None = None,
+         state: bool = True) -> str:
     """One event through Gradio's own queue protocol (queue/join, then the session's stream),
     by the event's api_name (private ones too): its last message."""
     import uuid
     config = json.loads(urllib.request.urlopen(base + "config", timeout=30).read())
     fn = next(d["id"] for d in config["dependencies"] if d.get("api_name") == api)
     sid = sid or uuid.uuid4().hex[:16]
-    body = json.dumps({"data": [*data, None], "fn_index": fn, "event_data": event_data,
+    body = json.dumps({"data": [*data, None] if state else data, "fn_index": fn,
+                       "event_data": event_data,
                        "session_hash": sid, "trigger_id": None}).encode()
     req = urllib.request.Request(base + "gradio_api/queue/join", body,
                                  {"Content-Type": "application/json"})
@@ -689,3 +691,86 @@ def test_this_machines_own_scripts_are_not_throttled_as_the_public(tmp_path):
     assert [post([]) for _ in range(10)] == [200] * 10
     proxied = [(b"x-forwarded-for", b"127.0.0.1")]
     assert [post(proxied) for _ in range(4)] == [200, 200, 200, 429]
+
+
+# --- issue 36: the second attack on the finished change ----------------------------------------
+
+def raw(base: str, method: str, path: str, body: bytes | None = None,
+        headers: dict | None = None) -> tuple[int, str, dict]:
+    req = urllib.request.Request(base + path, body, {"Content-Type": "application/json",
+                                                     **(headers or {})}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read(2000).decode(errors="replace"), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(2000).decode(errors="replace"), dict(e.headers)
+
+
+def test_a_byte_order_mark_does_not_carry_a_body_past_the_checks(app_server):
+    """Python's json (which Gradio uses) reads a body led by a UTF-8 BOM; the checks skipped it:
+    a 1.9 MB session id was kept (+1.9 MB a request) and fn_index 9999 was an HTTP 500."""
+    base = app_server[1]
+    long_id = "\ufeff" + json.dumps({"data": [None], "fn_index": 1, "session_hash": "A" * 100_000})
+    status, said, _ = raw(base, "POST", "gradio_api/queue/join", long_id.encode())
+    assert status == 400 and "session_hash" in said
+    bad_fn = "\ufeff" + json.dumps({"data": [None], "fn_index": 9999, "session_hash": "abc"})
+    status, said, _ = raw(base, "POST", "gradio_api/queue/join", bad_fn.encode())
+    assert status == 422 and "fn_index" in said
+
+
+def test_every_route_gradio_answered_with_a_traceback_is_one_line(app_server):
+    """Unknown endpoints, events and sessions, a JavaScript-only event, several byte ranges:
+    HTTP 500 or a cut stream and tracebacks in the log (the fixture checks it at the end)."""
+    base = app_server[1]
+    config = json.loads(urllib.request.urlopen(base + "config", timeout=30).read())
+    js_only = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "js_fn")
+    cases = [
+        ("POST", "gradio_api/run/predict", {"data": [], "fn_index": 9999}, 422),
+        ("POST", "gradio_api/run/nonexistent", {"data": []}, 404),
+        ("POST", "gradio_api/call/nonexistent", {"data": []}, 404),
+        ("POST", "gradio_api/call/v2/nonexistent", {"x": 1}, 404),
+        ("POST", "gradio_api/component_server",
+         {"session_hash": "s", "component_id": 99999, "fn_name": "x", "data": None}, 404),
+        ("POST", "gradio_api/queue/join",
+         {"data": [], "fn_index": js_only, "session_hash": "abc"}, 422),
+        ("GET", "gradio_api/queue/data?session_hash=nobody", None, 404),
+        ("GET", "gradio_api/call/list_models/nosuchevent", None, 404),
+        ("GET", "gradio_api/dev/reload", None, 404),
+    ]
+    for method, path, body, want in cases:
+        status, said, _ = raw(base, method, path, None if body is None else json.dumps(body).encode())
+        assert status == want and "\n" not in said.strip(), (path, status, said[:200])
+
+
+def test_queued_events_never_run_past_the_queue(app_server):
+    """Gradio opens POST …/run/<api> wherever it is not on a Space: queued events, private ones
+    too, ran with no queue size, no concurrency limit and no per-visitor share."""
+    status, said, _ = raw(app_server[1], "POST", "gradio_api/run/analyse_drawing",
+                          json.dumps({"data": [None, "mnist", True, 1, 1, None]}).encode())
+    assert status != 200 and "queue" in said.lower()
+
+
+def test_a_ranged_file_request_gets_the_whole_file_and_no_echo(app_server):
+    """Gradio's ranged answer failed on several ranges (HTTP 500) and copied every request
+    header into the response (a cookie too)."""
+    base = app_server[1]
+    config = json.loads(urllib.request.urlopen(base + "config", timeout=30).read())
+    url = next(v["image"]["url"] for c in config["components"]
+               for v in (c.get("props", {}).get("value") or []) if isinstance(v, dict) and
+               isinstance(v.get("image"), dict) and v["image"].get("url"))
+    path = url.split("/", 3)[3]
+    for ranges in ("bytes=0-1,3-4", "bytes=0-10"):
+        status, _, headers = raw(base, "GET", path, None, {"Range": ranges, "X-Echo": "echoed",
+                                                           "Cookie": "secret=abc"})
+        assert status == 200, (ranges, status)
+        assert "echoed" not in str(headers) and "secret" not in str(headers)
+
+
+@pytest.mark.parametrize("event_data", [{"value": None}, {"index": 0}, "s", [1, 2],
+                                        {"index": float("inf"), "value": None}])
+def test_a_click_of_any_shape_is_one_line(app_server, event_data):
+    """gr.SelectData read `index` and `value` of whatever was sent (KeyError, TypeError), and
+    the examples' click was not parsed at all (OverflowError at Infinity)."""
+    for api, data, state in (("pick_patch", [], True), ("load_example", ["mnist"], False)):
+        said = join(app_server[1], api, data, event_data=event_data, state=state)
+        assert "not at a place" in said or '"data"' in said, (api, said)

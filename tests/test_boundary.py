@@ -40,7 +40,8 @@ def parse(fn, *args):
     return boundary.parsed(fn, NAMES)(*args)
 
 
-@pytest.mark.parametrize("value", [JUNK, "7", float("nan"), float("inf"), True, {"a": 1}])
+@pytest.mark.parametrize("value", [JUNK, "7", float("nan"), float("inf"), True, {"a": 1},
+                                   10 ** 400])
 def test_a_slider_is_an_int_in_range_or_one_line(value):
     def explore(visit, layer, head):
         return layer, head
@@ -75,8 +76,8 @@ def test_every_value_a_handler_keeps_arrives_as_its_type():
                 assert "\n" not in e.message and len(e.message) < 120, (p, e.message)
 
 
-@pytest.mark.parametrize("index", [float("inf"), float("nan"), 10 ** 30, [1, "x"], [1, 2, 3],
-                                   {"path": "/etc/passwd"}, "3"])
+@pytest.mark.parametrize("index", [float("inf"), float("nan"), 10 ** 30, 10 ** 400, [1, "x"],
+                                   [10 ** 400, 1], [1, 2, 3], {"path": "/etc/passwd"}, "3", None])
 def test_a_click_anywhere_but_on_the_picture_is_one_line(index):
     """Finding 13: a gallery click at Infinity raised OverflowError at the client."""
     def show(visit, evt):
@@ -84,6 +85,27 @@ def test_a_click_anywhere_but_on_the_picture_is_one_line(index):
     with pytest.raises(gr.Error, match="not at a place"):
         parse(show, None, SimpleNamespace(index=index))
     assert parse(show, None, SimpleNamespace(index=4)) == 4
+
+
+def test_the_strips_taps_reach_their_handlers_and_nothing_else_does(tmp_path):
+    """The strip's value went through the canvas's parser (its parameter was called `value`):
+    every tap on a patch and every "one head" choice did nothing."""
+    from test_app_models import tiny
+
+    from vit.ui import create_app
+    from vit.ui.canvas import drawing_value
+    tiny(tmp_path / "mnist")
+    page = create_app(tmp_path, device="cpu").page
+    visit = page.visit()
+    page.analyse_drawing(visit, drawing_value(np.full((40, 40), 255, np.uint8)), "mnist", True,
+                         1, 1)
+    boundary.parsed(page.pick_strip_patch, page.models.names)(visit, {"pick": 3, "x": JUNK})
+    assert visit.record.patch == 3
+    out = boundary.parsed(page.pick_strip_head, page.models.names)(visit, {"layer": 2, "head": 2})
+    assert (out["layer"], out["head"]) == (2, 2)
+    for bad in (JUNK, {"pick": -1}, {"pick": 10 ** 400}, {}, "3"):
+        with pytest.raises(gr.Error, match="strip sends"):
+            boundary.parsed(page.pick_strip_patch, page.models.names)(visit, bad)
 
 
 def test_a_hostile_value_leaves_the_record_as_it_was(tmp_path):
@@ -274,7 +296,8 @@ def fake_queue(visitors):
         events.append(e)
     queue = SimpleNamespace(event_queue_per_concurrency_id={"a": SimpleNamespace(queue=events)},
                             pending_event_ids_session={})
-    blocks = SimpleNamespace(_queue=queue, fns={0: None, 1: None})
+    event = SimpleNamespace(fn=print, api_name="analyse_drawing")
+    blocks = SimpleNamespace(_queue=queue, fns={0: event, 1: event})
     return SimpleNamespace(get_blocks=lambda: blocks)
 
 

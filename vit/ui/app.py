@@ -47,6 +47,7 @@ from vit.ui.gradio_patches import (
     raise_file_limit,
     short_errors,
     small_sessions,
+    tolerant_clicks,
 )
 from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits
 from vit.ui.models import Models, StartupError
@@ -78,6 +79,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     mcp_tools(TOOL_NAMES)
     small_sessions()
     short_errors()
+    tolerant_clicks()
     limits = Limits.from_env()
     try:
         device = pick_device(device or os.environ.get("VIT_DEVICE") or "auto")
@@ -209,7 +211,8 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
         explained(on(pad.lift, page.analyse_drawing, [pad, model, *settings], ANALYSIS,
                      trigger_mode="always_last", show_progress="hidden",
                      api_name="analyse_drawing"))
-        draw.examples.select(page.load_example, [model], pad, **quiet)
+        draw.examples.select(boundary.parsed(page.load_example, models.names), [model], pad,
+                             **quiet)
         explained(on(upload.change, page.upload_changed, [upload, model, *settings], ANALYSIS,
                      show_progress="hidden", api_name="analyse_upload"))
         # A tab's answer follows its input: back on Draw, the canvas's drawing is answered again.
@@ -290,8 +293,11 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
                    api_name="explain_image")
         t_go.click(tools.list_models, None, t_models, api_name="list_models")
         # At load the example goes on the canvas, which sends it back like a drawing.
-        demo.load(page.first_view, model, pad, **quiet)
-    demo.queue(max_size=limits.queue_size, default_concurrency_limit=CONCURRENCY)
+        demo.load(boundary.parsed(page.first_view, models.names), model, pad, **quiet)
+    # api_open=False: an event of the queue never runs past it by POST …/run/<api> (Gradio
+    # opens those routes wherever it is not on a Space: no queue size, no per-visitor share).
+    demo.queue(max_size=limits.queue_size, default_concurrency_limit=CONCURRENCY,
+               api_open=False)
     demo.limits = limits
     demo.page = page                    # for tests and notebooks: the handlers over these models
     return demo

@@ -43,8 +43,12 @@ class BadValue(ValueError):
     never the value)."""
 
 
+MAX_NUMBER = 1e15            # JSON carries integers of any size: 10**400 is no float
+
+
 def _number(v, what: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+            (isinstance(v, int) and abs(v) > MAX_NUMBER) or not math.isfinite(v):
         raise BadValue(f"{what} must be a number.")
     return float(v)
 
@@ -135,11 +139,26 @@ def canvas(v) -> dict | None:
     return {"png": png, "seq": seq if ok_seq else None, "example": example if ok_example else None}
 
 
+def strip_choice(v) -> dict:
+    """The pipeline strip's value when tapped: {"pick": patch} or {"layer": l, "head": h}, small
+    whole numbers, nothing else kept."""
+    if not isinstance(v, dict):
+        raise BadValue('The strip sends {"pick": n} or {"layer": l, "head": h}.')
+    out = {k: v[k] for k in ("pick", "layer", "head") if k in v}
+    if not out or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_INDEX
+                          for n in out.values()):
+        raise BadValue('The strip sends {"pick": n} or {"layer": l, "head": h}.')
+    return out
+
+
 def selection(evt) -> SimpleNamespace:
     """A click (gr.SelectData) -> its index alone: a position in a gallery (an int) or a point
     on a picture ((x, y) floats)."""
     index = getattr(evt, "index", None)
-    if isinstance(index, (int, float)) and not isinstance(index, bool):
+    if isinstance(index, int) and not isinstance(index, bool):
+        if 0 <= index < MAX_INDEX:
+            return SimpleNamespace(index=index)
+    elif isinstance(index, float):
         if math.isfinite(index) and index == int(index) and 0 <= index < MAX_INDEX:
             return SimpleNamespace(index=int(index))
     elif isinstance(index, (list, tuple)) and len(index) == 2:
@@ -162,7 +181,7 @@ def parsers(names) -> dict:
             "second": functools.partial(second_model, names=names), "heads": heads_off,
             "kind": test_kind, "true": class_index, "pred": class_index,
             "cls": functools.partial(flag, what="Follow [CLS]"), "at": percent,
-            "evt": selection}
+            "strip": strip_choice, "evt": selection}
 
 
 def parsed(fn, names):

@@ -49,6 +49,9 @@
    and fetches any URL an agent gives for a file parameter, on the server. `mcp_tools` offers the
    agents' tools alone (vit/ui/tools.py), which take pictures as base64 and fetch nothing; and
    it hands a tool's several outputs over one by one (Gradio sent them as one text line).
+12. `gr.SelectData` read a click's `index` and `value` from whatever a client sent, before any
+   handler: a missing key or a list was a KeyError or TypeError with a traceback.
+   `tolerant_clicks` makes them None (a click at no place: one line, vit/ui/boundary.py).
 """
 from __future__ import annotations
 
@@ -202,6 +205,24 @@ class ImageFile(gr.File):
 
     def preprocess(self, payload):
         return None if payload is None else received_file(payload)
+
+
+def tolerant_clicks() -> None:
+    """Patch 12 (idempotent): gr.SelectData read `event_data["index"]` and `["value"]` of whatever
+    a client sent, before any handler: a missing key or a list raised KeyError or TypeError
+    with a traceback. Anything else is a click at no place, which vit/ui/boundary.py refuses
+    in one line."""
+    if "clicks" in _patched:
+        return
+    from gradio.events import SelectData
+    init = SelectData.__init__
+
+    def __init__(self, target, data):
+        data = data if isinstance(data, dict) else {}
+        init(self, target, {"index": None, "value": None, **data})
+
+    SelectData.__init__ = __init__
+    _patched.add("clicks")
 
 
 def small_sessions() -> None:

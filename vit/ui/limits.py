@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from starlette.requests import ClientDisconnect
 
 from vit.preprocessing.decode import MAX_FILE_BYTES
-from vit.ui import uploads
+from vit.ui import routes, uploads
 from vit.ui.models import StartupError
 from vit.ui.uploads import UploadLimits, local, paced, plain, visitor_of
 
@@ -125,9 +125,11 @@ def waiting_from(scope, who: str) -> int:
 
 
 def parsed_json(body: bytes):
-    """A body's JSON, or None where it is none (Gradio answers malformed JSON itself, in one
-    line). Raises RecursionError for JSON nested too deeply to parse."""
-    if body.lstrip()[:1] not in (b"{", b"["):
+    """A body's JSON as Gradio will read it (json.loads of the bytes: UTF-8, -16 or -32, a
+    byte-order mark allowed — a check that looked for "{" first let a BOM-led body past every
+    check below), or None where it is none (Gradio answers that itself, in one line). Raises
+    RecursionError for JSON nested too deeply to parse."""
+    if not body.strip():
         return None
     try:
         return json.loads(body)
@@ -142,33 +144,6 @@ def session_problem(sid) -> str | None:
     return "session_hash must be 1-64 letters, digits, '-' or '_'."
 
 
-def event_problem(scope, obj) -> str | None:
-    """Why a queue/join body is refused before Gradio reads it, or None: its fn_index must name
-    one of the page's events (another number was an HTTP 500 with a traceback)."""
-    if not isinstance(obj, dict) or "fn_index" not in obj:
-        return None
-    fn = obj["fn_index"]
-    try:
-        known = scope["app"].get_blocks().fns
-    except (AttributeError, KeyError):
-        return None
-    if isinstance(fn, bool) or not isinstance(fn, int) or fn not in known:
-        return "fn_index must be the number of one of this page's events (see /config)."
-    return None
-
-
-# Gradio's routes this app does not offer: its monitoring dashboard and summary (function names
-# and counts, without login) unless VIT_MONITORING=1, and deep links (which tell whether a
-# session exists), never.
-NOT_OFFERED = re.compile(r"^(/gradio_api)?(/monitoring(/.*)?|/deep_link/?)$")
-
-
-def not_offered(path: str) -> bool:
-    if os.environ.get("VIT_MONITORING", "0").strip() == "1" and "/monitoring" in path:
-        return False
-    return bool(NOT_OFFERED.match(path))
-
-
 class RequestLimits:
     """ASGI middleware: a POST body (other than an upload: vit/ui/uploads.py) is at most
     MAX_REQUEST_BYTES, keeps arriving (`paced`) and is JSON Python can parse; an event names one
@@ -179,12 +154,19 @@ class RequestLimits:
 
     def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES, per_visitor: int = 8):
         self.app, self.max_bytes, self.per_visitor = app, max_bytes, per_visitor
+        self._joining: dict[str, int] = {}      # visitor -> events being pushed right now
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and not_offered(scope["path"]):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if routes.not_offered(scope["path"]):
             return await plain(send, 404, "Not offered by this app.")
-        if scope["type"] != "http" or scope["method"] != "POST" or \
-                scope["path"].rstrip("/").endswith("/upload"):
+        if scope["method"] == "GET":
+            problem = routes.get_problem(scope)
+            if problem:
+                return await plain(send, *problem)
+            return await self.app(routes.without_ranges(scope), receive, send)
+        if scope["method"] != "POST" or scope["path"].rstrip("/").endswith("/upload"):
             return await self.app(scope, receive, send)
         too_big = (413, f"A request here is at most {self.max_bytes // 1_000_000} MB; upload "
                         f"pictures as files.")
@@ -209,6 +191,11 @@ class RequestLimits:
         refusal = self._refusal(scope, body)
         if refusal is not None:
             return await plain(send, *refusal)
+        # Counted until Gradio has put the event in its queue: twelve joins sent at once all
+        # passed a count of the queue taken before any of them was in it.
+        who = visitor_of(scope) if routes.pushes_event(scope["path"]) else None
+        if who is not None:
+            self._joining[who] = self._joining.get(who, 0) + 1
         replayed = False
 
         async def replay():
@@ -222,6 +209,11 @@ class RequestLimits:
             return await self.app(scope, replay, send)
         except ClientDisconnect:          # the client left while Gradio read or answered
             return None
+        finally:
+            if who is not None:
+                self._joining[who] -= 1
+                if not self._joining[who]:
+                    del self._joining[who]
 
     def _refusal(self, scope, body: bytes) -> tuple[int, str] | None:
         try:
@@ -232,16 +224,17 @@ class RequestLimits:
         problem = session_problem(sid)
         if problem:
             return 400, problem
-        if not scope["path"].rstrip("/").endswith("/queue/join"):
-            return None
-        problem = event_problem(scope, obj)
+        problem = routes.post_problem(scope, obj)
         if problem:
-            return 422, problem
+            return problem
+        if not routes.pushes_event(scope["path"]):
+            return None
         if too_many_waiting(scope, sid):
             return 429, (f"More than {MAX_WAITING} answers are waiting for this session to read "
                          f"them; read them first.")
         who = visitor_of(scope)
-        if not local(scope) and waiting_from(scope, who) >= self.per_visitor:
+        if not local(scope) and \
+                waiting_from(scope, who) + self._joining.get(who, 0) >= self.per_visitor:
             return 429, (f"You have {self.per_visitor} requests waiting already; wait for their "
                          f"answers.")
         return None

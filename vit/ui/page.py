@@ -473,17 +473,17 @@ class Page:
             return {}
         return self._choose_patch(visit, patch_at(x, y, views.PICK_SIZE, p.grid))
 
-    def pick_strip_patch(self, visit: Visit, value):
+    def pick_strip_patch(self, visit: Visit, strip):
         """A tap on a patch in the pipeline strip (its value: {"pick": n}, 0-based)."""
-        patch = pipeline.picked(value)
+        patch = pipeline.picked(strip)
         if patch is None or patch >= self.predictor(visit.record.model).grid ** 2:
             return {}
         return self._choose_patch(visit, patch)
 
-    def pick_strip_head(self, visit: Visit, value):
+    def pick_strip_head(self, visit: Visit, strip):
         """The strip's "one head" menus (its value: {"layer": l, "head": h}, 1-based): the page's
         layer and head, as the sliders set them — and the sliders follow."""
-        chosen = pipeline.picked_head(value)
+        chosen = pipeline.picked_head(strip)
         if chosen is None:
             return {}
         layer, head = (v + 1 for v in views.clamp(self.predictor(visit.record.model), *chosen,
