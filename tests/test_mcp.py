@@ -132,3 +132,11 @@ def test_a_jpeg_is_read_not_refused_as_a_path(app_server):
     got = call(app_server[1], steps)
     assert not got.isError, got.content[0].text
     assert literal_eval(got.content[0].text)["answer"] == "4"
+
+
+def test_an_argument_of_the_wrong_type_is_not_quoted_back(app_server):
+    """Issue 36, second attack: 1.5 MB sent as `image` came back as 1.5 MB of error message."""
+    async def steps(s):
+        return await s.call_tool("classify_image", {"image": [0] * 300_000})
+    got = call(app_server[1], steps)
+    assert got.isError and len(got.content[0].text) <= 300

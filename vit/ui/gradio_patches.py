@@ -48,7 +48,8 @@
 11. Gradio's MCP server (`launch(mcp_server=True)`) offers every public endpoint as a tool,
    and fetches any URL an agent gives for a file parameter, on the server. `mcp_tools` offers the
    agents' tools alone (vit/ui/tools.py), which take pictures as base64 and fetch nothing; and
-   it hands a tool's several outputs over one by one (Gradio sent them as one text line).
+   it hands a tool's several outputs over one by one (Gradio sent them as one text line), and
+   its refusals are one line (the MCP library quoted a refused argument back whole).
 12. `gr.SelectData` read a click's `index` and `value` from whatever a client sent, before any
    handler: a missing key or a list was a KeyError or TypeError with a traceback.
    `tolerant_clicks` makes them None (a click at no place: one line, vit/ui/boundary.py).
@@ -364,4 +365,9 @@ def mcp_tools(names) -> None:
         return list(out[0]) if len(out) == 1 and isinstance(out[0], tuple) else out
 
     GradioMCPServer._execute_tool_without_progress = _execute_tool_without_progress
+    # The MCP library's refusal of an argument of the wrong type quoted the whole argument back
+    # ("Input validation error: [0, 0, …" for 1.5 MB): one line of 300 characters, as here.
+    from mcp.server.lowlevel.server import Server
+    make_error = Server._make_error_result
+    Server._make_error_result = lambda self, message: make_error(self, one_line(message))
     _patched.add("mcp")
