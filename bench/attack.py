@@ -1,9 +1,12 @@
 """Attack a local `python app.py` as the public Space would be attacked, and print what happened.
 
-    python -m bench.attack [--sessions 3000] [--uploads 400] [--sockets 1500]
+    python -m bench.attack [--only 1,5] [--sessions 3000] [--uploads 400] [--sockets 1500]
+                           [--hostile-sessions 100] [--distinct] [--drawings 400] [--prefill-mb 200]
 
-Starts the app on a loopback port with small limits (VIT_UPLOAD_CACHE_MB=200, VIT_SESSIONS=500),
-then replays, over raw HTTP:
+Every server is `python app.py` on a loopback port with its own Gradio cache folder
+(GRADIO_TEMP_DIR, so that the folder measured is its own). Sections 1-3, 8 and 9 share one started
+with small limits (VIT_UPLOAD_CACHE_MB=200, VIT_SESSIONS=500); the others start their own.
+Each replays, over raw HTTP (or MCP), and `--only` picks sections by number:
 1. reading server files: a path with and without Gradio's `meta` marker, to the upload
    endpoint, the API and a private handler; a file that exists and one that does not;
 2. decompression: a data: URL, an ICO hiding a 13000² PNG, 36-megapixel 16-bit, float and RGBA
@@ -11,14 +14,35 @@ then replays, over raw HTTP:
 3. growth: events from thousands of made-up session ids, a long session id and an oversized
    body, uploads from many addresses, half-open sockets — the server's memory, open files and
    upload folder along the way, and whether a real visitor's drawing is still answered;
-4. checkpoints that pass validation: a second server over a folder with a 65,537-token config
-   and weights x 1e30 — whether it starts and how much memory it holds.
+4. checkpoints that pass validation: a second server over a folder with a 65,537-token config,
+   weights x 1e30, a 4,097-token config whose explanations would not fit (7 layers), one that
+   fits (2 layers: its drawing's answer and "What drove it", with the server's peak memory), a
+   90 KB class name and a 200-character one (how long its answer and explanation take) —
+   issue 36, findings 2 and 3;
+5. hostile sessions (issue 36, finding 1): --hostile-sessions fresh session ids, each sending
+   every event of the page the largest values the server accepts (a drawing PNG data URL just
+   under the canvas's 1.5 MB, every head of the largest model switched off, a 39-megapixel JPEG
+   uploaded from the session's own address, a test image clicked, every panel opened) and 1.9 MB
+   of `[{}, {}, …]` as a layer, head or switch — the server's RSS before, after each session and
+   after all (the same values each session, so that the models' bounded caches of analyses do
+   not grow; --distinct: a new drawing each session);
+6. six decodes at once (finding 4): six 36-megapixel RGBA PNGs whose EXIF follows the pixel
+   data, uploaded, then read by six events at once (three endpoints, two workers each) — the
+   server's peak memory;
+7. the picture cache (finding 5): a server with VIT_UPLOAD_CACHE_MB=200 whose folder is first
+   filled with uploads (--prefill-mb), then --drawings different drawings answered with their
+   explanation — the folder's size along the way, and whether every example picture the page
+   names still answers;
+8. MCP (finding 6): classify_image with a JPEG's base64 (it starts with "/9j/");
+9. tracebacks (finding 7): values outside a Radio's, Dropdown's, CheckboxGroup's and Slider's
+   choices and file objects as a click's event data, each a few times — what the server logged.
 Traffic goes to 127.0.0.1 only. Every figure is from the machine this runs on.
 """
 from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import io
 import json
 import os
@@ -154,7 +178,8 @@ def decompression(base: str, pid: int) -> None:
               f" peak {status_kb(pid, 'VmHWM') / 1024:.0f} MB")
 
 
-def growth(base: str, pid: int, sessions: int, uploads: int, sockets: int) -> None:
+def growth(base: str, pid: int, sessions: int, uploads: int, sockets: int,
+           folder: Path) -> None:
     print("\n3. What grows: sessions, uploads, connections")
     config = json.loads(urllib.request.urlopen(base + "config", timeout=30).read())
     fn = next(i for i, d in enumerate(config["dependencies"]) if d.get("api_name") == "analyse_drawing")
@@ -174,7 +199,6 @@ def growth(base: str, pid: int, sessions: int, uploads: int, sockets: int) -> No
         if (i + 1) % step == 0:
             time.sleep(1)
             print(f"  {i + 1:9d} {rss_mb(pid):7.0f}")
-    folder = Path(tempfile.gettempdir()) / "gradio"
     noise = np.random.default_rng(0).integers(0, 256, 2_000_000, dtype=np.uint8)
     print(f"  {'uploads':>9s} {'folder MB':>9s} {'refused':>8s}")
     refused, step = 0, max(1, uploads // 6)
@@ -206,22 +230,605 @@ def growth(base: str, pid: int, sessions: int, uploads: int, sockets: int) -> No
           f"a visitor is answered: {answers_a_visitor(base)}")
 
 
+# --- the page's own protocol: one session over Gradio's queue ---------------------------------
+
+def page_config(base: str) -> dict:
+    return json.loads(urllib.request.urlopen(base + "config", timeout=30).read())
+
+
+def events(config: dict) -> dict[str, dict]:
+    """{name: dependency} of the page's events that run on the server: the API's names, the
+    private handlers' their function's (explore, explore_1, why_6, …)."""
+    return {d["api_name"]: d for d in config["dependencies"] if d.get("api_name")
+            and d.get("backend_fn", True)}
+
+
+class Visitor:
+    """One session, as the page's client speaks to the queue: POST queue/join with the event's
+    values (the gr.State's place None), then the session's event stream read to the event's end.
+    `address`: the X-Forwarded-For it sends (the visitor a proxy would name)."""
+
+    def __init__(self, base: str, deps: dict[str, dict], sid: str, address: str = "10.0.0.1"):
+        self.base, self.deps, self.sid, self.address = base, deps, sid, address
+
+    def send(self, name: str, data=(), event_data=None, timeout: float = 600) -> tuple[str, list]:
+        """Event `name` -> ("ok", its output values), or (the one line that refused it, [])."""
+        dep = self.deps[name]
+        data = [*data, *[None] * (len(dep["inputs"]) - len(data))]
+        body = json.dumps({"data": data, "fn_index": dep["id"], "event_data": event_data,
+                           "session_hash": self.sid, "trigger_id": None})
+        return self.join(body.replace(json.dumps(JUNK), junk_json()).encode(), timeout)
+
+    def join(self, body: bytes, timeout: float = 600) -> tuple[str, list]:
+        status, answer = post(self.base + "gradio_api/queue/join", body,
+                              {"Content-Type": "application/json", "X-Forwarded-For": self.address})
+        if status != 200:
+            return f"HTTP {status or 413}: {answer.decode(errors='replace')[:200]}", []
+        event = json.loads(answer)["event_id"]
+        req = urllib.request.Request(f"{self.base}gradio_api/queue/data?session_hash={self.sid}",
+                                     headers={"X-Forwarded-For": self.address})
+        with urllib.request.urlopen(req, timeout=timeout) as stream:
+            for line in stream:
+                if not line.startswith(b"data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("msg") == "unexpected_error":
+                    return f"error: {msg.get('message')}", []
+                if msg.get("msg") == "process_completed" and msg.get("event_id") == event:
+                    out = msg.get("output") or {}
+                    if msg.get("success"):
+                        return "ok", out.get("data") or []
+                    return f"error: {out.get('error')}", []
+        return "the event stream ended before the event did", []
+
+    def upload(self, name: str, data: bytes) -> dict | str:
+        """A file sent as the Upload tab sends it -> its FileData for an event, or the refusal."""
+        status, paths = upload(self.base, name, data, address=self.address)
+        if status != 200:
+            return f"upload refused, HTTP {status}: {paths[:100]}"
+        return {**as_file(json.loads(paths)[0]), "orig_name": name}
+
+
+def one_line(text: str) -> bool:
+    return "\n" not in text.strip() and "Traceback" not in text and len(text) < 400
+
+
+def headline(out: list) -> str:
+    """The answer's headline among an event's outputs (the first Markdown-like text)."""
+    for v in out:
+        if isinstance(v, str) and v.startswith("#"):
+            return " ".join(v.split())
+        if isinstance(v, dict) and isinstance(v.get("value"), str) and v["value"].startswith("#"):
+            return " ".join(v["value"].split())
+    return ""
+
+
+def peak_mb(pid: int) -> float:
+    return status_kb(pid, "VmHWM") / 1024
+
+
+def serve(env: dict, log: Path) -> tuple:
+    """`python app.py` with `env`, its own Gradio cache folder: (process, url, seconds, folder)."""
+    cache = Path(tempfile.mkdtemp(prefix="attack-gradio-"))
+    proc, url, took = start(["app.py"], str(log), {"GRADIO_TEMP_DIR": str(cache), **env})
+    return proc, url, took, cache
+
+
+def stop(proc) -> None:
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def bundled_copy() -> Path:
+    """The bundled checkpoints, copied: the test sets' answers a server caches beside a
+    checkpoint land in the copy, not in this checkout."""
+    import shutil
+    root = Path(tempfile.mkdtemp(prefix="attack-checkpoints-"))
+    for folder in sorted((ROOT / "checkpoints").iterdir()):
+        if (folder / "config.json").is_file():
+            shutil.copytree(folder, root / folder.name,
+                            ignore=shutil.ignore_patterns(".cache", "train_state"))
+    return root
+
+
+def small_testset(n: int = 120) -> Path:
+    """A test split of `n` drawn digits in MNIST's IDX layout (`VIT_DATA_DIR`): the Test set tab
+    opens in a second, wherever this runs."""
+    from vit.data.examples import render_digit
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 10, n).astype(np.uint8)
+    images = np.stack([255 - np.asarray(render_digit(str(d), size=28, width=3,
+                                                     offset=tuple(rng.uniform(-6, 6, 2))))
+                       for d in labels]).astype(np.uint8)
+    root = Path(tempfile.mkdtemp(prefix="attack-data-"))
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name, a in (("t10k-images-idx3-ubyte", images), ("t10k-labels-idx1-ubyte", labels)):
+        (raw / name).write_bytes(bytes([0, 0, 8, a.ndim]) + struct.pack(f">{a.ndim}i", *a.shape)
+                                 + a.tobytes())
+    return root
+
+
+def noise_png(side: int, rows: int, seed: int) -> str:
+    """A side x side PNG data URL: its first `rows` rows coloured noise, the rest transparent."""
+    from vit.ui.canvas import PREFIX
+    rgba = np.zeros((side, side, 4), np.uint8)
+    rgba[:rows] = np.random.default_rng(seed).integers(0, 256, (rows, side, 4), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgba, "RGBA").save(buf, "PNG", compress_level=1)
+    return PREFIX + base64.b64encode(buf.getvalue()).decode()
+
+
+@functools.cache
+def noise_rows() -> int:
+    """How many rows of noise fill a drawing's data URL to just under MAX_CHARS."""
+    from vit.ui.canvas import MAX_CHARS, MAX_SIDE
+    empty, some = len(noise_png(MAX_SIDE, 0, 0)), len(noise_png(MAX_SIDE, 64, 0))
+    return int(64 * (MAX_CHARS - 2000 - empty) / (some - empty))
+
+
+def big_drawing(seed: int) -> dict:
+    """The largest drawing the canvas's parser takes: a 2048 x 2048 PNG (its largest side) of
+    coloured noise, its data URL just under MAX_CHARS (1.5 MB)."""
+    from vit.ui.canvas import MAX_CHARS, MAX_SIDE
+    rows = noise_rows()
+    data = noise_png(MAX_SIDE, rows, seed)
+    while len(data) > MAX_CHARS:
+        rows -= 2
+        data = noise_png(MAX_SIDE, rows, seed)
+    return {"png": data, "final": True, "seq": seed + 1}
+
+
+JUNK = "<1.9 MB of junk>"        # in a Visitor's values: sent as `junk_json()`
+
+
+@functools.cache
+def junk_json() -> str:
+    """1.9 MB of JSON: [{}, {}, …] (what left ~50 MB in a session before)."""
+    return json.dumps([{}] * 475_000)
+
+
+def photo(megapixels: float = 39, seed: int = 0) -> bytes:
+    """A baseline JPEG of about `megapixels` (the decoder's limit is 40): smooth colours."""
+    w = int((megapixels * 1e6 * 4 / 3) ** 0.5)
+    h = int(w * 3 / 4)
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+    im = Image.fromarray(small).resize((w, h), Image.BILINEAR)
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=85)
+    return buf.getvalue()
+
+
+def session_events(v: Visitor, drawing: dict, heads: list, target: int, picture: bytes,
+                   picture_name: str, listed: int, everything: bool) -> list[tuple[str, str, float]]:
+    """Every event of the page that takes a value, once, with the largest value each accepts,
+    and the events a browser sends after them: [(event, line, seconds)]. `everything`: the two
+    buttons that only read the record too (the scoreboard, 0.8 s; the models' differences)."""
+    from vit.ui.boundary import MAX_INDEX, MAX_SLIDER
+    far = {"index": [MAX_INDEX - 1, MAX_INDEX - 1], "value": None, "selected": True}
+    at = [True, MAX_SLIDER, MAX_SLIDER]
+    done = []
+
+    def send(name, data=(), event_data=None):
+        t = time.perf_counter()
+        line, out = v.send(name, data, event_data)
+        done.append((name, line, time.perf_counter() - t))
+        return out
+
+    send("first_view", ["mnist"])
+    send("follow_drawing", [drawing, "cifar10"])
+    send("analyse_drawing", [drawing, "cifar10", *at])        # a colour model: a colour copy kept
+    send("why")
+    send("folded")
+    for name, data in (("explore", [MAX_SLIDER, MAX_SLIDER]), ("explore_1", [MAX_SLIDER, 1]),
+                       ("rescale", [True]), ("choose_target", [target]), ("switch_heads", [heads]),
+                       ("pick_strip_patch", [{"pick": MAX_INDEX}]),
+                       ("pick_strip_head", [{"layer": MAX_INDEX, "head": MAX_INDEX}]),
+                       ("open_mechanism", []), ("mechanism_model", []), ("follow_cls", [True]),
+                       ("open_lens", []), ("open_compare", []), ("choose_compare", ["fashion-mnist"]),
+                       ("open_learned", []), ("learned_when", [100])):
+        send(name, data)
+    send("pick_patch", [], far)
+    send("pick_head", [], far)
+    if everything:
+        send("measure")
+    file = v.upload(picture_name, picture)
+    if isinstance(file, str):
+        done.append(("upload", file, 0.0))
+    else:
+        send("analyse_upload", [file, "mnist", *at])
+        send("why_1")
+        send("folded_1")
+        send("to_upload_tab", [file, "mnist", *at])
+    send("open_testset", ["all", -1, -1])
+    send("to_test_tab")
+    send("show_test_image", at, {"index": listed - 1, "value": None, "selected": True})
+    send("why_6")
+    send("testset_view_1", ["least confident", target, -1])
+    send("pick_cell", [], far)
+    if everything:
+        send("differences")
+    send("load_example", ["mnist"], {"index": 9, "value": None, "selected": True})
+    send("to_draw_tab", [drawing, "cifar10", *at])
+    send("choose_model", ["fashion-mnist"])            # per-session copies of updated components
+    send("refresh_testset", ["all"])
+    return done
+
+
+JUNK_TO = (("analyse_drawing", 2, "shared"), ("analyse_drawing", 3, "layer"),
+           ("analyse_drawing", 4, "head"), ("explore", 0, "layer"), ("explore", 1, "head"),
+           ("rescale", 0, "shared"), ("analyse_upload", 3, "layer"))
+
+
+def send_junk(v: Visitor, i: int, small: dict) -> list[tuple[str, str]]:
+    """1.9 MB of junk to four events (analyse_upload with no picture); which parameter of
+    analyse_drawing and explore holds it turns with `i`: [(event(parameter), line)]."""
+    rows = {"analyse_drawing": [small, "mnist", True, 6, 1], "explore": [6, 1], "rescale": [True],
+            "analyse_upload": [None, "mnist", True, 6, 1]}
+    said = []
+    for name, place, what in (JUNK_TO[i % 3], JUNK_TO[3 + i % 2], JUNK_TO[5], JUNK_TO[6]):
+        data = list(rows[name])
+        data[place] = JUNK
+        said.append((f"{name}({what})", v.send(name, data)[0]))
+    return said
+
+
+def hostile_sessions(n: int, distinct: bool) -> None:
+    print(f"\n5. {n} hostile sessions (issue 36, finding 1)")
+    log = Path(tempfile.mkdtemp()) / "app.log"
+    proc, base, took, _ = serve({"VIT_CHECKPOINTS": str(bundled_copy()),
+                                 "VIT_DATA_DIR": str(small_testset()),
+                                 "VIT_SESSIONS": str(max(500, 2 * n))}, log)
+    try:
+        config = page_config(base)
+        deps = events(config)
+        choices = {c["props"].get("label"): [x[1] for x in c["props"].get("choices") or []]
+                   for c in config["components"] if "choices" in c.get("props", {})}
+        heads = choices["Heads switched off"]           # every head of the page's model
+        target = max(choices["Explain the class"])
+        picture = photo()
+        name = "p" * 196 + ".jpg"                  # a long file name, kept as the upload's path
+        from vit.data.examples import render_digit
+        from vit.ui.canvas import drawing_value
+        small = drawing_value(255 - np.asarray(render_digit("7", 400, 26)), seq=1)
+        drawing = big_drawing(0)
+        print(f"  server up in {took:.1f} s; each session sends a {len(drawing['png']) / 1e6:.2f} MB "
+              f"drawing (2048² px) three times, all {len(heads)} heads switched off, a "
+              f"{len(picture) / 1e6:.1f} MB 39-megapixel JPEG upload, a test image clicked, every "
+              f"panel opened, and 4 x {len(junk_json()) / 1e6:.2f} MB of junk")
+        probe = Visitor(base, deps, "attack-probe", "10.35.0.1")
+        from vit.ui.boundary import MAX_HEADS_OFF
+        many = [f"{1000 + i // 100},{1000 + i % 100}" for i in range(MAX_HEADS_OFF)]
+        print(f"  {len(many):,} heads switched off ({len(json.dumps(many)) / 1e3:.0f} KB) -> "
+              f"{probe.send('switch_heads', [many])[0][:100]}")
+        _, out = probe.send("open_testset", ["all", -1, -1])
+        gallery = next((x for x in out if isinstance(x, list)), [])
+        listed = max(1, len(gallery))
+
+        def session(i: int, sid: str, everything: bool = False) -> tuple[list, list]:
+            v = Visitor(base, deps, sid, address=f"10.36.{i // 250 % 250}.{i % 250}")
+            d = big_drawing(i) if distinct else drawing
+            return (session_events(v, d, heads, target, picture, name, listed, everything),
+                    send_junk(v, i, small))
+
+        t = time.perf_counter()
+        warm, refused = session(1000, "attack-warm-up", everything=True)   # lazy pictures, caches
+        session(1001, "attack-warm-up-2", everything=True)
+        slow = sorted(warm, key=lambda e: -e[2])[:4]
+        print(f"  two sessions first, not counted, with the scoreboard and the models' differences "
+              f"too: {len(warm)} events and 4 of junk each, {(time.perf_counter() - t) / 2:.1f} s a "
+              f"session; slowest: " + ", ".join(f"{e} {s:.1f} s" for e, _, s in slow))
+        failed = [(e, line) for e, line, _ in warm if line != "ok"]
+        for e, line in failed:
+            print(f"    {e} -> {line[:140]}")
+        for e, line in refused:
+            print(f"  junk to {e} -> {line[:140]}")
+        time.sleep(2)
+        before = rss_mb(proc.pid)
+        rss, unexpected, junk_lines, t = [before], {}, 0, time.perf_counter()
+        step = max(1, n // 5)
+        print(f"  {'sessions':>9s} {'RSS MB':>7s}")
+        for i in range(n):
+            done, said = session(i, f"hostile-{i}")
+            for e, line, _ in done:
+                if line != "ok" and (e, line) not in failed:
+                    unexpected[(e, line[:140])] = unexpected.get((e, line[:140]), 0) + 1
+            junk_lines += sum(one_line(line) and line.startswith("error:") for _, line in said)
+            time.sleep(0.2)
+            rss.append(rss_mb(proc.pid))
+            if (i + 1) % step == 0:
+                print(f"  {i + 1:9d} {rss[-1]:7.0f}")
+        took = time.perf_counter() - t
+        time.sleep(2)
+        after = rss_mb(proc.pid)
+        steps = np.diff(rss)
+        worst = int(np.argmax(steps))
+        print(f"  RSS {before:.0f} MB before, {after:.0f} MB 2 s after the last: "
+              f"{after - before:+.1f} MB for {n} sessions, {(after - before) / n:+.2f} MB a session; "
+              f"largest single session {steps[worst]:+.1f} MB (session {worst + 1}); "
+              f"second half {(rss[-1] - rss[n // 2]) / (n - n // 2):+.2f} MB a session ({took:.0f} s)")
+        print(f"  junk refused in one line: {junk_lines} of {4 * n}")
+        for (e, line), count in unexpected.items():
+            print(f"  unexpected: {e} -> {line} (x{count})")
+        text = log.read_text()
+        print(f"  server log: {text.count('Traceback')} tracebacks, {len(text.splitlines())} lines")
+    finally:
+        stop(proc)
+
+
+def exif_png(side: int, seed: int) -> bytes:
+    """A side x side RGBA PNG (a bar on transparency) whose eXIf chunk (orientation 6) follows
+    the pixel data: reading its EXIF decodes every pixel first."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    rows = np.zeros((side, 1 + 4 * side), np.uint8)
+    lo = 100 + 37 * seed
+    rows[lo:side - lo, 1 + 4 * (side // 2 - 200):1 + 4 * (side // 2 + 200)] = 200 + seed
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    raw = exif.tobytes()
+    raw = raw[6:] if raw.startswith(b"Exif\0\0") else raw
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">II", side, side) + b"\x08\x06\x00\x00\x00")
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"eXIf", raw)
+            + chunk(b"IEND", b""))
+
+
+def six_decodes() -> None:
+    print("\n6. Six large PNGs decoded at once, their EXIF after the pixels (issue 36, finding 4)")
+    import threading
+    log = Path(tempfile.mkdtemp()) / "app.log"
+    proc, base, took, _ = serve({"VIT_WARM": "0"}, log)
+    try:
+        deps = events(page_config(base))
+        pictures = [exif_png(6000, i) for i in range(7)]
+        visitors = [Visitor(base, deps, f"decode-{i}", f"10.46.0.{i + 1}") for i in range(7)]
+        files = [v.upload(f"big{i}.png", data) for i, (v, data) in enumerate(zip(visitors, pictures))]
+        if any(isinstance(f, str) for f in files):
+            print(f"  {next(f for f in files if isinstance(f, str))}")
+            return
+        # Two workers per endpoint: three endpoints take six at once.
+        calls = [("analyse_upload", [files[0], "mnist", True, 6, 1]),
+                 ("analyse_upload", [files[1], "mnist", True, 6, 1]),
+                 ("to_upload_tab", [files[2], "mnist", True, 6, 1]),
+                 ("to_upload_tab", [files[3], "mnist", True, 6, 1]),
+                 ("classify", [files[4]]), ("classify", [files[5]])]
+        time.sleep(1)
+        rss0 = rss_mb(proc.pid)
+        t = time.perf_counter()
+        line, out = visitors[6].send("analyse_upload", [files[6], "mnist", True, 6, 1])
+        alone = peak_mb(proc.pid)
+        print(f"  one PNG of 6000² RGBA ({len(pictures[6]) / 1e3:.0f} KB; 144 MB decoded) alone: "
+              f"{time.perf_counter() - t:.1f} s -> {(headline(out) or line)[:60]}; server peak "
+              f"{alone - rss0:+.0f} MB above its RSS before ({rss0:.0f} MB)")
+        said = [None] * 6
+        go = threading.Barrier(6)
+
+        def one(i):
+            go.wait()
+            t = time.perf_counter()
+            line, out = visitors[i].send(*calls[i])
+            said[i] = (line, headline(out) or json.dumps(out)[:60], time.perf_counter() - t)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        print("  six more sent at once to analyse_upload x2, to_upload_tab x2, classify x2:")
+        for (name, _), (line, what, s) in zip(calls, said):
+            print(f"    {name:15s} {s:5.1f} s -> {line if line != 'ok' else what[:90]}")
+        six = peak_mb(proc.pid)
+        time.sleep(1)
+        print(f"  server peak {six - rss0:+.0f} MB above its RSS before "
+              f"({(six - rss0) / max(alone - rss0, 1):.1f} x one decode's); RSS 1 s later "
+              f"{rss_mb(proc.pid) - rss0:+.0f} MB (memory the handlers' threads freed and kept)")
+        print(f"  server log: {log.read_text().count('Traceback')} tracebacks")
+    finally:
+        stop(proc)
+
+
+def example_urls(base: str) -> list[str]:
+    """The example pictures under the canvas, as the page's config names them for a visitor."""
+    config = page_config(base)
+    gallery = next(c for c in config["components"] if c.get("props", {}).get("elem_id")
+                   == "draw-examples")
+    return [item["image"]["url"] for item in gallery["props"]["value"]]
+
+
+def url_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            r.read()
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def picture_cache(drawings: int, prefill_mb: int) -> None:
+    print("\n7. Pictures and the cache folder's cap (issue 36, finding 5)")
+    import threading
+    cap = 200
+    log = Path(tempfile.mkdtemp()) / "app.log"
+    proc, base, took, cache = serve({"VIT_UPLOAD_CACHE_MB": str(cap), "VIT_WARM": "0"}, log)
+    try:
+        deps = events(page_config(base))
+        urls = example_urls(base)
+        print(f"  VIT_UPLOAD_CACHE_MB={cap}; the page names {len(urls)} example pictures: "
+              f"{sorted(set(map(url_status, urls)))} at start; folder {folder_mb(cache):.1f} MB")
+        noise = np.random.default_rng(1).integers(0, 256, 40_000_000, dtype=np.uint8)
+        sent = 0
+        for i in range(max(0, prefill_mb) // 40):
+            noise[:8] = np.frombuffer(struct.pack(">Q", i), np.uint8)
+            status, _ = upload(base, f"fill{i}.bin", noise.tobytes(), address=f"10.57.0.{i + 1}")
+            sent += 40 * (status == 200)
+        print(f"  {sent} MB uploaded first (40 MB files, one per address): folder "
+              f"{folder_mb(cache):.0f} MB")
+        from vit.data.examples import render_digit
+        from vit.ui.canvas import drawing_value
+        rng = np.random.default_rng(5)
+        lock, count, largest, lines = threading.Lock(), [0], [0.0], {}
+        step = max(1, drawings // 6)
+        print(f"  {'drawings':>9s} {'folder MB':>9s}")
+
+        def worker(k):
+            v = Visitor(base, deps, f"cache-{k}", f"10.58.0.{k + 1}")
+            while True:
+                with lock:
+                    if count[0] >= drawings:
+                        return
+                    count[0] += 1
+                    i = count[0]
+                    ink = 255 - np.asarray(render_digit(str(i % 10), 400, int(rng.integers(14, 34)),
+                                                        offset=tuple(rng.uniform(-60, 60, 2)),
+                                                        angle=float(rng.uniform(-30, 30))))
+                for name, data in (("analyse_drawing",
+                                    [drawing_value(ink, seq=i), "mnist", bool(i % 2), 1 + i % 6,
+                                     1 + i % 4]), ("why", [])):
+                    line, _ = v.send(name, data)
+                    if line != "ok":
+                        with lock:
+                            lines[line[:120]] = lines.get(line[:120], 0) + 1
+                size = folder_mb(cache)
+                with lock:
+                    largest[0] = max(largest[0], size)
+                    if i % step == 0:
+                        print(f"  {i:9d} {size:9.0f}")
+
+        t = time.perf_counter()
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        took = time.perf_counter() - t
+        pictures = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()
+                       and f.suffix in (".webp", ".png") and "fill" not in f.name)
+        statuses = [url_status(u) for u in example_urls(base)]
+        first = [url_status(u) for u in urls]
+        print(f"  {drawings} drawings answered with their explanation in {took:.0f} s (2 visitors); "
+              f"folder now {folder_mb(cache):.0f} MB, largest seen {largest[0]:.0f} MB "
+              f"(cap {cap} MB); pictures in it {pictures / 1e6:.0f} MB")
+        for line, k in lines.items():
+            print(f"  an answer refused: {line} (x{k})")
+        print(f"  example pictures: the page's config now names {len(statuses)}: "
+              + ", ".join(f"HTTP {s} x{statuses.count(s)}" for s in sorted(set(statuses)))
+              + "; the URLs named at start: "
+              + ", ".join(f"HTTP {s} x{first.count(s)}" for s in sorted(set(first))))
+        print(f"  server log: {log.read_text().count('Traceback')} tracebacks")
+    finally:
+        stop(proc)
+
+
+def mcp_jpeg(base: str) -> None:
+    print("\n8. MCP: classify_image with a JPEG (issue 36, finding 6)")
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from vit.data.examples import render_digit
+    buf = io.BytesIO()
+    render_digit("4").convert("RGB").save(buf, "JPEG", quality=90)
+    text = base64.b64encode(buf.getvalue()).decode()
+
+    async def run():
+        async with streamable_http_client(base + "gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("classify_image", {"image": text})
+
+    got = asyncio.run(run())
+    said = " ".join(c.text for c in got.content if c.type == "text")
+    print(f"  a {len(buf.getvalue()) / 1e3:.1f} KB JPEG of a 4, base64 starting {text[:4]!r} -> "
+          f"{'REFUSED' if got.isError else 'answered'}: {' '.join(said.split())[:150]}")
+
+
+def tracebacks(base: str, log: Path, times: int = 3) -> None:
+    print("\n9. Values outside a component's choices, file objects as clicks (issue 36, finding 7)")
+    deps = events(page_config(base))
+    v = Visitor(base, deps, "attack-tracebacks", "10.90.0.1")
+    v.send("analyse_drawing", [drawing(), "mnist", True, 6, 1])
+    file = {"index": {"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}, "value": None}
+    probes = [("Radio 'Show'", "testset_view", ["everything", -1, -1], None),
+              ("Dropdown 'True class'", "testset_view_1", ["all", 12345, -1], None),
+              ("Dropdown 'Explain the class'", "choose_target", [12345], None),
+              ("Dropdown 'Second model'", "choose_compare", ["no-such-model"], None),
+              ("Dropdown 'Model'", "choose_model", ["no-such-model"], None),
+              ("CheckboxGroup 'Heads switched off'", "switch_heads", [["99,99", "x"]], None),
+              ("Slider 'How far into training'", "learned_when", [1000], None),
+              ("Slider 'Layer'", "explore", [10 ** 9, -5], None),
+              ("a file object to pick_patch", "pick_patch", [], file),
+              ("a file object to pick_head", "pick_head", [], file),
+              ("a file object to show_test_image", "show_test_image", [True, 6, 1], file),
+              ("a file object to load_example", "load_example", ["mnist"], file)]
+    size = log.stat().st_size
+    for what, name, data, event_data in probes:
+        said = [v.send(name, data, event_data)[0] for _ in range(times)]
+        print(f"  {what:36s} x{times} -> {said[0][:100]}")
+    time.sleep(1)
+    new = log.read_bytes()[size:].decode(errors="replace")
+    added = new.splitlines()
+    print(f"  the server wrote {len(added)} log lines, {len(new.encode()):,} bytes for these "
+          f"{len(probes) * times} requests; {new.count('Traceback')} tracebacks among them "
+          f"({log.read_text().count('Traceback')} in its whole log); e.g.:")
+    for line in list(dict.fromkeys(added))[:4]:
+        print(f"    {line[:150]}")
+
+
+def many_tokens(folder: Path, depth: int) -> None:
+    """A 4,097-token checkpoint (256 px in 4-px patches, 2 heads of width 16, random weights, no
+    data set named, so no data set's 28 px applies): inside every loader limit but the
+    explanation's at depth 7 (its attention maps alone 0.94 GB), inside that too at depth 2.
+    The config is written as it is, whatever this loader thinks of it."""
+    import torch
+
+    from vit.checkpoint import FORMAT, save_checkpoint
+    from vit.model import ViT, ViTConfig
+    from vit.storage import save_tensors
+    torch.manual_seed(0)
+    cfg = ViTConfig(image_size=256, patch_size=4, dim=16, depth=depth, heads=2, mlp_dim=32,
+                    stem_channels=0)
+    model = ViT(cfg)
+    meta = {"class_names": [str(i) for i in range(10)],
+            "normalization": {"mean": [0.1307], "std": [0.3081]}}
+    if depth <= 2:
+        save_checkpoint(folder, model, meta)
+        return
+    folder.mkdir(parents=True)
+    save_tensors(folder / "model.safetensors", model.state_dict(), metadata={"format": FORMAT})
+    (folder / "config.json").write_text(json.dumps({"format": FORMAT, "model": cfg.to_dict(),
+                                                    "num_parameters": model.num_parameters(),
+                                                    **meta}))
+
+
 def checkpoints() -> None:
-    print("\n4. Checkpoints that pass validation")
+    print("\n4. Checkpoints that pass validation (issue 36, findings 2 and 3)")
     import shutil
 
     from safetensors.torch import load_file, save_file
     root = Path(tempfile.mkdtemp())
-    for name in ("mnist", "tokens", "overflow"):
+    for name in ("mnist", "tokens", "overflow", "long-name", "name-200"):
         shutil.copytree(ROOT / "checkpoints" / "mnist", root / name,
-                        ignore=shutil.ignore_patterns("best", "*.png", "*.csv"))
+                        ignore=shutil.ignore_patterns("best", "*.png", "*.csv", ".cache"))
     config = json.loads((root / "tokens" / "config.json").read_text())
     config["model"].update(image_size=1024, patch_size=4)
     (root / "tokens" / "config.json").write_text(json.dumps(config))
     weights = {k: v * 1e30 for k, v in load_file(root / "overflow" / "model.safetensors").items()}
     save_file(weights, root / "overflow" / "model.safetensors")
+    long_name = "a seven drawn with a long tail " * 3000                  # 90 KB
+    name_200 = ("a seven, as people from many countries write it, with or without a bar across "
+                "its stem and with a tail that may curl " * 3)[:200]
+    for name, seven in (("long-name", long_name), ("name-200", name_200)):
+        config = json.loads((root / name / "config.json").read_text())
+        config["class_names"][7] = seven
+        (root / name / "config.json").write_text(json.dumps(config))
+    many_tokens(root / "tokens-4097-deep", depth=7)
+    many_tokens(root / "tokens-4097", depth=2)
     log = root / "app.log"
-    proc, url, took = start(["app.py"], str(log), {"VIT_CHECKPOINTS": str(root)})
+    # VIT_WARM=0: the peak memory below is the visitor's, not the warm-up's pictures.
+    proc, url, took = start(["app.py"], str(log), {"VIT_CHECKPOINTS": str(root), "VIT_WARM": "0",
+                                                   "GRADIO_TEMP_DIR": str(root / "gradio")})
     try:
         warnings = [line for line in log.read_text().splitlines() if "warning" in line]
         print(f"  started in {took:.1f} s, RSS {rss_mb(proc.pid):.0f} MB; it said:")
@@ -229,33 +836,85 @@ def checkpoints() -> None:
             print(f"    {line[:150]}")
         line = call(url, "analyse_drawing", [drawing(), "overflow", True, 6, 1, None, None, None])
         print(f"  a drawing sent to 'overflow' anyway -> {line[:110]}")
+        deps = events(page_config(url))
+        for name in ("tokens-4097", "name-200"):
+            v = Visitor(url, deps, f"attack-{name}", "10.4.0.1")
+            rss0, peak0 = rss_mb(proc.pid), peak_mb(proc.pid)
+            said = []
+            for event, data in (("analyse_drawing", [drawing(), name, True, 2, 1]), ("why", [])):
+                t = time.perf_counter()
+                line, out = v.send(event, data)
+                said.append(f"{event} {time.perf_counter() - t:.1f} s, peak {peak_mb(proc.pid):.0f} MB"
+                            + ("" if line == "ok" else f" ({line[:80]})"))
+                if event == "analyse_drawing":
+                    said[-1] += f" ({len(headline(out))}-character headline)"
+            if name == "tokens-4097":
+                print(f"  '{name}' (accepted): RSS {rss0:.0f} MB, peak so far {peak0:.0f} MB; "
+                      + "; ".join(said) + f"; peak {peak_mb(proc.pid) - rss0:+.0f} MB above RSS")
+            else:
+                print(f"  '{name}' (class 7's name is 200 characters): "
+                      + "; ".join(x.split(", peak")[0] + x.split(" MB")[-1] for x in said))
+        text = log.read_text()
+        print(f"  server log: {text.count('Traceback')} tracebacks")
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop(proc)
+
+
+SECTIONS = {1: "reading files", 2: "decompression", 3: "growth", 4: "checkpoints",
+            5: "hostile sessions", 6: "six decodes at once", 7: "the picture cache", 8: "MCP",
+            9: "tracebacks"}
+SHARED = {1, 2, 3, 8, 9}          # the sections that share the first server
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default=",".join(map(str, SECTIONS)),
+                    help="sections to run, by number: " + "; ".join(f"{k} {v}" for k, v in
+                                                                  SECTIONS.items()))
     ap.add_argument("--sessions", type=int, default=3000)
     ap.add_argument("--uploads", type=int, default=400)
     ap.add_argument("--sockets", type=int, default=1500)
+    ap.add_argument("--hostile-sessions", type=int, default=100)
+    ap.add_argument("--distinct", action="store_true",
+                    help="section 5: a new drawing in each session (the models' caches grow too)")
+    ap.add_argument("--drawings", type=int, default=400, help="section 7: drawings answered")
+    ap.add_argument("--prefill-mb", type=int, default=200,
+                    help="section 7: uploads sent before the drawings (40 MB each)")
     args = ap.parse_args()
-    log = Path(tempfile.mkdtemp()) / "app.log"
-    proc, base, took = start(["app.py"], str(log),
-                             {"VIT_UPLOAD_CACHE_MB": "200", "VIT_SESSIONS": "500",
-                              "VIT_UPLOADS_PER_MINUTE": "30"})
-    print(f"app.py on {base} in {took:.1f} s; RSS {rss_mb(proc.pid):.0f} MB; a visitor is "
-          f"answered: {answers_a_visitor(base)}")
-    try:
-        read_files(base, proc.pid)
-        decompression(base, proc.pid)
-        growth(base, proc.pid, args.sessions, args.uploads, args.sockets)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-    crashes = log.read_text().count("Traceback")
-    print(f"\nserver log: {crashes} tracebacks")
-    checkpoints()
+    only = {int(x) for x in args.only.split(",") if x.strip()}
+    if only - set(SECTIONS):
+        ap.error(f"--only: sections are {', '.join(map(str, SECTIONS))}")
+    t = time.perf_counter()
+    if only & SHARED:
+        log = Path(tempfile.mkdtemp()) / "app.log"
+        proc, base, took, cache = serve({"VIT_UPLOAD_CACHE_MB": "200", "VIT_SESSIONS": "500",
+                                         "VIT_UPLOADS_PER_MINUTE": "30"}, log)
+        print(f"app.py on {base} in {took:.1f} s; RSS {rss_mb(proc.pid):.0f} MB; a visitor is "
+              f"answered: {answers_a_visitor(base)}")
+        try:
+            if 1 in only:
+                read_files(base, proc.pid)
+            if 2 in only:
+                decompression(base, proc.pid)
+            if 3 in only:
+                growth(base, proc.pid, args.sessions, args.uploads, args.sockets, cache)
+            if 8 in only:
+                mcp_jpeg(base)
+            if 9 in only:
+                tracebacks(base, log)
+        finally:
+            stop(proc)
+        crashes = log.read_text().count("Traceback")
+        print(f"\nserver log: {crashes} tracebacks")
+    if 4 in only:
+        checkpoints()
+    if 5 in only:
+        hostile_sessions(args.hostile_sessions, args.distinct)
+    if 6 in only:
+        six_decodes()
+    if 7 in only:
+        picture_cache(args.drawings, args.prefill_mb)
+    print(f"\nsections {','.join(map(str, sorted(only)))} in {time.perf_counter() - t:.0f} s")
 
 
 if __name__ == "__main__":

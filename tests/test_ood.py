@@ -150,20 +150,6 @@ def test_predictor_label_keeps_the_classes_under_the_verdict(tmp_path):
     assert sum(c["confidence"] for c in conf) == pytest.approx(1, abs=1e-5)
 
 
-def test_the_ink_checks_cost_little():
-    """< 5 ms a request in all (measured in the app: see docs/reliability.md); here, the checks on an ink map
-    alone: a scribble of 16 segments on a 160-px map, the costliest kind."""
-    import time
-
-    from drawings import scribble
-    ink = ood.ink_map(scribble(np.random.default_rng(3)))
-    ood.check_ink(ood.measure(ink))
-    t = time.perf_counter()
-    for _ in range(50):
-        ood.check_ink(ood.measure(ink))
-    assert (time.perf_counter() - t) / 50 < 0.005
-
-
 def test_predict_cli_says_not_a_digit_and_why(tmp_path):
     Image.fromarray(drawing(("3", 20, 100, 220), ("8", 260, 100, 220))).save(tmp_path / "38.png")
     Image.fromarray(drawing(("3", 120, 90, 300))).save(tmp_path / "3.png")
