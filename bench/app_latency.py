@@ -9,6 +9,7 @@
    the same endpoint shape (image file in, Label out, doing nothing), both in this run; p50 each and
    `ratio: X`. Goal: ratio <= 1.3.
 4. Memory: the app server's RSS before and after --rss-requests /classify calls. Goal: < 50 MB.
+`--fill-cache N` starts the app with N files already in its cache folder, as a busy page has.
 
     python -m bench.app_latency --devices cpu,cuda [--n 200]
 
@@ -153,6 +154,9 @@ def main() -> None:
     p.add_argument("--n", type=int, default=200, help="requests per latency measurement")
     p.add_argument("--rss-requests", type=int, default=2000, help="requests for the memory check")
     p.add_argument("--devices", default="", help="e.g. cpu,cuda: compare /classify across devices")
+    p.add_argument("--fill-cache", type=int, default=0, metavar="N",
+                   help="start the app with N earlier uploads and pictures in its cache folder "
+                        "(an hour of a busy page leaves thousands)")
     args = p.parse_args()
     if args.devices:
         from vit.data.examples import render_digit
@@ -170,7 +174,17 @@ def main() -> None:
     bare_file = os.path.join(tempfile.mkdtemp(), "bare_app.py")
     Path(bare_file).write_text(BARE_APP)
 
-    app_proc, app_url, startup = start(["app.py"])
+    env = {"VIT_WARM": "0"}            # nothing computed beside the timed requests
+    if args.fill_cache:
+        import hashlib
+        cache = Path(tempfile.mkdtemp(prefix="vit-bench-cache-"))
+        for i in range(args.fill_cache):
+            folder = cache / hashlib.sha256(str(i).encode()).hexdigest()
+            folder.mkdir()
+            (folder / "image.webp").write_bytes(b"x" * 20_000)
+        env["GRADIO_TEMP_DIR"] = str(cache)
+        print(f"the app's cache folder holds {args.fill_cache} earlier files")
+    app_proc, app_url, startup = start(["app.py"], env=env)
     print(f"python app.py serves its page after {startup:.1f} s")
     bare_proc, bare_url, _ = start([bare_file])
     try:
