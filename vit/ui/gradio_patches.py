@@ -1,10 +1,17 @@
-"""Everything this app changes about Gradio 6.31, in one place, each with the reason.
+"""Everything this app changes about Gradio 6.31, in one place, each with the reason and the
+condition for removing it ("Remove when"). Each is a behaviour of gradio 6.31.0 read in its
+source and met here; none was found filed upstream in the stored issue index (searched
+2026-11-26), so each names the test that fails while Gradio still needs it. The routes Gradio
+opens that this app does not offer, and the shapes of request Gradio answered with HTTP 500, are
+refused before Gradio sees them: vit/ui/routes.py.
 
 1. `save_pil_to_cache` rewrites hash-named output files in place: two visitors who get the same
    picture race, and a download is cut off ("Too little data for declared Content-Length";
    bench/load.py: 4 of 500 before). Written once, atomically, instead — and inside the cache
    folder's cap (VIT_UPLOAD_CACHE_MB, vit/ui/uploads.py `ROOM`): Gradio caps nothing, and each
    answered drawing wrote ~107 KB of pictures.
+   Remove when Gradio writes cached files atomically and caps its cache (bench/load.py shows no
+   cut-off download; tests/test_boundary.py `test_pictures_stay_inside_the_cap…` passes without).
 2. `gr.Image` decodes uploads with PIL before the app sees them: an empty file, random bytes,
    HEIC, a PNG text-chunk bomb, a >179-megapixel image or a `data:` URL (a 214 KB request cost
    ~2 GB) then fails or swells inside Gradio. `SafeImage` (and `ImageFile`) hand the app the
@@ -13,46 +20,63 @@
    the handler with any server path) —; vit.preprocessing checks size and pixel count before
    decoding anything, and answers in one line. (The drawing canvas is our own,
    vit/ui/canvas.py: it sends a PNG that vit.preprocessing opens with the same checks.)
+   Remove when gr.Image can hand over a received upload undecoded (tests/test_attacks.py's
+   server-file and data: URL tests pass with a plain gr.Image(type="filepath")).
 3. Sliders and dropdowns check a value against the range and choices they were built with, and
    refuse it with a traceback in the log: a model with more layers than the first one could not
    be explored past the first model's depth. `FreeSlider` and `FreeDropdown` pass values on; the
    app's handlers clamp or refuse them (vit/ui/views.py `clamp`, vit/ui/models.py).
+   Remove when a component's choices and range follow gr.update() per session.
 4. A client that names a file it did not upload is refused with a message that spells out the
    server's working directory ("Cannot move /srv/app/x to the gradio cache dir…"), and a file
    object in a click's event data was refused with its path and a traceback in the log;
    `hide_server_paths` keeps both refusals and drops the paths (one line in the log).
+   Remove when Gradio's refusals name no path (tests/test_attacks.py
+   `test_a_server_file_is_never_read…`, `test_a_file_object_in_a_click…`).
 5. `gr.Label` always names the most probable class as its label (a value of the form
    {"label": …, "confidences": […]} is not read as such). `VerdictLabel` shows
    {"label": "not a digit", "confidences": [{"label": "3", "confidence": 0.41}, …]} as it is:
    the verdict on top, every class's calibrated probability below (vit.inference.Predictor.label).
+   Remove when gr.Label takes a label of its own beside the confidences.
 6. The API page shows a `gr.File` input with a PDF as its sample and, without a label, as
    "parameter_49". `ImageFile` is a `gr.File` (the app reads the untouched file itself, see 2)
    whose sample is a PNG.
+   Remove when gr.File's API sample can be set.
 7. (A setting, in vit/ui/app.py `launch`.) Gradio's run history copies every event's inputs and
    outputs into the browser's localStorage: ~250 ms of main-thread work per event here, so the
    page stuttered while drawing, and every drawing stayed in the browser. `run_history=False`.
+   Keep: the app never wants drawings kept in the browser.
 8. Every session (any `session_hash` a client makes up) got a copy of the whole page's config
    (~170 KB) and kept every value a client sent in it (a 4 MB "drawing", a 100 KB model name),
    for deep links, which this app does not offer. `small_sessions` keeps neither; what a session
    holds is its gr.State value (vit/ui/record.py) and the components a handler updated.
+   Remove when deep links can be switched off (tests/test_attacks.py
+   `test_a_session_keeps_no_copy_of_the_page…`).
 9. `show_error=True` sends `str(exception)` to the client: a validation error echoed a 100 KB
    bad value back, and an unexpected error could show internals; a value of the wrong type (a
    list where a file belongs) was logged as a crash with its traceback. `short_errors` sends the
    first line, at most 300 characters, and answers a value Gradio's data model refuses (or a
    request with too few values) with one line naming what was wrong (never the value), logged
-   as a bad request, not a crash.
+   as a bad request, not a crash. A component's own check (a value outside a Dropdown's
+   choices) is refused in one line without the value, and logged as one line.
+   Remove when Gradio's error messages are bounded and never echo a value
+   (tests/test_attacks.py `test_a_huge_bad_value_is_not_echoed_back`).
 10. uvicorn keeps a connection that never sends a request open for ever (~1,100 of them ran
    the process out of file descriptors) and takes any number of connections. `bounded_connections`
    closes one that sends no complete request within a few seconds and answers 503 beyond a
    number of open connections (vit/ui/limits.py).
+   Remove when Gradio passes uvicorn's limit_concurrency and a header timeout through launch().
 11. Gradio's MCP server (`launch(mcp_server=True)`) offers every public endpoint as a tool,
    and fetches any URL an agent gives for a file parameter, on the server. `mcp_tools` offers the
    agents' tools alone (vit/ui/tools.py), which take pictures as base64 and fetch nothing; and
    it hands a tool's several outputs over one by one (Gradio sent them as one text line), and
    its refusals are one line (the MCP library quoted a refused argument back whole).
+   Remove when gr.Blocks can name the endpoints its MCP server offers (tests/test_mcp.py).
 12. `gr.SelectData` read a click's `index` and `value` from whatever a client sent, before any
    handler: a missing key or a list was a KeyError or TypeError with a traceback.
    `tolerant_clicks` makes them None (a click at no place: one line, vit/ui/boundary.py).
+   Remove when gr.SelectData reads its fields with defaults (tests/test_attacks.py
+   `test_a_click_of_any_shape_is_one_line`).
 """
 from __future__ import annotations
 
