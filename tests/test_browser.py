@@ -72,6 +72,15 @@ def status(pg) -> str:
     return pg.locator("#status").inner_text()
 
 
+
+def pictures_loaded(page) -> None:
+    """Wait until every picture in view has loaded (before a screenshot or a layout check),
+    rather than a fixed pause. (Pictures below the fold load lazily, when scrolled to.)"""
+    page.wait_for_function(
+        "() => [...document.images].every(i => { const r = i.getBoundingClientRect();"
+        " const seen = r.width > 0 && r.bottom > 0 && r.top < innerHeight;"
+        " return !seen || (i.complete && i.naturalWidth > 0); })", timeout=30_000)
+
 def wait_status(pg, text: str, timeout=30_000):
     pg.wait_for_function(
         "t => document.querySelector('#status') && document.querySelector('#status').innerText.includes(t)",
@@ -141,7 +150,7 @@ def test_first_view_shows_an_example_on_the_canvas_with_its_answer_above_the_fol
     beside it, all on the first screen; examples under the canvas; the brush selected."""
     wait_status(page, "Example: a drawn 7 — read as 7")
     page.wait_for_selector("#glance img", timeout=30_000)
-    page.wait_for_timeout(500)
+    pictures_loaded(page)
     page.screenshot(path=SHOTS / "0-first-view.png")
     for part in ("#drawpad canvas", "#status", "#prediction", "#glance img", "#draw-examples"):
         assert in_view(page, part), part
@@ -177,7 +186,7 @@ def test_drawing_a_digit_shows_its_prediction_and_attention(page, digit):
     wait_status(page, "Draw a digit")
     draw(page, digit)
     wait_status(page, f"reads this as {digit}")
-    page.wait_for_timeout(500)
+    pictures_loaded(page)
     page.screenshot(path=SHOTS / f"1-drawn-{digit}.png", full_page=True)
     label = page.locator("#prediction").inner_text()
     assert digit in label
@@ -290,7 +299,7 @@ def test_touch_drawing_on_a_phone(browser, app_server):
     # Scrolled to the very bottom, the last panel is above the pinned answer, not under it.
     for _ in range(3):                         # pictures below load as they come into view
         pg.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
-        pg.wait_for_timeout(500)
+        pictures_loaded(pg)
     assert (pg.locator("#mechanism").bounding_box()["y"] + 40
             <= pg.locator("#result-col").bounding_box()["y"])
     # Away from the canvas only the headline stays pinned: the panels get the screen.
@@ -329,7 +338,7 @@ def test_what_drove_the_answer_for_another_class_and_with_heads_off(page):
                            timeout=30_000)
     assert "random order" in page.locator("#faithfulness").text_content()      # still shown
     page.locator("#relevance").scroll_into_view_if_needed()
-    page.wait_for_timeout(300)
+    pictures_loaded(page)
     page.screenshot(path=SHOTS / "8-what-drove-the-answer.png")
     assert "reads this as 7" in status(page)
 
@@ -643,8 +652,8 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
                  "relevance", "calibrated"):
         assert term in glossary, term
     pg.get_by_role("link", name="Glossary").first.click()
-    pg.wait_for_timeout(500)
-    assert pg.locator("#glossary").bounding_box()["y"] < 800
+    pg.wait_for_function("() => document.querySelector('#glossary').getBoundingClientRect().top"
+                         " < 800", timeout=10_000)
     ctx.close()
 
 
