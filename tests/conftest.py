@@ -182,33 +182,24 @@ PEAK = ("def peak():\n"
 
 
 # --- lanes ------------------------------------------------------------------------------------
-# Plain `python -m pytest` runs the fast lane (pyproject.toml deselects the markers below);
-# `python -m pytest -m ""` runs every lane, as CI does; `-m browser` (or server, train, data)
-# one lane. A test's lane follows from what it does, so that a new test lands in the right one:
-LANE_MODULES = {"test_browser.py": "browser", "test_bundled.py": "data", "test_skew.py": "data",
-                "test_distributed.py": "train", "test_package.py": "package", "test_gpu.py": "gpu",
-                "test_sweep.py": "train", "test_snapshots.py": "train"}
-# ...a test that starts the trainer or torchrun (in a subprocess or in-process), or uses a
-# fixture that does; one that starts `python app.py`; one that needs the full data sets.
-TRAINS = ("run_module(\"vit.train\"", "torchrun(", "cli.main(", " train(", "run_module('vit.train'")
-TRAINED_FIXTURES = {"trained", "ddp_run"}
+# Plain `python -m pytest` runs the fast lane (pyproject.toml deselects the marks below);
+# `python -m pytest -m ""` runs every lane, as CI does; `-m browser` (or server, train, data) one
+# lane. A test says its lane with a mark (`pytestmark = pytest.mark.data` for a whole module):
+# what it does, never guessed from its source. browser: drives Chromium; server: starts
+# `python app.py`; train: trains for real; data: needs the full data sets or scores a bundled
+# model on a whole test set; package: builds and installs the wheel; gpu: the CUDA paths.
+LANES = ("browser", "server", "train", "data", "package", "gpu")
+# Fixtures that start a server or train: a test that uses one without a lane's mark fails
+# collection, so a new test cannot land in the fast lane by mistake.
+FIXTURE_LANES = {"app_server": "server", "trained": "train", "ddp_run": "train"}
 
 
 def pytest_collection_modifyitems(config, items):
-    import inspect
+    wrong = []
     for item in items:
-        lane = LANE_MODULES.get(item.path.name)
-        if lane is None and "app_server" in getattr(item, "fixturenames", ()):
-            lane = "server"
-        if lane is None and getattr(item, "function", None) is not None:
-            try:
-                source = inspect.getsource(item.function)
-            except (OSError, TypeError):
-                source = ""
-            if TRAINED_FIXTURES & set(item.fixturenames) or any(t in source for t in TRAINS):
-                lane = "train"
-            elif "HAS_MNIST" in source or any("MNIST" in str(m.kwargs.get("reason", ""))
-                                              for m in item.iter_markers("skipif")):
-                lane = "data"
-        if lane:
-            item.add_marker(getattr(pytest.mark, lane))
+        marks = {m.name for m in item.iter_markers()} & set(LANES)
+        for fixture, lane in FIXTURE_LANES.items():
+            if fixture in getattr(item, "fixturenames", ()) and not marks:
+                wrong.append(f"{item.nodeid} uses the {fixture} fixture: mark it {lane}")
+    if wrong:
+        raise pytest.UsageError("tests without their lane's mark:\n" + "\n".join(wrong))

@@ -16,6 +16,8 @@ from vit.ui.canvas import drawing_value
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
 
+pytestmark = pytest.mark.server
+
 
 @pytest.fixture(scope="module")
 def client(app_server):

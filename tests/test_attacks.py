@@ -51,6 +51,7 @@ def secret(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("meta", [False, True])
 @pytest.mark.parametrize("api", ["analyse_upload", "classify"])
 def test_a_server_file_is_never_read_and_its_existence_never_told(app_server, secret, api, meta):
@@ -70,6 +71,7 @@ def test_a_server_file_is_never_read_and_its_existence_never_told(app_server, se
     assert app_server[0].poll() is None
 
 
+@pytest.mark.server
 def test_a_data_url_is_refused_before_anything_decodes_it(app_server):
     """Gradio decoded these itself: 214 KB of request cost ~2 GB of memory."""
     payload = {"path": "x.png", "url": "data:image/png;base64," + "A" * 1000}
@@ -158,6 +160,7 @@ def test_uploads_are_limited_per_visitor_and_in_flight(tmp_path):
     assert post("9.9.9.9")[0] == 503
 
 
+@pytest.mark.server
 def test_a_real_upload_passes_the_limits(app_server):
     """Raw multipart, as a script would upload: the limits let a picture through."""
     import io
@@ -360,6 +363,7 @@ def test_an_unreadable_config_json_leaves_that_model_out_with_one_line(tmp_path,
                         "(Permission denied)"]
 
 
+@pytest.mark.server
 def test_a_huge_bad_value_is_not_echoed_back(app_server):
     """Gradio's validation message used to carry the 100 KB value back to the client."""
     stream = call(app_server[1], "classify", ["x" * 100_000])
@@ -429,6 +433,7 @@ def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
                 one_line_or_nothing(checked(page, n), **args)
 
 
+@pytest.mark.server
 def test_a_request_with_too_few_values_is_one_line_not_a_crash(app_server):
     """It was logged with a traceback (the fixture checks the server's log at the end)."""
     stream = call(app_server[1], "analyse_drawing", [None, "mnist"])
@@ -605,6 +610,7 @@ def hostile_rounds(proc, base):
     assert grew < 60, f"20 hostile requests grew the server by {grew:.0f} MB"
 
 
+@pytest.mark.server
 def test_a_value_outside_a_components_choices_is_one_line(app_server):
     """Finding 7: a Radio's or Dropdown's value outside its choices was logged with a traceback
     and the whole value's repr (the fixture checks the log for tracebacks at the end)."""
@@ -614,6 +620,7 @@ def test_a_value_outside_a_components_choices_is_one_line(app_server):
     assert "not one of its choices" in said
 
 
+@pytest.mark.server
 def test_a_file_object_in_a_click_is_refused_in_one_line(app_server):
     """Finding 7: a FileData in event_data was refused with its path and a traceback."""
     secret = {"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}
@@ -621,6 +628,7 @@ def test_a_file_object_in_a_click_is_refused_in_one_line(app_server):
     assert "not uploaded to this server" in said and "/etc/passwd" not in said
 
 
+@pytest.mark.server
 def test_a_click_at_infinity_is_one_line(app_server):
     """Finding 13: show_test_image with index Infinity sent an OverflowError to the client."""
     said = join(app_server[1], "show_test_image", [True, 1, 1],
@@ -628,6 +636,7 @@ def test_a_click_at_infinity_is_one_line(app_server):
     assert "not at a place on the picture" in said and "Overflow" not in said
 
 
+@pytest.mark.server
 def test_what_gradio_exposes_is_decided(app_server):
     """Finding 16: the monitoring summary and deep links answered without login; a bad fn_index
     was an HTTP 500 with a traceback; 100,000-deep JSON to the MCP endpoint a RecursionError."""
@@ -706,6 +715,7 @@ def raw(base: str, method: str, path: str, body: bytes | None = None,
         return e.code, e.read(2000).decode(errors="replace"), dict(e.headers)
 
 
+@pytest.mark.server
 def test_a_byte_order_mark_does_not_carry_a_body_past_the_checks(app_server):
     """Python's json (which Gradio uses) reads a body led by a UTF-8 BOM; the checks skipped it:
     a 1.9 MB session id was kept (+1.9 MB a request) and fn_index 9999 was an HTTP 500."""
@@ -718,6 +728,7 @@ def test_a_byte_order_mark_does_not_carry_a_body_past_the_checks(app_server):
     assert status == 422 and "fn_index" in said
 
 
+@pytest.mark.server
 def test_every_route_gradio_answered_with_a_traceback_is_one_line(app_server):
     """Unknown endpoints, events and sessions, a JavaScript-only event, several byte ranges:
     HTTP 500 or a cut stream and tracebacks in the log (the fixture checks it at the end)."""
@@ -742,6 +753,7 @@ def test_every_route_gradio_answered_with_a_traceback_is_one_line(app_server):
         assert status == want and "\n" not in said.strip(), (path, status, said[:200])
 
 
+@pytest.mark.server
 def test_queued_events_never_run_past_the_queue(app_server):
     """Gradio opens POST …/run/<api> wherever it is not on a Space: queued events, private ones
     too, ran with no queue size, no concurrency limit and no per-visitor share."""
@@ -750,6 +762,7 @@ def test_queued_events_never_run_past_the_queue(app_server):
     assert status != 200 and "queue" in said.lower()
 
 
+@pytest.mark.server
 def test_a_ranged_file_request_gets_the_whole_file_and_no_echo(app_server):
     """Gradio's ranged answer failed on several ranges (HTTP 500) and copied every request
     header into the response (a cookie too)."""
@@ -766,6 +779,7 @@ def test_a_ranged_file_request_gets_the_whole_file_and_no_echo(app_server):
         assert "echoed" not in str(headers) and "secret" not in str(headers)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("event_data", [{"value": None}, {"index": 0}, "s", [1, 2],
                                         {"index": float("inf"), "value": None}])
 def test_a_click_of_any_shape_is_one_line(app_server, event_data):

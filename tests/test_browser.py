@@ -26,6 +26,8 @@ import numpy as np
 import pytest
 from conftest import ARTIFACTS, run_module, start_app
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM) or not shutil.which("chromium"):
     if os.environ.get("CI"):

@@ -14,6 +14,8 @@ from vit.checkpoint import load_checkpoint, open_checkpoint
 from vit.data.loading import DataError
 from vit.scoring import score
 
+pytestmark = pytest.mark.data
+
 MNIST = ROOT / "checkpoints" / "mnist"
 FASHION = ROOT / "checkpoints" / "fashion-mnist"
 CIFAR = ROOT / "checkpoints" / "cifar10"

@@ -256,6 +256,7 @@ def judged(p: Predictor, drawings):
     return probs, verdicts
 
 
+@pytest.mark.data
 def test_confidence_is_calibrated_on_the_mnist_test_set(bundled, mnist_test):
     from conftest import bundled_test_logits
     logits, labels = bundled_test_logits("mnist")           # scored once per session

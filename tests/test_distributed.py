@@ -17,6 +17,8 @@ from safetensors.torch import load_file
 from vit.checkpoint import load_checkpoint, open_checkpoint
 from vit.training.distributed import weights_digest
 
+pytestmark = pytest.mark.train
+
 ARGS = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
         "--eval-batch-size", "40", "--val-size", "40", "--negatives", "16", *TINY_MODEL]
 

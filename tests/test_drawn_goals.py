@@ -14,6 +14,8 @@ from test_calibration import bundled_predictor, judged, mnist_test_split
 
 from vit.explain.calibration import ece
 
+pytestmark = pytest.mark.data
+
 
 @pytest.fixture(scope="module")
 def bundled():

@@ -63,6 +63,7 @@ def test_every_weight_but_the_head_comes_from_the_checkpoint(tmp_path):
         load_pretrained(ViT(ViTConfig(**{**cfg.__dict__, "dim": 48, "heads": 2})), tmp_path / "ck")
 
 
+@pytest.mark.train
 def test_fine_tuning_a_converted_model_on_a_folder_learns_and_the_app_opens_it(tmp_path):
     """The command a user runs: a tiny converted model, a tiny folder of three classes at 40x40,
     fine-tuned at 48 px (the grid grows 4x4 -> 6x6). The loss falls, the classes are the folder's,
@@ -98,6 +99,7 @@ def test_fine_tuning_a_converted_model_on_a_folder_learns_and_the_app_opens_it(t
     assert "dog" in status, status
 
 
+@pytest.mark.train
 @pytest.mark.parametrize("args, message", [
     (["--init", "no/such/folder"], "checkpoint folder not found"),
     (["--dataset", "cifar10", "--init", "{ck}", "--preset", "s"], "pass only one"),

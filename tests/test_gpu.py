@@ -15,6 +15,8 @@ from vit.data.examples import render_digit
 from vit.inference import Predictor
 from vit.training import distributed
 
+pytestmark = pytest.mark.gpu
+
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 ARGS = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",

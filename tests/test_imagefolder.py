@@ -95,6 +95,7 @@ def test_cifar10_reads_its_jpeg_copy_from_the_data_dir(tmp_path):
         load_split("cifar10", tmp_path, False, download=False)
 
 
+@pytest.mark.train
 def test_the_trainer_trains_cifar10_from_its_folder_and_the_checkpoint_answers_a_photo(tmp_path):
     """`python -m vit.train --dataset cifar10` on a tiny copy of the folder layout: 32x32 colour
     and 10 classes come from the data set, the checkpoint loads, a photo of any size is answered."""

@@ -21,6 +21,8 @@ from conftest import ROOT, free_port
 
 from vit.data.examples import render_digit
 
+pytestmark = pytest.mark.server
+
 mcp = pytest.importorskip("mcp")
 
 

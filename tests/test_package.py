@@ -14,6 +14,8 @@ from conftest import ROOT
 
 from vit.data.examples import render_digit
 
+pytestmark = pytest.mark.package
+
 CLIS = ["vit-train", "vit-evaluate", "vit-predict", "vit-convert", "vit-export", "vit-publish",
         "vit-data", "vit-fit-typical", "vit-sweep"]
 

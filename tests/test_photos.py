@@ -50,6 +50,7 @@ def _rendered(digit: str, seed: int = 0) -> np.ndarray:
     return 255 - np.asarray(render_digit(digit, size=28, width=2), np.uint8)
 
 
+@pytest.mark.data
 @pytest.mark.skipif(not HAS_MNIST, reason="full MNIST is not in ../shared/data")
 def test_photos_of_mnist_digits_on_paper_are_read():
     """300 MNIST test digits written on paper and photographed under uneven light: the bundled

@@ -68,6 +68,7 @@ def test_laying_out_a_laid_out_digit_changes_nothing(digit):
     assert np.abs(twice - once).max() < 0.01
 
 
+@pytest.mark.data
 @pytest.mark.skipif(not HAS_MNIST, reason="full MNIST is not in ../shared/data")
 def test_mnist_test_digits_are_their_own_layout():
     """What the app makes of an MNIST digit is that digit: the bundled model then reads the test
@@ -227,6 +228,7 @@ def test_fashion_style_fills_the_frame():
     assert h == 28 and 17 <= w <= 20
 
 
+@pytest.mark.data
 @pytest.mark.skipif(not HAS_MNIST, reason="full MNIST is not in ../shared/data")
 def test_mnist_digits_redrawn_as_big_off_centre_drawings_are_recognised():
     """1,000 MNIST test digits, upscaled 6-25x and placed anywhere on an 800x800 canvas as black

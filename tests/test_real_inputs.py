@@ -21,6 +21,8 @@ from vit.data.loading import DataError, load_split
 from vit.inference import Predictor
 from vit.preprocessing.decode import BlankInputError, PreprocessError
 
+pytestmark = pytest.mark.data
+
 N = 300
 # Not one of these: at most this share of a model's own test images, at least this share of
 # pictures from outside its classes.

@@ -12,6 +12,8 @@ from vit.data.loading import DataError, load_split
 from vit.preprocessing.layout import to_model_image
 from vit.scoring import predict_logits
 
+pytestmark = pytest.mark.data
+
 
 @pytest.fixture(scope="module")
 def accuracies():

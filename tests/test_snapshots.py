@@ -12,6 +12,8 @@ from vit.inference import Predictor
 from vit.training import snapshots
 from vit.ui import training_panel
 
+pytestmark = pytest.mark.train
+
 ARGS = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
         "--eval-batch-size", "40", "--val-size", "40", "--negatives", "16", *TINY_MODEL]
 

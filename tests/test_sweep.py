@@ -15,6 +15,8 @@ from test_distributed import SLOW
 
 from vit.sweep import grid
 
+pytestmark = pytest.mark.train
+
 TINY = ["--", "--depth", "2", "--mlp-dim", "32", "--val-size", "40", "--negatives", "16",
         "--batch-size", "32", "--eval-batch-size", "40"]
 

@@ -201,6 +201,8 @@ def after_failed_save(tc: TrainConfig, argv: list[str]) -> str:
 
 
 def main(argv=None) -> int:
+    """The command line (`argv`: its arguments, paths allowed; None: sys.argv) -> exit status."""
+    argv = None if argv is None else [str(a) for a in argv]
     tc, mc = parse_args(argv)
     with StopOnSignal() as stopping:
         try:
