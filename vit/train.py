@@ -1,4 +1,4 @@
-"""Train a ViT on MNIST, Fashion-MNIST, CIFAR-10 or a folder of your own pictures: `python -m vit.train --help`.
+"""Train a ViT on MNIST, Fashion-MNIST, CIFAR-10 or your own picture folders: `python -m vit.train --help`.
 
 The command line of vit/training/: flags generated from the two config dataclasses, Ctrl-C
 handling, and one-line errors. Every random draw of a step comes from a generator seeded by
