@@ -1,7 +1,8 @@
 """Attack a local `python app.py` as the public Space would be attacked, and print what happened.
 
     python -m bench.attack [--only 1,5] [--sessions 3000] [--uploads 400] [--sockets 1500]
-                           [--hostile-sessions 100] [--distinct] [--drawings 400] [--prefill-mb 200]
+                           [--hostile-sessions 100] [--distinct] [--no-junk] [--drawings 400]
+                           [--prefill-mb 200] [--server-env NAME=VALUE]
 
 Every server is `python app.py` on a loopback port with its own Gradio cache folder
 (GRADIO_TEMP_DIR, so that the folder measured is its own). Sections 1-3, 8 and 9 share one started
@@ -20,12 +21,16 @@ Each replays, over raw HTTP (or MCP), and `--only` picks sections by number:
    90 KB class name and a 200-character one (how long its answer and explanation take) —
    issue 36, findings 2 and 3;
 5. hostile sessions (issue 36, finding 1): --hostile-sessions fresh session ids, each sending
-   every event of the page the largest values the server accepts (a drawing PNG data URL just
-   under the canvas's 1.5 MB, every head of the largest model switched off, a 39-megapixel JPEG
-   uploaded from the session's own address, a test image clicked, every panel opened) and 1.9 MB
-   of `[{}, {}, …]` as a layer, head or switch — the server's RSS before, after each session and
-   after all (the same values each session, so that the models' bounded caches of analyses do
-   not grow; --distinct: a new drawing each session);
+   every event of the page that takes a value the largest value the server accepts (a drawing
+   PNG data URL just under the canvas's 1.5 MB, 2048 px a side; every head the page offers
+   switched off — 16,384 "layer,head" pairs are refused as outside the choices; a 39-megapixel
+   JPEG with a 200-character name uploaded from the session's own address; a test image
+   clicked; every panel opened; a model switch), the events a browser sends after them, and
+   1.9 MB of `[{}, {}, …]` as a layer, head or switch to four events — the server's RSS before,
+   after each session's accepted values, after its junk and 2 s after all (the same values each
+   session, so that the models' bounded caches of analyses do not grow; --distinct: a new
+   drawing each session; --no-junk: the accepted values alone). Two sessions first, not
+   counted, also press the scoreboard and differences buttons;
 6. six decodes at once (finding 4): six 36-megapixel RGBA PNGs whose EXIF follows the pixel
    data, uploaded, then read by six events at once (three endpoints, two workers each) — the
    server's peak memory;
@@ -307,10 +312,14 @@ def peak_mb(pid: int) -> float:
     return status_kb(pid, "VmHWM") / 1024
 
 
+SERVER_ENV: dict[str, str] = {}      # --server-env: added to every server's environment
+
+
 def serve(env: dict, log: Path) -> tuple:
     """`python app.py` with `env`, its own Gradio cache folder: (process, url, seconds, folder)."""
     cache = Path(tempfile.mkdtemp(prefix="attack-gradio-"))
-    proc, url, took = start(["app.py"], str(log), {"GRADIO_TEMP_DIR": str(cache), **env})
+    proc, url, took = start(["app.py"], str(log), {"GRADIO_TEMP_DIR": str(cache), **env,
+                                                   **SERVER_ENV})
     return proc, url, took, cache
 
 
@@ -423,8 +432,8 @@ def session_events(v: Visitor, drawing: dict, heads: list, target: int, picture:
     send("folded")
     for name, data in (("explore", [MAX_SLIDER, MAX_SLIDER]), ("explore_1", [MAX_SLIDER, 1]),
                        ("rescale", [True]), ("choose_target", [target]), ("switch_heads", [heads]),
-                       ("pick_strip_patch", [{"pick": MAX_INDEX}]),
-                       ("pick_strip_head", [{"layer": MAX_INDEX, "head": MAX_INDEX}]),
+                       ("pick_strip_patch", [{"pick": MAX_INDEX - 1}]),
+                       ("pick_strip_head", [{"layer": MAX_INDEX - 1, "head": MAX_INDEX - 1}]),
                        ("open_mechanism", []), ("mechanism_model", []), ("follow_cls", [True]),
                        ("open_lens", []), ("open_compare", []), ("choose_compare", ["fashion-mnist"]),
                        ("open_learned", []), ("learned_when", [100])):
@@ -474,7 +483,7 @@ def send_junk(v: Visitor, i: int, small: dict) -> list[tuple[str, str]]:
     return said
 
 
-def hostile_sessions(n: int, distinct: bool) -> None:
+def hostile_sessions(n: int, distinct: bool, junk: bool = True) -> None:
     print(f"\n5. {n} hostile sessions (issue 36, finding 1)")
     log = Path(tempfile.mkdtemp()) / "app.log"
     proc, base, took, _ = serve({"VIT_CHECKPOINTS": str(bundled_copy()),
@@ -496,7 +505,7 @@ def hostile_sessions(n: int, distinct: bool) -> None:
         print(f"  server up in {took:.1f} s; each session sends a {len(drawing['png']) / 1e6:.2f} MB "
               f"drawing (2048² px) three times, all {len(heads)} heads switched off, a "
               f"{len(picture) / 1e6:.1f} MB 39-megapixel JPEG upload, a test image clicked, every "
-              f"panel opened, and 4 x {len(junk_json()) / 1e6:.2f} MB of junk")
+              f"panel opened" + (f", and 4 x {len(junk_json()) / 1e6:.2f} MB of junk" if junk else ""))
         probe = Visitor(base, deps, "attack-probe", "10.35.0.1")
         from vit.ui.boundary import MAX_HEADS_OFF
         many = [f"{1000 + i // 100},{1000 + i % 100}" for i in range(MAX_HEADS_OFF)]
@@ -506,53 +515,69 @@ def hostile_sessions(n: int, distinct: bool) -> None:
         gallery = next((x for x in out if isinstance(x, list)), [])
         listed = max(1, len(gallery))
 
-        def session(i: int, sid: str, everything: bool = False) -> tuple[list, list]:
+        def values(i: int, sid: str, everything: bool = False) -> tuple[Visitor, list]:
             v = Visitor(base, deps, sid, address=f"10.36.{i // 250 % 250}.{i % 250}")
             d = big_drawing(i) if distinct else drawing
-            return (session_events(v, d, heads, target, picture, name, listed, everything),
-                    send_junk(v, i, small))
+            return v, session_events(v, d, heads, target, picture, name, listed, everything)
 
         t = time.perf_counter()
-        warm, refused = session(1000, "attack-warm-up", everything=True)   # lazy pictures, caches
-        session(1001, "attack-warm-up-2", everything=True)
+        v, warm = values(1000, "attack-warm-up", everything=True)   # lazy pictures, caches
+        refused = send_junk(v, 1000, small) if junk else []
+        v, _ = values(1001, "attack-warm-up-2", everything=True)
+        if junk:
+            send_junk(v, 1001, small)
         slow = sorted(warm, key=lambda e: -e[2])[:4]
         print(f"  two sessions first, not counted, with the scoreboard and the models' differences "
-              f"too: {len(warm)} events and 4 of junk each, {(time.perf_counter() - t) / 2:.1f} s a "
-              f"session; slowest: " + ", ".join(f"{e} {s:.1f} s" for e, _, s in slow))
+              f"too: {len(warm)} events and {len(refused)} of junk each, "
+              f"{(time.perf_counter() - t) / 2:.1f} s a session; slowest: "
+              + ", ".join(f"{e} {s:.1f} s" for e, _, s in slow))
         failed = [(e, line) for e, line, _ in warm if line != "ok"]
         for e, line in failed:
             print(f"    {e} -> {line[:140]}")
         for e, line in refused:
             print(f"  junk to {e} -> {line[:140]}")
         time.sleep(2)
-        before = rss_mb(proc.pid)
-        rss, unexpected, junk_lines, t = [before], {}, 0, time.perf_counter()
+        before = last = highest = rss_mb(proc.pid)
+        grew, unexpected, junk_lines, t = [], {}, 0, time.perf_counter()
         step = max(1, n // 5)
         print(f"  {'sessions':>9s} {'RSS MB':>7s}")
         for i in range(n):
-            done, said = session(i, f"hostile-{i}")
+            v, done = values(i, f"hostile-{i}")
             for e, line, _ in done:
                 if line != "ok" and (e, line) not in failed:
                     unexpected[(e, line[:140])] = unexpected.get((e, line[:140]), 0) + 1
+            time.sleep(0.1)
+            mid = rss_mb(proc.pid)
+            said = send_junk(v, i, small) if junk else []
             junk_lines += sum(one_line(line) and line.startswith("error:") for _, line in said)
-            time.sleep(0.2)
-            rss.append(rss_mb(proc.pid))
+            time.sleep(0.1)
+            end = rss_mb(proc.pid)
+            grew.append((mid - last, end - mid))       # (the accepted values, the junk)
+            last, highest = end, max(highest, mid, end)
             if (i + 1) % step == 0:
-                print(f"  {i + 1:9d} {rss[-1]:7.0f}")
+                print(f"  {i + 1:9d} {end:7.0f}")
         took = time.perf_counter() - t
         time.sleep(2)
         after = rss_mb(proc.pid)
-        steps = np.diff(rss)
-        worst = int(np.argmax(steps))
+        whole = [a + b for a, b in grew]
+        worst = int(np.argmax(whole))
         print(f"  RSS {before:.0f} MB before, {after:.0f} MB 2 s after the last: "
               f"{after - before:+.1f} MB for {n} sessions, {(after - before) / n:+.2f} MB a session; "
-              f"largest single session {steps[worst]:+.1f} MB (session {worst + 1}); "
-              f"second half {(rss[-1] - rss[n // 2]) / (n - n // 2):+.2f} MB a session ({took:.0f} s)")
-        print(f"  junk refused in one line: {junk_lines} of {4 * n}")
+              f"largest single session {whole[worst]:+.1f} MB (session {worst + 1}); highest RSS "
+              f"seen {highest:.0f} MB ({took:.0f} s)")
+        print(f"  while sending the accepted values: {sum(a for a, _ in grew):+.0f} MB in all, "
+              f"{sum(a for a, _ in grew) / n:+.2f} MB a session, largest "
+              f"{max(a for a, _ in grew):+.1f} MB"
+              + (f"; while sending the junk: {sum(b for _, b in grew):+.0f} MB in all, "
+                 f"{sum(b for _, b in grew) / n:+.2f} MB a session, largest "
+                 f"{max(b for _, b in grew):+.1f} MB" if junk else ""))
+        if junk:
+            print(f"  junk refused in one line: {junk_lines} of {4 * n}")
         for (e, line), count in unexpected.items():
             print(f"  unexpected: {e} -> {line} (x{count})")
         text = log.read_text()
-        print(f"  server log: {text.count('Traceback')} tracebacks, {len(text.splitlines())} lines")
+        print(f"  server log: {text.count('Traceback')} tracebacks, {len(text.splitlines())} lines; "
+              f"server threads {status_kb(proc.pid, 'Threads')}")
     finally:
         stop(proc)
 
@@ -828,7 +853,8 @@ def checkpoints() -> None:
     log = root / "app.log"
     # VIT_WARM=0: the peak memory below is the visitor's, not the warm-up's pictures.
     proc, url, took = start(["app.py"], str(log), {"VIT_CHECKPOINTS": str(root), "VIT_WARM": "0",
-                                                   "GRADIO_TEMP_DIR": str(root / "gradio")})
+                                                   "GRADIO_TEMP_DIR": str(root / "gradio"),
+                                                   **SERVER_ENV})
     try:
         warnings = [line for line in log.read_text().splitlines() if "warning" in line]
         print(f"  started in {took:.1f} s, RSS {rss_mb(proc.pid):.0f} MB; it said:")
@@ -877,10 +903,17 @@ def main() -> None:
     ap.add_argument("--hostile-sessions", type=int, default=100)
     ap.add_argument("--distinct", action="store_true",
                     help="section 5: a new drawing in each session (the models' caches grow too)")
+    ap.add_argument("--no-junk", action="store_true",
+                    help="section 5: the accepted values alone, no 1.9 MB junk")
     ap.add_argument("--drawings", type=int, default=400, help="section 7: drawings answered")
     ap.add_argument("--prefill-mb", type=int, default=200,
                     help="section 7: uploads sent before the drawings (40 MB each)")
+    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="added to every server's environment (e.g. MALLOC_ARENA_MAX=2)")
     args = ap.parse_args()
+    SERVER_ENV.update(a.split("=", 1) for a in args.server_env)
+    if SERVER_ENV:
+        print("every server started with " + " ".join(args.server_env))
     only = {int(x) for x in args.only.split(",") if x.strip()}
     if only - set(SECTIONS):
         ap.error(f"--only: sections are {', '.join(map(str, SECTIONS))}")
@@ -909,7 +942,7 @@ def main() -> None:
     if 4 in only:
         checkpoints()
     if 5 in only:
-        hostile_sessions(args.hostile_sessions, args.distinct)
+        hostile_sessions(args.hostile_sessions, args.distinct, not args.no_junk)
     if 6 in only:
         six_decodes()
     if 7 in only:

@@ -123,6 +123,49 @@ def run_module(module: str, *args, timeout: float = 300, cwd=None, **kw) -> subp
                           capture_output=True, text=True, timeout=timeout, env=env, **kw)
 
 
+# Where `python -m package`'s main() is (pyproject.toml's [project.scripts]): vit/data/__main__.py
+# runs the command when imported.
+MAINS = {"vit.data": "vit.data.loading", "vit.sweep": "vit.sweep.__main__"}
+
+
+def run_main(capsys, module: str, *args, cwd=None) -> subprocess.CompletedProcess:
+    """What `run_module(module, *args)` answers (returncode, stdout, stderr), from the command's
+    own main(argv) in this process: milliseconds, not the seconds a new Python takes to import
+    torch. For the checks of what a command refuses; each command keeps one test of the real
+    process. argparse's exit is the exit status, as in the process; an exception is not caught
+    (the test fails with it, as the process would print a traceback). What a command may change
+    for the whole process is put back: the working folder (the project root meanwhile, as for
+    run_module), os.environ, torch's threads and random state, the Ctrl-C and SIGTERM handlers."""
+    import importlib
+    import signal
+    command = importlib.import_module(MAINS.get(module, module))
+    folder, environ, threads = os.getcwd(), dict(os.environ), torch.get_num_threads()
+    rng = torch.random.get_rng_state()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    capsys.readouterr()                                   # only this command's output
+    os.chdir(cwd or ROOT)
+    try:
+        try:
+            code = command.main([str(a) for a in args])
+        except SystemExit as e:                           # argparse: 2, --help: 0
+            code = e.code
+            if code is not None and not isinstance(code, int):
+                print(code, file=sys.stderr)              # as Python does with sys.exit("words")
+                code = 1
+        code = 0 if code is None else code
+    finally:
+        os.chdir(folder)
+        if dict(os.environ) != environ:
+            os.environ.clear()
+            os.environ.update(environ)
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(rng)
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([module, *map(str, args)], code, out, err)
+
+
 ARTIFACTS = ROOT / "artifacts"        # CI keeps this folder's contents in its log
 
 
@@ -189,17 +232,19 @@ PEAK = ("def peak():\n"
 # `python app.py`; train: trains for real; data: needs the full data sets or scores a bundled
 # model on a whole test set; package: builds and installs the wheel; gpu: the CUDA paths.
 LANES = ("browser", "server", "train", "data", "package", "gpu")
-# Fixtures that start a server or train: a test that uses one without a lane's mark fails
-# collection, so a new test cannot land in the fast lane by mistake.
-FIXTURE_LANES = {"app_server": "server", "trained": "train", "ddp_run": "train"}
+# Fixtures that start a server or train, and the lanes a test using one may be in (the browser
+# drives the server): a test that uses one without such a mark fails collection, so a new test
+# cannot land in the fast lane (or another lane) by mistake.
+FIXTURE_LANES = {"app_server": ("server", "browser"), "trained": ("train",), "ddp_run": ("train",),
+                 "snapped": ("train",), "swept": ("train",)}
 
 
 def pytest_collection_modifyitems(config, items):
     wrong = []
     for item in items:
         marks = {m.name for m in item.iter_markers()} & set(LANES)
-        for fixture, lane in FIXTURE_LANES.items():
-            if fixture in getattr(item, "fixturenames", ()) and not marks:
-                wrong.append(f"{item.nodeid} uses the {fixture} fixture: mark it {lane}")
+        for fixture, lanes in FIXTURE_LANES.items():
+            if fixture in getattr(item, "fixturenames", ()) and not marks & set(lanes):
+                wrong.append(f"{item.nodeid} uses the {fixture} fixture: mark it {lanes[0]}")
     if wrong:
         raise pytest.UsageError("tests without their lane's mark:\n" + "\n".join(wrong))

@@ -267,6 +267,7 @@ def test_confidence_is_calibrated_on_the_mnist_test_set(bundled, mnist_test):
     assert e <= 0.015
 
 
+@pytest.mark.data
 def test_a_clean_digit_is_read_with_at_least_99_percent(bundled, mnist_test):
     a = bundled.analyse(render_digit("7"))                        # the app's first example
     assert a.is_class and bundled.class_names[int(a.probs.argmax())] == "7"

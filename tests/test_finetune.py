@@ -10,7 +10,7 @@ import csv
 import numpy as np
 import pytest
 import torch
-from conftest import run_module
+from conftest import run_main, run_module
 from PIL import Image
 from test_imagefolder import write_folder
 
@@ -99,7 +99,6 @@ def test_fine_tuning_a_converted_model_on_a_folder_learns_and_the_app_opens_it(t
     assert "dog" in status, status
 
 
-@pytest.mark.train
 @pytest.mark.parametrize("args, message", [
     (["--init", "no/such/folder"], "checkpoint folder not found"),
     (["--dataset", "cifar10", "--init", "{ck}", "--preset", "s"], "pass only one"),
@@ -107,12 +106,13 @@ def test_fine_tuning_a_converted_model_on_a_folder_learns_and_the_app_opens_it(t
     (["--dataset", "folder", "--data-dir", "{data}/one", "--init", "{ck}"], "one class folder"),
     (["--dataset", "mnist", "--init", "{ck}"], "takes 3-channel images; mnist has 1"),
 ])
-def test_bad_init_and_folder_flags_get_one_line(tmp_path, args, message):
+def test_bad_init_and_folder_flags_get_one_line(tmp_path, args, message, capsys):
+    """In this process (conftest.run_main): refused before anything trains."""
     tiny_converted(tmp_path / "ck")
     (tmp_path / "nothing").mkdir()
     write_folder(tmp_path / "one", classes=("cat",), per_class=3)
     argv = [a.format(ck=tmp_path / "ck", data=tmp_path) for a in args]
-    r = run_module("vit.train", *argv, "--out", tmp_path / "out", timeout=120)
+    r = run_main(capsys, "vit.train", *argv, "--out", tmp_path / "out")
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()[-1]) < 300
 

@@ -1,18 +1,17 @@
 """Training snapshots (`--snapshots`, vit/training/snapshots.py) and the app's "How it learned"
 panel that reads them: where they are kept, turned off, replaced by --overwrite, checked against
-the model, and the input on screen through each of them."""
+the model, and the input on screen through each of them. The tests of a trained run are in the
+train lane; the bundled model's is fast."""
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_MODEL, run_module
+from conftest import TINY_MODEL, run_main, run_module
 from safetensors.torch import save_file
 
 from vit.data.examples import render_digit
 from vit.inference import Predictor
 from vit.training import snapshots
 from vit.ui import training_panel
-
-pytestmark = pytest.mark.train
 
 ARGS = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
         "--eval-batch-size", "40", "--val-size", "40", "--negatives", "16", *TINY_MODEL]
@@ -30,6 +29,7 @@ def snapped(tiny_data, tmp_path_factory):
     return out
 
 
+@pytest.mark.train
 def test_kept_after_1_10_and_50_percent_of_the_steps(snapped):
     # 280 training images, batch 32: 9 steps an epoch, 18 in all
     assert [s.step for s in snapshots.listed(snapped)] == [1, 2, 9]
@@ -38,6 +38,7 @@ def test_kept_after_1_10_and_50_percent_of_the_steps(snapped):
     assert size < 0.6 * (snapped / "model.safetensors").stat().st_size          # float16
 
 
+@pytest.mark.train
 def test_the_app_shows_the_input_through_each_snapshot(snapped):
     p = Predictor(snapped, "cpu")
     a = p.analyse(np.asarray(render_digit("7")))
@@ -54,6 +55,7 @@ def test_the_app_shows_the_input_through_each_snapshot(snapped):
     assert not np.array_equal(early, large)
 
 
+@pytest.mark.train
 def test_the_slider_picks_the_nearest_kept_moment(snapped):
     p = Predictor(snapped, "cpu")
     frames = p.over_training(p.analyse(np.asarray(render_digit("7"))).image, 0)   # 5.6, 11, 50, 100 %
@@ -63,6 +65,7 @@ def test_the_slider_picks_the_nearest_kept_moment(snapped):
         assert training_panel.nearest(frames, sent) in (0, 3)
 
 
+@pytest.mark.train
 def test_a_snapshot_that_does_not_fit_is_skipped(snapped, tmp_path):
     import shutil
     out = tmp_path / "ck"
@@ -74,6 +77,7 @@ def test_a_snapshot_that_does_not_fit_is_skipped(snapped, tmp_path):
     assert [f.step for f in frames] == [1, 2, 9, 18]
 
 
+@pytest.mark.train
 def test_only_unreadable_snapshots_are_said_so(snapped, tmp_path):
     import shutil
     out = tmp_path / "ck"
@@ -85,12 +89,14 @@ def test_only_unreadable_snapshots_are_said_so(snapped, tmp_path):
     assert picture is None is large and "could not be read" in words
 
 
-def test_off_and_bad_values(tiny_data, tmp_path):
+@pytest.mark.train
+def test_off_and_bad_values(tiny_data, tmp_path, capsys):
     r = train(tiny_data, tmp_path / "none", "--snapshots", "none")
     assert r.returncode == 0 and not (tmp_path / "none" / "snapshots").exists()
     for bad, says in (("1", "above 0 and below 1"), ("x", "fractions of the run"),
                       (",".join(["0.5"] * 2 + [str(i / 100) for i in range(1, 40)]), "at most 32")):
-        r = train(tiny_data, tmp_path / "bad", "--snapshots", bad)
+        r = run_main(capsys, "vit.train", "--data-dir", tiny_data, "--out", tmp_path / "bad", *ARGS,
+                     "--snapshots", bad)                  # refused: in this process
         assert r.returncode == 2 and says in r.stderr, r.stderr
 
 
@@ -100,6 +106,7 @@ def test_the_no_snapshot_words_for_a_bundled_model():
     assert picture is None is large and "keeps no training snapshots" in words
 
 
+@pytest.mark.train
 def test_overwrite_sets_the_old_snapshots_aside(snapped, tiny_data, tmp_path):
     import shutil
     out = tmp_path / "ck"

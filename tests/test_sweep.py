@@ -1,6 +1,7 @@
 """`python -m vit.sweep` on the tiny IDX data set the tests write: one checkpoint per combination,
 the table and plots, the app opening the runs, an interrupted sweep resuming, Ray on a local
-instance, and a bad --vary refused in one line before anything trains."""
+instance, and a bad --vary refused in one line before anything trains (in this process, and
+once as the real command). The tests that sweep are in the train lane; the others are fast."""
 import csv
 import json
 import os
@@ -10,12 +11,10 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, run_module
+from conftest import ROOT, run_main, run_module
 from test_distributed import SLOW
 
 from vit.sweep import grid
-
-pytestmark = pytest.mark.train
 
 TINY = ["--", "--depth", "2", "--mlp-dim", "32", "--val-size", "40", "--negatives", "16",
         "--batch-size", "32", "--eval-batch-size", "40"]
@@ -38,6 +37,7 @@ def swept(tiny_data, tmp_path_factory):
     return out, r
 
 
+@pytest.mark.train
 def test_one_checkpoint_per_combination_with_a_row_each(swept):
     out, r = swept
     table = rows(out)
@@ -55,12 +55,14 @@ def test_one_checkpoint_per_combination_with_a_row_each(swept):
     assert "[4/4]" in r.stdout and "python app.py --checkpoints" in r.stdout
 
 
+@pytest.mark.train
 def test_the_plots_are_written(swept):
     out, _ = swept
     for name in ("accuracy-vs-heads.png", "accuracy-vs-dim.png", "accuracy-vs-time.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
 
 
+@pytest.mark.train
 def test_the_app_opens_every_run(swept):
     from vit.ui.models import Models
     out, _ = swept
@@ -70,6 +72,7 @@ def test_the_app_opens_every_run(swept):
     assert len(set(labels)) == 4 and all("heads-" in label for label in labels)
 
 
+@pytest.mark.train
 def test_a_finished_sweep_is_not_trained_again(swept, tiny_data):
     out, _ = swept
     before = {p: p.stat().st_mtime_ns for p in out.glob("*/model.safetensors")}
@@ -79,13 +82,16 @@ def test_a_finished_sweep_is_not_trained_again(swept, tiny_data):
     assert len(rows(out)) == 4
 
 
-def test_other_shared_settings_need_another_folder(swept, tiny_data):
+@pytest.mark.train
+def test_other_shared_settings_need_another_folder(swept, tiny_data, capsys):
     out, _ = swept
-    r = sweep(tiny_data, out, "--vary", "heads=1,2", "--epochs", "3", "--subset", "200")
+    r = run_main(capsys, "vit.sweep", "--data", "mnist", "--data-dir", tiny_data, "--no-download",
+                 "--out", out, "--vary", "heads=1,2", "--epochs", "3", "--subset", "200", *TINY)
     assert r.returncode == 2
     assert "holds a sweep with other epochs" in r.stderr and "use another --out" in r.stderr
 
 
+@pytest.mark.train
 def test_an_interrupted_sweep_resumes_where_it_stopped(tiny_data, tmp_path):
     out = tmp_path / "sw"
     (tmp_path / "sitecustomize.py").write_text(SLOW)
@@ -112,6 +118,7 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(tiny_data, tmp_path):
     assert [int(m["epoch"]) for m in metrics] == [1, 2, 3]
 
 
+@pytest.mark.train
 def test_ray_on_a_local_instance(tiny_data, tmp_path):
     pytest.importorskip("ray")
     out = tmp_path / "ray"
@@ -133,10 +140,19 @@ def test_ray_on_a_local_instance(tiny_data, tmp_path):
      "--vary makes 39,800 runs"),
     (["init=a/b,a_b"], "two runs would share the folder 'init-a-b'"),
 ])
-def test_a_bad_vary_is_one_line_before_anything_trains(tmp_path, vary, says):
-    r = run_module("vit.sweep", "--data", "mnist", "--out", tmp_path / "sw", "--vary", *vary)
+def test_a_bad_vary_is_one_line_before_anything_trains(tmp_path, vary, says, capsys):
+    r = run_main(capsys, "vit.sweep", "--data", "mnist", "--out", tmp_path / "sw", "--vary", *vary)
     assert r.returncode == 2 and says in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "sw").exists()
+
+
+def test_a_bad_vary_stops_the_real_command_with_one_line(tmp_path):
+    """The one real process of the checks above: exit status and stderr as a user sees them."""
+    r = run_module("vit.sweep", "--data", "mnist", "--out", tmp_path / "sw", "--vary", "head=1,2",
+                   timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and not (tmp_path / "sw").exists()
+    assert r.stderr.strip().splitlines()[-1].startswith(
+        "python -m vit.sweep: error: --vary head: not a setting a sweep can vary; these can: ")
 
 
 def test_the_grid_in_order_and_its_folder_names():

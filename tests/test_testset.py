@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, run_module, write_dataset
+from conftest import ROOT, run_main, run_module, write_dataset
 
 from vit.checkpoint import open_checkpoint, save_checkpoint
 from vit.data.loading import DataError
@@ -109,11 +109,12 @@ def test_mistakes_stand_out_from_right_answers():
     assert at(0, 0)[1] > at(0, 0)[0]                            # right answers: green tint
 
 
-def test_data_cli_reports_where_the_data_is(tiny_data, tmp_path):
+def test_data_cli_reports_where_the_data_is(tiny_data, tmp_path, capsys):
     r = run_module("vit.data", "--data-dir", tiny_data, "--no-download", timeout=60)
     assert r.returncode == 0, r.stderr
     assert "mnist train: 320 images" in r.stdout and "mnist test: 80 images" in r.stdout
-    r = run_module("vit.data", "--data-dir", tmp_path / "none", "--no-download", timeout=60)
+    # (the real process above; a refusal in this process)
+    r = run_main(capsys, "vit.data", "--data-dir", tmp_path / "none", "--no-download")
     assert r.returncode == 1 and "not found" in r.stderr and "Traceback" not in r.stderr
 
 

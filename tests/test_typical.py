@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, run_module
+from conftest import ROOT, run_main, run_module
 
 from vit.checkpoint import CheckpointError, open_checkpoint, save_checkpoint
 from vit.data.degrade import degrade
@@ -90,7 +90,7 @@ def test_a_picture_far_from_every_class_is_not_one_of_these(tmp_path):
     assert Predictor(str(tmp_path), "cpu").analyse(drawing).verdict.kind != "unfamiliar"
 
 
-def test_fit_typical_fits_on_training_images_and_records_how(tmp_path, tiny_data):
+def test_fit_typical_fits_on_training_images_and_records_how(tmp_path, tiny_data, capsys):
     _checkpoint(tmp_path / "ck")
     r = run_module("vit.fit_typical", str(tmp_path / "ck"), "--data-dir", str(tiny_data),
                    "--share", "0.1")
@@ -101,7 +101,8 @@ def test_fit_typical_fits_on_training_images_and_records_how(tmp_path, tiny_data
     assert "270 training images" in record["typical"]["fitted_on"]      # 320 less 50 held out
     assert record["typical"]["command"].startswith("python -m vit.fit_typical ")
     assert 0.02 <= record["typical"]["validation_far"] <= 0.2
-    bad = run_module("vit.fit_typical", str(tmp_path / "nowhere"), "--data-dir", str(tiny_data))
+    # (the real process above; a refusal in this process)
+    bad = run_main(capsys, "vit.fit_typical", str(tmp_path / "nowhere"), "--data-dir", str(tiny_data))
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr
 
 
