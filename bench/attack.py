@@ -315,9 +315,19 @@ def peak_mb(pid: int) -> float:
 SERVER_ENV: dict[str, str] = {}      # --server-env: added to every server's environment
 
 
+def scratch(prefix: str) -> Path:
+    """A fresh folder, removed when this bench exits (a run writes ~1 GB of uploads, pictures and
+    checkpoint copies)."""
+    import atexit
+    import shutil
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def serve(env: dict, log: Path) -> tuple:
     """`python app.py` with `env`, its own Gradio cache folder: (process, url, seconds, folder)."""
-    cache = Path(tempfile.mkdtemp(prefix="attack-gradio-"))
+    cache = scratch("attack-gradio-")
     proc, url, took = start(["app.py"], str(log), {"GRADIO_TEMP_DIR": str(cache), **env,
                                                    **SERVER_ENV})
     return proc, url, took, cache
@@ -332,7 +342,7 @@ def bundled_copy() -> Path:
     """The bundled checkpoints, copied: the test sets' answers a server caches beside a
     checkpoint land in the copy, not in this checkout."""
     import shutil
-    root = Path(tempfile.mkdtemp(prefix="attack-checkpoints-"))
+    root = scratch("attack-checkpoints-")
     for folder in sorted((ROOT / "checkpoints").iterdir()):
         if (folder / "config.json").is_file():
             shutil.copytree(folder, root / folder.name,
@@ -349,7 +359,7 @@ def small_testset(n: int = 120) -> Path:
     images = np.stack([255 - np.asarray(render_digit(str(d), size=28, width=3,
                                                      offset=tuple(rng.uniform(-6, 6, 2))))
                        for d in labels]).astype(np.uint8)
-    root = Path(tempfile.mkdtemp(prefix="attack-data-"))
+    root = scratch("attack-data-")
     raw = root / "MNIST" / "raw"
     raw.mkdir(parents=True)
     for name, a in (("t10k-images-idx3-ubyte", images), ("t10k-labels-idx1-ubyte", labels)):
@@ -832,7 +842,7 @@ def checkpoints() -> None:
     import shutil
 
     from safetensors.torch import load_file, save_file
-    root = Path(tempfile.mkdtemp())
+    root = scratch("attack-hostile-checkpoints-")
     for name in ("mnist", "tokens", "overflow", "long-name", "name-200"):
         shutil.copytree(ROOT / "checkpoints" / "mnist", root / name,
                         ignore=shutil.ignore_patterns("best", "*.png", "*.csv", ".cache"))
