@@ -133,26 +133,32 @@ def test_the_upload_folder_stays_under_its_cap_oldest_uploads_first(tmp_path):
     assert (tmp_path / "deep_links").is_dir()
 
 
-def test_uploads_are_limited_per_visitor_and_in_flight(tmp_path):
+def upload_gate(tmp_path, **limits):
+    """UploadLimits in front of an app that answers every upload 200, and `post(client,
+    headers=(), size=0)` -> (status, body) of one upload request through it."""
     import asyncio
 
     async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
+    gate = uploads.UploadLimits(app, **{"per_visitor": 3, "cache_bytes": 10**9,
+                                        "max_file_bytes": 10, "folder": tmp_path, **limits})
 
-    limits = uploads.UploadLimits(app, per_visitor=3, cache_bytes=10**9, max_file_bytes=10,
-                                  folder=tmp_path)
-
-    def post(ip):
+    def post(client: str, headers=(), size: int = 0) -> tuple[int, str]:
         sent = []
 
         async def send(message):
             sent.append(message)
         scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload",
-                 "client": (ip, 1), "headers": [(b"content-length", b"0")]}
-        asyncio.run(limits(scope, None, send))
+                 "client": (client, 1),
+                 "headers": [(b"content-length", str(size).encode()), *headers]}
+        asyncio.run(gate(scope, None, send))
         return sent[0]["status"], sent[-1].get("body", b"").decode()
+    return gate, post
 
+
+def test_uploads_are_limited_per_visitor_and_in_flight(tmp_path):
+    limits, post = upload_gate(tmp_path)
     assert [post("1.2.3.4")[0] for _ in range(4)] == [200, 200, 200, 429]
     assert "uploads a minute" in post("1.2.3.4")[1]
     assert post("5.6.7.8")[0] == 200                    # another visitor is not held up
@@ -683,26 +689,10 @@ def test_the_visitor_behind_a_chain_of_trusted_proxies(monkeypatch, hops, header
 def test_this_machines_own_scripts_are_not_throttled_as_the_public(tmp_path):
     """Issue 37: a local script classifying 60 images got HTTP 429 after 30. A request naming
     any forwarded address is not local, even from 127.0.0.1 (a proxy on this machine)."""
-    import asyncio
-
-    async def app(scope, receive, send):
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
-    limits = uploads.UploadLimits(app, per_visitor=3, cache_bytes=10**9, max_file_bytes=10,
-                                  folder=tmp_path)
-
-    def post(headers):
-        sent = []
-
-        async def send(message):
-            sent.append(message)
-        scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload",
-                 "client": ("127.0.0.1", 1), "headers": [(b"content-length", b"0"), *headers]}
-        asyncio.run(limits(scope, None, send))
-        return sent[0]["status"]
-    assert [post([]) for _ in range(10)] == [200] * 10
+    _, post = upload_gate(tmp_path)
+    assert [post("127.0.0.1")[0] for _ in range(10)] == [200] * 10
     proxied = [(b"x-forwarded-for", b"127.0.0.1")]
-    assert [post(proxied) for _ in range(4)] == [200, 200, 200, 429]
+    assert [post("127.0.0.1", proxied)[0] for _ in range(4)] == [200, 200, 200, 429]
 
 
 # --- issue 36: the second attack on the finished change ----------------------------------------
@@ -797,21 +787,10 @@ def test_an_upload_does_not_walk_the_whole_cache_folder(tmp_path, monkeypatch):
     """Issue 37: every upload scanned the cache folder to make room: with 5,000 earlier files
     (an hour of a busy page) /classify took 290 ms against a bare Gradio app's 121
     (bench/app_latency.py --fill-cache 5000). Now it is scanned near the cap, or every 30 s."""
-    import asyncio
     scans = []
     make_room = uploads.make_room
     monkeypatch.setattr(uploads, "make_room", lambda *a: scans.append(1) or make_room(*a))
-
-    async def app(scope, receive, send):
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
-    limits = uploads.UploadLimits(app, per_visitor=1000, cache_bytes=10**9, max_file_bytes=10**6,
-                                  folder=tmp_path)
-
-    async def send(message):
-        pass
+    _, post = upload_gate(tmp_path, per_visitor=1000, max_file_bytes=10**6)
     for _ in range(20):
-        scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload",
-                 "client": ("1.2.3.4", 1), "headers": [(b"content-length", b"1000")]}
-        asyncio.run(limits(scope, None, send))
+        assert post("1.2.3.4", size=1000)[0] == 200
     assert len(scans) == 1
