@@ -794,3 +794,13 @@ def test_an_upload_does_not_walk_the_whole_cache_folder(tmp_path, monkeypatch):
     for _ in range(20):
         assert post("1.2.3.4", size=1000)[0] == 200
     assert len(scans) == 1
+    # At the cap too: room is made down to 90 % of it, so not every upload scans again.
+    for i in range(200):
+        (tmp_path / f"{i:064x}").mkdir()
+        (tmp_path / f"{i:064x}" / "x.bin").write_bytes(b"x" * 10_000)
+    scans.clear()
+    _, post = upload_gate(tmp_path, per_visitor=1000, max_file_bytes=10**6,
+                          cache_bytes=1_000_000)
+    for _ in range(150):
+        post("1.2.3.4", size=10_000)
+    assert len(scans) < 50, len(scans)

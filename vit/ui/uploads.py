@@ -138,7 +138,10 @@ class Room:
             now = time.monotonic()
             if self._total is None or self._total + cost > self.cap or \
                     now - self._scanned > self.RESCAN_SECONDS:
-                self._total, self._scanned = make_room(folder, self.cap, cost), now
+                # Down to 90 % of the cap, not just below it: at the cap, every write would
+                # scan the folder again.
+                self._total = make_room(folder, self.cap - self.cap // 10, cost)
+                self._scanned = now
             if self._total + cost > self.cap:
                 return False
             self._total += cost
