@@ -131,6 +131,11 @@ BAD = {   # id: (change to config.json, words the message must contain)
     "dataset-number": (put("dataset", value=5), ["dataset"]),
     "format-other": (put("format", value="vit-explorer/2"), ["format"]),
     "class_names-missing": (drop("class_names"), ["class_names"]),
+    "faithfulness-list": (put("faithfulness", value=[]), ["faithfulness"]),
+    "faithfulness-lead-unknown": (put("faithfulness", value={"lead": "gut feeling"}),
+                                  ["faithfulness.lead"]),
+    "faithfulness-deletion-above-one": (put("faithfulness", value={"deletion": {"rollout": 3}}),
+                                        ["faithfulness.deletion"]),
     # Found by attacking the app: accepted before, then NaN answers or crashes in the app.
     "std-tiny": (put("normalization", "std", value=1e-300), ["normalization.std", "between"]),
     "mean-huge": (put("normalization", "mean", value=-1e300), ["normalization.mean", "between"]),
@@ -314,3 +319,12 @@ def test_any_weights_bytes_load_or_are_refused(saved, cut, junk):
         data = (folder / "model.safetensors").read_bytes()
         (folder / "model.safetensors").write_bytes(data[:cut] + junk + data[cut + len(junk):])
         load_or_refuse(folder)
+
+
+def test_the_measured_lead_map_is_read_and_an_unmeasured_model_leads_with_relevance(ckpt):
+    from vit.explain.faithful import lead_map
+    assert lead_map(read_config(ckpt)) == "relevance"
+    edit_config(ckpt, put("faithfulness", value={"lead": "occlusion",
+                                                 "deletion": {"occlusion": 0.13, "rollout": 0.17}}))
+    assert lead_map(read_config(ckpt)) == "occlusion"
+    assert read_config(ckpt).to_dict()["faithfulness"]["lead"] == "occlusion"

@@ -22,6 +22,7 @@ from safetensors import SafetensorError, safe_open
 from vit.data.specs import DatasetSpec, builtin_spec
 from vit.device import pick_device
 from vit.explain.calibration import TEMPERATURE_RANGE
+from vit.explain.faithful import check as check_faithfulness
 from vit.explain.typical import TYPICAL_FILE, Typical, from_tensors
 from vit.hub import CARD, HubError, model_card, resolve
 from vit.model import ViT, ViTConfig
@@ -33,7 +34,7 @@ CONFIG = "config.json"
 FORMAT = "vit-explorer/1"
 # Top-level keys a config.json may carry; anything else is a typo or a different format.
 CONFIG_KEYS = {"format", "model", "dataset", "class_names", "normalization", "test_accuracy",
-               "num_parameters", "training", "provenance", "calibration"}
+               "num_parameters", "training", "provenance", "calibration", "faithfulness"}
 REQUIRED_KEYS = {"model", "class_names", "normalization"}
 # Limits that stop a hostile or mistyped config from making us allocate (or even plan) a huge
 # model. Far above anything this project trains (~0.2 M parameters), far below a crash.
@@ -80,6 +81,9 @@ class CheckpointConfig:
     provenance: dict = field(default_factory=dict)
     # {"temperature": T, "reject_below": p, ...}: fitted on the validation split (vit/explain/calibration.py)
     calibration: dict = field(default_factory=dict)
+    # {"lead": map, "deletion": {map: mean P}, ...}: measured on the validation split
+    # (vit/explain/faithful.py); the map the page leads with
+    faithfulness: dict = field(default_factory=dict)
 
     @property
     def temperature(self) -> float:
@@ -141,6 +145,8 @@ class CheckpointConfig:
         out["provenance"] = self.provenance
         if self.calibration:
             out["calibration"] = self.calibration
+        if self.faithfulness:
+            out["faithfulness"] = self.faithfulness
         return out
 
 
@@ -412,10 +418,15 @@ def parse_config(obj, where: str) -> CheckpointConfig:
     if far is not None and not (_is_number(far) and math.isfinite(far) and far > 0):
         raise CheckpointError(f"{where}: calibration.far_above must be a number > 0, "
                               f"got {_show(far)}")
+    faithful = obj.get("faithfulness", {})
+    problem = check_faithfulness(faithful, where)
+    if problem:
+        raise CheckpointError(problem)
     return CheckpointConfig(model=model, class_names=tuple(names), mean=mean, std=std,
                             dataset=dataset, test_accuracy=None if acc is None else float(acc),
                             num_parameters=n_params, training=dict(obj.get("training", {})),
-                            provenance=dict(provenance), calibration=dict(calibration))
+                            provenance=dict(provenance), calibration=dict(calibration),
+                            faithfulness=dict(faithful))
 
 
 def checkpoint_folder(name) -> Path:

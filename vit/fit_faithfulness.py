@@ -1,0 +1,37 @@
+"""Measure which explanation map to lead with for a checkpoint: `python -m vit.fit_faithfulness
+CHECKPOINT --data-dir DIR [--n 300]`. The deletion test of rollout, relevance and occlusion on
+the checkpoint's validation split (never the test set), written to config.json's
+`faithfulness`; the page then leads with the map found most faithful (vit/explain/faithful.py).
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from vit.checkpoint import CheckpointError
+from vit.data.loading import DataError
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(prog="python -m vit.fit_faithfulness",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint", help="a checkpoint folder")
+    p.add_argument("--data-dir", default="data", help="where its data set is (default: data)")
+    p.add_argument("--n", type=int, default=300, help="validation images measured (default: 300)")
+    args = p.parse_args(argv)
+    if not 1 <= args.n <= 10_000:
+        p.error("--n must be between 1 and 10000")
+    from vit.explain.faithful import fit_faithfulness
+    try:
+        fit_faithfulness(args.checkpoint, args.data_dir, args.n,
+                         command=shlex.join(["python", "-m", "vit.fit_faithfulness", *argv]))
+    except (CheckpointError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
