@@ -186,8 +186,10 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     assert page.pick_head(visit, SimpleNamespace(index=[float("nan"), 3])) == {}
     # What drove the answer: both maps, for the answer and for another class, and heads off.
     why = page.why(visit)
-    rel, occ, text, heads, glance, sanity = (why[n] for n in WHY)
+    rel, occ, text, heads, glance, sanity, said = (why[n] for n in WHY)
     assert sanity is None                 # the randomisation check waits for the button
+    # A model never measured leads with relevance, and says it was never measured.
+    assert "by relevance" in said and "never measured" in said
     assert rel.shape[1] == occ.shape[1] and rel.dtype == occ.dtype == np.uint8
     # The small copy beside the answer: the same map, drawn at about the size it is shown (its
     # labels were ~7 px tall when the big picture was shrunk into the box).
@@ -221,7 +223,7 @@ def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
     assert "Nothing switched off" in grids_page.switch_heads(visit, "0,0")["ablation"]
     assert grids_page.why(grids_page.visit()) == {"relevance": None, "occlusion": None,
                                                   "faithfulness": "", "ablation": "", "glance": None,
-                                                  "sanity": None}
+                                                  "sanity": None, "glance_text": ""}
 
 
 def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):

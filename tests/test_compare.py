@@ -105,7 +105,7 @@ def test_the_test_images_one_gets_right_and_the_other_wrong():
     b = results([0, 9, 2, 3, 9, 9], labels)       # wrong on 1, 4, 5
     text, picture = compare_panel.differences(a, b, ("A", "B"), a.class_names)
     assert "Only A right: **2**" in text and "only B right: **1**" in text and "both wrong: 1" in text
-    assert "A 66.67 %" in text and "B 50.00 %" in text
+    assert "A 66.7 %" in text and "B 50.0 %" in text
     assert picture.shape[0] == 2 * (20 + 84 + 30)
     _, one_way = compare_panel.differences(a, a, ("A", "A2"), a.class_names)
     assert one_way.shape[0] == 2 * 20                  # nothing either way: two short lines

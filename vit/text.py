@@ -35,3 +35,9 @@ def code(text, limit: int = 300) -> str:
     line = " ".join(str(text).split()).replace("`", "'")
     line = line if len(line) <= limit else line[:limit - 1] + "…"
     return "`" + line.replace("|", "\\|") + "`"
+
+
+def percent(p: float) -> str:
+    """A probability or share as the page writes every one: "99.5 %" (one decimal, a thin space
+    before the sign), so the same number never reads three ways on one screen."""
+    return f"{100 * float(p):.1f} %"

@@ -368,7 +368,7 @@ def filters_picture(f: Filters, patch_size: int, per_row: int = 16) -> np.ndarra
             a, b = f.rim * pc_cell, (f.rim + patch_size) * pc_cell - 1
             c.draw.rectangle([x + a, yy + a, x + b, yy + b], outline=(0, 160, 80))
         share = 100 * float(f.energy[i])
-        c.text(x + pc_tile // 2, yy + pc_tile + 2, f"{share:.0f} %" if share >= 9.5 else f"{share:.1f} %",
+        c.text(x + pc_tile // 2, yy + pc_tile + 2, f"{share:.1f} %",
                10, FAINT, "ma")
     y += rows_pc * (pc_tile + 26) + 4
     _horizontal_bar(c, 16, y, 160, -pc_top, pc_top, *_filter_scale(

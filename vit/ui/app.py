@@ -57,7 +57,7 @@ from vit.ui.render import COMPARE, FOLDED_VIEWS, LEARNED, LENS, PICTURES, WALK, 
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
 from vit.ui.uploads import ROOM, pin
-from vit.ui.words import glossary_markdown
+from vit.ui.words import alt, glossary_markdown
 
 CSS = (Path(__file__).parent / "page.css").read_text()
 JS = (Path(__file__).parent / "page.js").read_text()       # the first-visit tour
@@ -104,11 +104,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     with gr.Blocks(title="ViT Explorer", delete_cache=CACHE_LIFETIME) as demo:
         with gr.Row(equal_height=True, elem_id="header"):
             with gr.Column(scale=3, min_width=300):
-                gr.Markdown("# ViT Explorer\nDraw, and watch a small Vision Transformer read "
-                            "it: your picture is cut into patches, the patches become tokens, "
-                            "attention mixes them, and the answer comes out on the right.\n\n"
-                            "<button type=\"button\" id=\"tour-start\">Take the tour</button> "
-                            "<a href=\"#glossary\">Glossary</a>", elem_id="intro")
+                gr.Markdown("# ViT Explorer\nDraw, and follow a small Vision Transformer "
+                            "reading it, left to right: patches, tokens, attention, the "
+                            "answer.\n\n<button type=\"button\" id=\"tour-start\">Take the "
+                            "tour</button> <a href=\"#glossary\">Glossary</a>", elem_id="intro")
             model = FreeDropdown(models.choices(), value=models.default, label="Model",
                                 info="what it was trained to recognise", elem_id="model",
                                 visible=len(models.names) > 1, scale=0, min_width=360)
@@ -126,28 +125,42 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
                     tst = testset_tab.build(models, data_dir, visible=not on_space
                                             or testset_tab.data_on_disk(models, data_dir))
             with gr.Column(scale=6, min_width=300, elem_id="result-col"):
-                status = gr.Markdown(rest_message(p), elem_id="status",
-                                     label="headline")
+                # The lesson, on the first screen: the answer (said once, in a live region),
+                # the strip that walks the visitor's own input through every step, and what
+                # the answer rests on, by the map measured most faithful for this model.
+                gr.Markdown("## The answer, step by step", elem_classes="sr-only")
+                status = gr.Markdown(rest_message(p), elem_id="status", label="headline")
                 strip = PipelineStrip(elem_id="pipeline", label="pipeline strip")
-                with gr.Row(equal_height=False):
-                    label = VerdictLabel(num_top_classes=10, label="Probability per class",
-                                         elem_id="prediction", scale=3, min_width=200)
-                    glance = gr.Image(label="What drove it (relevance; more below)",
-                                      interactive=False, elem_id="glance", height=260,
-                                      buttons=[], scale=2, min_width=160)
-        panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
-        why = why_panel.build(p)
+                with gr.Row(equal_height=False, elem_id="why-row"):
+                    glance = gr.Image(label="What the answer rests on", show_label=False,
+                                      interactive=False, elem_id="glance", height=200,
+                                      buttons=[], scale=2, min_width=160,
+                                      alt_text=alt("glance"))
+                    glance_text = gr.Markdown(elem_id="glance-text")
+                # The probabilities for API clients (the strip's answer step shows them).
+                label = VerdictLabel(num_top_classes=10, label="Probability per class",
+                                     elem_id="prediction", visible=False)
+        # Depth, folded: each opens in place when a step of the strip asks for it.
+        gr.Markdown("## Go deeper", elem_id="deeper")
         mech = mechanism_panel.build(p)
+        with gr.Accordion("What drove the answer: every map, scored", open=False, elem_id="why"):
+            why = why_panel.build(p)
+        with gr.Accordion("Every layer and head, and one patch's attention", open=False,
+                          elem_id="views"):
+            panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
         lens = lens_panel.build()
-        learned = training_panel.build()
-        compare = compare_panel.build(models.names, dict((n, label) for label, n in models.choices()))
+        learned = training_panel.build(visible=models.learned())
+        compare = compare_panel.build(models.names, dict((n, label) for label, n in models.choices()),
+                                      visible=models.comparable())
         with gr.Accordion("About this model", open=False, elem_id="about-model"):
             card = gr.Markdown(p.card())
-        gr.Markdown("## Glossary\n" + glossary_markdown(), elem_id="glossary")
+        with gr.Accordion("Glossary", open=False, elem_id="glossary"):
+            gr.Markdown(glossary_markdown())
 
         # Every component a handler may name (vit/ui/render.py's names and a few more).
         comps = dict(
             model=model, card=card, status=status, label=label, glance=glance, pipeline=strip,
+            glance_text=glance_text,
             answered=draw.answered, pad=pad, hint=draw.hint, examples=draw.examples,
             **dict(zip(PICTURES, panel.pictures)), layer=panel.layer, head=panel.head,
             relevance=why.relevance, occlusion=why.occlusion, faithfulness=why.faithfulness,
@@ -235,8 +248,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
                trigger_mode="always_last", **quiet)
         # A click on a head map opens it in the explorer just below: bring that into view.
         on(panel.grid.select, page.pick_head, [], ("layer", "head"), **quiet).then(
-            None, js="() => document.querySelector('#pick')?.scrollIntoView("
-                     "{block: 'nearest', behavior: 'smooth'})")
+            None, js="() => document.querySelector('#pick')?.scrollIntoView({block: 'nearest', "
+                     "behavior: matchMedia('(prefers-reduced-motion: reduce)').matches ? "
+                     "'instant' : 'smooth'})")
         on(panel.pick.select, page.pick_patch, [],
            ("pick", "row", "pipeline", *WALK, *LEARNED, *COMPARE), **quiet)
         model_views = ("position", "distance", "filters", "model_caption")

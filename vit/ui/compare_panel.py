@@ -12,10 +12,10 @@ from PIL import Image, ImageDraw
 from vit.explain.scoreboard import spearman
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
-from vit.text import md
+from vit.text import md, percent
 from vit.ui import pipeline, views
 from vit.ui.pipeline import PipelineStrip
-from vit.ui.words import caption
+from vit.ui.words import alt, caption
 
 NOBODY = ""                     # the dropdown's "no second model"
 PLAIN = ("Pick a second model: the input on screen goes through both, and you see where they "
@@ -48,8 +48,9 @@ def choices(names: list[str], labels: dict[str, str]) -> list[tuple[str, str]]:
     return [("no second model", NOBODY)] + [(labels.get(n, n), n) for n in names]
 
 
-def build(names: list[str], labels: dict[str, str]) -> ComparePanel:
-    with gr.Accordion("Compare with another model", open=False, elem_id="compare") as accordion:
+def build(names: list[str], labels: dict[str, str], visible: bool = True) -> ComparePanel:
+    with gr.Accordion("Compare with another model", open=False, elem_id="compare",
+                      visible=visible) as accordion:
         gr.Markdown(caption(PLAIN, PRECISE))
         choice = gr.Dropdown(choices(names, labels), value=NOBODY, label="Second model",
                              elem_id="compare-choice")
@@ -57,12 +58,13 @@ def build(names: list[str], labels: dict[str, str]) -> ComparePanel:
         strip = PipelineStrip(elem_id="compare-strip", label="second model's pipeline strip")
         maps = gr.Image(label="[CLS] maps of the matching layers: the page's model (top), the "
                               "second model (bottom)", interactive=False,
-                        buttons=["download", "fullscreen"], elem_id="compare-maps")
+                        buttons=["download", "fullscreen"],
+                            alt_text=alt("compare-maps"), elem_id="compare-maps")
         differ = gr.Button("Where do they differ on the test set?", elem_id="compare-differ")
         differences_text = gr.Markdown(elem_id="compare-differences-text")
         differences = gr.Image(label="Test images one model gets right and the other wrong",
                                interactive=False, buttons=["download", "fullscreen"],
-                               elem_id="compare-differences")
+                               alt_text=alt("compare-differences"), elem_id="compare-differences")
     return ComparePanel(accordion, choice, text, strip, maps, differ, differences_text, differences)
 
 
@@ -113,8 +115,8 @@ def _answer(p: Predictor, a: Analysis) -> tuple[int, str]:
     best = int(a.probs.argmax())
     if not a.is_class:
         return -1, f"**{md(p.not_label)}** (its top class {md(p.class_names[best])}, " \
-                   f"{100 * float(a.probs[best]):.0f} %)"
-    return best, f"**{md(p.class_names[best])}** ({100 * float(a.probs[best]):.0f} %)"
+                   f"{percent(float(a.probs[best]))})"
+    return best, f"**{md(p.class_names[best])}** ({percent(float(a.probs[best]))})"
 
 
 def render(p: Predictor, a: Analysis, p2: Predictor, a2: Analysis, layer, head, patch,
@@ -149,8 +151,8 @@ def differences(r1, r2, names: tuple[str, str], class_names: list[str]) -> tuple
                 f"they share."), None
     right1, right2 = r1.preds == r1.labels, r2.preds == r2.labels
     only1, only2 = np.flatnonzero(right1 & ~right2), np.flatnonzero(~right1 & right2)
-    text = (f"On the {len(r1.labels):,} test images: {n1} {100 * right1.mean():.2f} %, "
-            f"{n2} {100 * right2.mean():.2f} %. Only {n1} right: **{len(only1)}**; only {n2} "
+    text = (f"On the {len(r1.labels):,} test images: {n1} {percent(right1.mean())}, "
+            f"{n2} {percent(right2.mean())}. Only {n1} right: **{len(only1)}**; only {n2} "
             f"right: **{len(only2)}**; both wrong: {int((~right1 & ~right2).sum())}.")
     return text, _difference_picture(r1, r2, only1[:SHOW], only2[:SHOW], names, class_names)
 

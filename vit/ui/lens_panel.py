@@ -9,9 +9,9 @@ import numpy as np
 
 from vit.inference import Analysis, Predictor
 from vit.pictures.logit_lens import lens_picture
-from vit.text import md
+from vit.text import md, percent
 from vit.ui.why_panel import target_class
-from vit.ui.words import caption
+from vit.ui.words import alt, caption
 
 PLAIN = ("Each map asks the model's own classifier what it would answer if the network stopped "
          "after that block: from each patch's token (the colours) and from [CLS] (under each map).")
@@ -39,7 +39,8 @@ def build() -> LensPanel:
     with gr.Accordion("Where the answer forms (logit lens)", open=False, elem_id="lens") as accordion:
         gr.Markdown(caption(PLAIN, PRECISE))
         picture = gr.Image(label="What each block's tokens would answer", interactive=False,
-                           buttons=["download", "fullscreen"], elem_id="lens-picture")
+                           buttons=["download", "fullscreen"],
+                               alt_text=alt("lens-picture"), elem_id="lens-picture")
         text = gr.Markdown(elem_id="lens-text")
     return LensPanel(accordion, picture, text)
 
@@ -51,7 +52,7 @@ def summary(p: Predictor, a: Analysis, target: int) -> str:
     at = lens.forms_at(target)
     if at is None:
         settles = (f"[CLS] never gives **{name}** half the probability and keeps it: after the "
-                   f"last block it gives it {100 * lens.cls[-1, target]:.0f} %.")
+                   f"last block it gives it {percent(lens.cls[-1, target])}.")
     elif at == 1:
         settles = f"[CLS] gives **{name}** more than half the probability from block 1 on."
     else:
@@ -61,9 +62,9 @@ def summary(p: Predictor, a: Analysis, target: int) -> str:
     g = p.grid
     row, col = divmod(int(last.argmax()), g)
     share = float((lens.patches[-1].argmax(-1) == target).mean())
-    return (f"{settles} After the last block, {100 * share:.0f} % of the patch tokens would "
+    return (f"{settles} After the last block, {percent(share)} of the patch tokens would "
             f"answer **{name}** themselves; the most sure is patch {row * g + col + 1} "
-            f"(row {row + 1}, column {col + 1}), at {100 * float(last.max()):.0f} %.")
+            f"(row {row + 1}, column {col + 1}), at {percent(float(last.max()))}.")
 
 
 def render(p: Predictor, a: Analysis, target) -> tuple[np.ndarray, str]:

@@ -48,9 +48,9 @@ from vit.pictures.mechanism_views import (
     walk_through_picture,
 )
 from vit.preprocessing.styles import DIGITS
-from vit.text import md
+from vit.text import md, percent
 from vit.ui import views
-from vit.ui.words import caption
+from vit.ui.words import alt, caption
 
 # The panel's passes of the model, marked for a ZeroGPU Space (vit/device.py).
 _walk_through = gpu_task(walk_through)
@@ -103,7 +103,7 @@ meaning is in the text under them).
 
 
 def build(p: Predictor) -> MechanismPanel:
-    with gr.Accordion("How attention works (step by step)", open=False,
+    with gr.Accordion("Tokens and one head's arithmetic, step by step", open=False,
                       elem_id="mechanism") as accordion:
         gr.Markdown(caption(INTRO_PLAIN, INTRO))
         gr.Markdown("It follows the layer, head and patch chosen above: in the strip, on the "
@@ -111,17 +111,19 @@ def build(p: Predictor) -> MechanismPanel:
         cls = gr.Checkbox(False, label="Follow [CLS] instead of the chosen patch",
                           elem_id="mech-cls")
         walk = gr.Image(label="One token through one attention head", interactive=False,
-                        buttons=["download", "fullscreen"], elem_id="mech-walk")
+                        buttons=["download", "fullscreen"], alt_text=alt("mech-walk"), elem_id="mech-walk")
         walk_text = gr.Markdown(elem_id="mech-walk-text")
         gr.Markdown(FIGURE7)
         with gr.Row():
             position = gr.Image(label="Position embedding similarity", interactive=False,
-                                buttons=["download", "fullscreen"], elem_id="mech-position")
+                                buttons=["download", "fullscreen"],
+                                    alt_text=alt("mech-position"), elem_id="mech-position")
             distance = gr.Image(label="Mean attention distance per head, by layer", interactive=False,
-                                buttons=["download"], elem_id="mech-distance")
+                                buttons=["download"], alt_text=alt("mech-distance"), elem_id="mech-distance")
         filters = gr.Image(label="Embedding filters: what turns a patch's pixels into its token",
                            interactive=False,
-                           buttons=["download", "fullscreen"], elem_id="mech-filters")
+                           buttons=["download", "fullscreen"],
+                               alt_text=alt("mech-filters"), elem_id="mech-filters")
         model_caption = gr.Markdown(elem_id="mech-model-caption")
     return MechanismPanel(accordion, cls, walk, walk_text, position, distance, filters,
                           model_caption)
@@ -144,7 +146,7 @@ def walk_text(w: WalkThrough) -> str:
     where = (f"\"Explore one patch\" shows for {me}" if w.token else
              "\"Where each head looks\" shows for [CLS]")
     return (f"**{me[0].upper() + me[1:]}, layer {w.layer + 1}, head {w.head + 1}.** The largest "
-            f"weights: {top} (together {100 * share:.0f} % of the output's mix). [CLS] gets "
+            f"weights: {top} (together {percent(share)} of the output's mix). [CLS] gets "
             f"{number(float(w.weights[0]))}{own}. Spread evenly, each of the {T} tokens would "
             f"get 1/{T} = {number(1 / T)}. The output (step 10) is {Dh} numbers: the values "
             f"v of all {T} tokens, mixed in these proportions. These weights are {me}'s row "

@@ -86,6 +86,17 @@ class Models:
         titles = [self.configs[n].friendly_title if self.configs[n].spec else n for n in self.names]
         return [(t if titles.count(t) == 1 else f"{t} ({n})", n) for t, n in zip(titles, self.names)]
 
+    def learned(self) -> bool:
+        """Whether any model kept training snapshots ("How it learned" has something to show)."""
+        from vit.training import snapshots
+        return any(isinstance(f, Path) and snapshots.listed(f) for f in self.folders.values())
+
+    def comparable(self) -> bool:
+        """Whether two models read the same data set ("Compare" pairs them on one input and on
+        its test set)."""
+        datasets = [c.dataset for c in self.configs.values() if c.dataset]
+        return len(datasets) != len(set(datasets))
+
     def get(self, name: str) -> Predictor:
         """The loaded model; CheckpointError (a one-line, path-free message) if it can't be."""
         if not isinstance(name, str) or name not in self.configs and name not in self._failed:

@@ -7,10 +7,15 @@
     ["#drawpad", "Draw on this canvas with a mouse, pen or finger. The model answers while you draw."],
     ["#pipeline", "Read this strip left to right: what the model sees, its patches, the tokens, " +
                   "where it looks, and its answer. Point at (or tap) a patch to follow it."],
-    ["#status", "The answer in plain words. A \u201c?\u201d opens the precise version; the " +
-                "Glossary at the bottom explains every term."],
-    ["#attention", "Further down: every attention head of every layer. Click a map to open " +
-                   "that head in the explorer and in the strip."],
+    ["#pipeline .s-tokens", "A token is what the model reads instead of pixels: one list of " +
+                            "numbers per patch, told its place. [CLS] is one extra token with no " +
+                            "pixels: every layer it gathers from the others, and the answer is " +
+                            "read from it."],
+    ["#why-row", "What the answer rests on, by the map measured most faithful for this model, " +
+                 "and whether the other maps agree. Where [CLS] looked (step 4) is not the same " +
+                 "as why it answered."],
+    ["#deeper", "Each step opens its detail here: the arithmetic of one head, every map scored, " +
+                "every layer and head. The Glossary explains every term."],
   ];
   let bubble = null;
 
@@ -71,7 +76,35 @@
 
   document.addEventListener("click", e => {
     if (e.target.closest("#tour-start")) { e.preventDefault(); show(0); }
+    const link = e.target.closest('a[href="#glossary"]');
+    if (link) { e.preventDefault(); openPanel("glossary"); }
   });
+
+  // A folded panel opened in place: its header clicked if it is closed, then brought into view
+  // (at once where the visitor asked for reduced motion).
+  const still = () => window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  function openPanel(id) {
+    const panel = document.getElementById(id);
+    if (!panel) return;
+    const header = panel.querySelector("button.label-wrap");
+    if (header && !header.classList.contains("open")) header.click();
+    setTimeout(() => panel.scrollIntoView({block: "start", behavior: still() ? "instant" : "smooth"}), 50);
+    header?.focus({preventScroll: true});
+  }
+  window.vitOpenPanel = openPanel;
+
+  // The answer is announced when it changes (a live region), and an empty picture's label is
+  // allowed (Gradio gives a plain <div> an aria-label: axe's aria-prohibited-attr).
+  function tidy() {
+    const status = document.querySelector("#status");
+    if (status && !status.hasAttribute("aria-live")) {
+      status.setAttribute("role", "status"); status.setAttribute("aria-live", "polite");
+      status.setAttribute("aria-atomic", "true");
+    }
+    document.querySelectorAll(".empty[aria-label]:not([role])").forEach(e => e.setAttribute("role", "img"));
+  }
+  new MutationObserver(tidy).observe(document.body, {childList: true, subtree: true});
+  tidy();
   let seen = null;
   try { seen = localStorage.getItem(KEY); } catch (e) { seen = "done"; }
   if (!seen) {

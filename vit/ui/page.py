@@ -22,7 +22,7 @@ from vit.pictures.attention_maps import patch_at
 from vit.pictures.confusion import cell_at
 from vit.preprocessing.decode import BlankInputError, PreprocessError, decode
 from vit.preprocessing.layout import compact
-from vit.text import md
+from vit.text import md, percent
 from vit.ui import compare_panel, draw_tab, mechanism_panel, pipeline, testset_tab, views, why_panel
 from vit.ui.canvas import colour_picture, load_value, read_drawing, seq
 from vit.ui.record import ANSWER, Record, Refused, Shown, Visit
@@ -654,7 +654,7 @@ class Page:
         best = int(a.probs.argmax())
         verdict = "✓ right" if best == r.labels[i] else "✗ wrong"
         status = (f"### Test image #{i} (true class **{md(p.class_names[r.labels[i]])}**): read as "
-                  f"**{md(p.class_names[best])}** ({100 * a.probs[best]:.1f} %) — {verdict}")
+                  f"**{md(p.class_names[best])}** ({percent(a.probs[best])}) — {verdict}")
         if not a.is_class:
             status += (f"\n{md(a.verdict.reason, 400)} A drawing like it would be answered "
                        f"\"{p.not_label}\".")

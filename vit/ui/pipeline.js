@@ -109,7 +109,8 @@ function drawAttention() {
   even.title = `even: ${pct(u)} each`;
 }
 
-function pct(v) { return v >= 0.095 ? (100 * v).toFixed(0) + " %" : v >= 0.0095 ? (100 * v).toFixed(1) + " %" : (100 * v).toFixed(2) + " %"; }
+// One format on the whole page (vit/text.py percent): "99.5 %".
+function pct(v) { return (100 * v).toFixed(1) + " %"; }
 
 function drawAnswer() {
   const box = pipe.querySelector(".bars"), drove = pipe.querySelector(".drove");
@@ -120,10 +121,21 @@ function drawAnswer() {
     const where = document.createElement("span");
     where.className = "where";
     where.textContent = ` (row ${Math.floor(d / g) + 1}, column ${d % g + 1})`;
-    drove.replaceChildren(`Drove it: patch ${d + 1}`, where);
-    if (img && !data.colour && emptyPatch(d)) drove.append(" \u2014 an empty patch: where the ink is not counts too");
-    drove.title = "The patch the answer rests on most (relevance, as in \u201cWhat drove the " +
-                  "answer\u201d below). Point here to see it in every step; click to choose it.";
+    drove.replaceChildren(`Rests most on patch ${d + 1}`, where, ` \u2014 by ${data.lead}`);
+    if (img && !data.colour && emptyPatch(d)) drove.append(" (an empty patch: where the ink is not counts too)");
+    // Said, not asserted: the other maps may rank the patches differently for this input.
+    const others = ["rollout", "relevance", "occlusion"].filter(k => k !== data.lead);
+    const differ = others.filter(k => !(data.agree || []).includes(k));
+    const agree = document.createElement("span");
+    agree.className = "agree";
+    agree.textContent = differ.length === 0
+      ? " The other maps rank the patches alike."
+      : ` ${differ.join(" and ")} rank${differ.length === 1 ? "s" : ""} the patches differently here: ` +
+        "read it as a region, not one cause.";
+    drove.append(agree);
+    drove.title = `The patch the answer rests on most, by ${data.lead}: the map measured most ` +
+                  "faithful for this model (\u201cWhat drove the answer\u201d below). Point here " +
+                  "to see it in every step; click to choose it.";
   }
   if (!data) return;
   const head = document.createElement("div");
@@ -158,14 +170,14 @@ function say() {
   if (map) text += mode === "rollout"
     ? `; ${pct(map[m])} of what flows into [CLS] over all layers comes from it`
     : `; [CLS] gives it ${pct(map[m])} of its attention in layer ${data.layer}, head ${data.head}`;
-  if (data.relevance) text += `; it carries ${pct(data.relevance[m])} of what drove the answer`;
+  if (data.share) text += `; it carries ${pct(data.share[m])} of what the answer rests on (${data.lead})`;
   readout.append(text + "." + live);
   if (hover === null && data.patch !== null && data.patch !== undefined) {
     // The chosen patch: the panels below follow it — say where, and take the reader there.
     const go = document.createElement("button");
     go.type = "button"; go.className = "go";
     go.textContent = "See where it looks \u2193";
-    go.onclick = () => document.querySelector("#pick")?.scrollIntoView({block: "center", behavior: "smooth"});
+    go.onclick = () => window.vitOpenPanel?.("views");
     readout.append(" ", go);
   }
 }
@@ -268,6 +280,39 @@ drove.addEventListener("pointerenter", () => {
   if (data && data.drove !== null) { hover = data.drove; drawSeen(); drawPatches(); drawTokens(); drawAttention(); say(); }
 });
 drove.addEventListener("pointerleave", () => { hover = null; drawAll(); });
+
+// The keyboard reaches every patch: the patches step takes focus; the arrow keys move the
+// outline (every step follows it, and the readout, a live region, says where it is); Enter or
+// Space chooses the patch, as a tap does; Escape lets go.
+const keys = pipe.querySelector(".c-patches");
+keys.tabIndex = 0;
+keys.setAttribute("role", "application");
+keys.setAttribute("aria-label", "Patches of your input: the arrow keys move between them, " +
+                                "Enter chooses one");
+keys.addEventListener("keydown", e => {
+  if (!data) return;
+  const g = data.grid, at = marked() ?? 0;
+  const moves = {ArrowLeft: -1, ArrowRight: 1, ArrowUp: -g, ArrowDown: g};
+  if (e.key in moves) {
+    const next = at + moves[e.key];
+    const row = Math.floor(at / g), sideways = e.key === "ArrowLeft" || e.key === "ArrowRight";
+    if (next >= 0 && next < g * g && (!sideways || Math.floor(next / g) === row)) {
+      hover = next; drawSeen(); drawPatches(); drawTokens(); drawAttention(); say();
+    }
+    e.preventDefault();
+  } else if (e.key === "Enter" || e.key === " ") {
+    choose(at); e.preventDefault();
+  } else if (e.key === "Escape") {
+    hover = null; drawAll();
+  }
+});
+keys.addEventListener("blur", () => { if (hover !== null) { hover = null; drawAll(); } });
+
+// Each step's "how?" opens its detail in place, below the strip (page.js: openPanel).
+pipe.addEventListener("click", e => {
+  const a = e.target.closest("a[data-open]");
+  if (a && window.vitOpenPanel) { e.preventDefault(); window.vitOpenPanel(a.dataset.open); }
+});
 
 // A "?" opens its precise version; another "?", a click elsewhere or Escape closes it.
 const asks = [...pipe.querySelectorAll("details.q")];

@@ -19,6 +19,7 @@ import gradio as gr
 import numpy as np
 from PIL import Image
 
+from vit.explain.faithful import AGREE, LEADS, agreement, lead_map
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import uniform_level
 from vit.ui import views
@@ -32,17 +33,32 @@ UNSURE = 0.6                  # below this probability the answer is said with a
 STEPS = (
     ("seen", "1 · Seen", "Your input at the model's size", "seen"),
     ("patches", "2 · Patches", "Cut into small squares", "patch"),
-    ("tokens", "3 · Tokens", "[CLS] first, then one per patch in reading order, each told its "
-                            "place", "token"),
-    ("attention", "4 · Attention", "Where [CLS] looked (green tick: spread evenly); what "
-                                   "decided the answer is in step 5", "attention"),
-    ("answer", "5 · Answer", "", "calibrated"),
+    ("tokens", "3 · Tokens", "Each patch becomes a token: a list of numbers, plus its place. "
+                            "[CLS] is one extra token, with no pixels, that gathers the answer",
+     "token"),
+    ("attention", "4 · Attention", "Where [CLS] looked (green tick: spread evenly). Where it "
+                                   "looked is not why it answered: that is step 5", "attention"),
+    ("answer", "5 · Answer", "Read from [CLS] after the last layer", "calibrated"),
 )
+# Where each step's detail opens (the accordion below the strip) and what the link says.
+DETAIL = {"tokens": ("mechanism", "tokens, step by step"),
+          "attention": ("mechanism", "one head's arithmetic"),
+          "answer": ("why", "what drove it, every map")}
 SEEN = ("The picture is laid out the way the model's training images were made, at their size: "
         "for digits, cropped to the ink, scaled into a 20×20 box in a 28×28 frame, centred by "
         "the ink's mass, white ink on black (MNIST's layout); for clothing, the shape filling a "
         "28×28 frame; for photos, the centre square resized to 32×32. Then its pixels are "
         "normalised with the training set's mean and spread.")
+
+
+def more(key: str) -> str:
+    """A step's link to its detail below ("" for a step without one)."""
+    import html
+    if key not in DETAIL:
+        return ""
+    target, words = DETAIL[key]
+    return (f' <a class="more" href="#{target}" data-open="{target}">{html.escape(words)} '
+            f'<span aria-hidden="true">↓</span></a>')
 
 
 def _template() -> str:
@@ -74,7 +90,7 @@ def _template() -> str:
             f'<span class="n">{html.escape(title[:4])}</span>{html.escape(title[4:])}'
             f'<details class="q"><summary title="The precise version">?</summary>'
             f'<div class="pop">{precise} <a href="#glossary">Glossary</a></div></details></div>'
-            f'{body}{extra}<div class="note">{html.escape(plain)}</div>{arrow}</li>')
+            f'{body}{extra}<div class="note">{html.escape(plain)}{more(key)}</div>{arrow}</li>')
     return ('<div class="pipe" data-empty="1"><ol class="steps">' + "".join(steps) + '</ol>'
             '<div class="readout" aria-live="polite">Point at (or tap) a patch to follow it '
             'through every step.</div></div>')
@@ -134,20 +150,29 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         # Each token's weight were attention spread evenly (both maps are rows over all tokens,
         # [CLS] included): the tick on the strip's scale, as on every map's bar.
         "even": uniform_level(p.grid),
-        "head_map": None, "rollout": None, "relevance": None, "drove": None,
+        "head_map": None, "rollout": None, "lead": None, "share": None, "drove": None,
+        "agree": None,
     }
     if e is not None:
         value["head_map"] = _rounded(e.cls_maps[L, H])
         value["rollout"] = _rounded(e.rollout_map)
     if e is not None and not live and not views.big(p):
-        # What drove the answer, by patch (relevance, the "What drove it" map's numbers: cached,
-        # so that panel reuses them; 5-17 ms on the bundled models): each patch's share, and the
-        # one that drove it most. Attention says where [CLS] looked; this, what the answer used.
-        rel = np.clip(p.relevance(a.image, int(order[0])), 0, None).ravel()
-        if rel.sum() > 0:
-            value["relevance"] = _rounded(rel / rel.sum())
-            value["drove"] = int(rel.argmax())
+        # What the answer rests on, by patch, from the map measured most faithful for this model
+        # (config.json's faithfulness): each patch's share, the one it rests on most, and which
+        # other maps rank the patches alike. Cached, so "What drove it" reuses them.
+        lead, maps = lead_maps(p, a, int(order[0]))
+        shares = np.clip(maps[lead], 0, None).ravel()
+        if shares.sum() > 0:
+            value.update(lead=lead, share=_rounded(shares / shares.sum()),
+                         drove=int(shares.argmax()),
+                         agree=[k for k, rho in agreement(lead, maps).items() if rho >= AGREE])
     return value
+
+
+def lead_maps(p: Predictor, a: Analysis, t: int) -> tuple[str, dict[str, np.ndarray]]:
+    """(the lead map's name, {rollout, relevance, occlusion: map}) for class `t` of analysis `a`:
+    the maps the page compares, each cached by the Predictor."""
+    return lead_map(p.config), {k: v for k, v in p.maps(a, t).items() if k in LEADS}
 
 
 def _small_int(value, key: str) -> int | None:

@@ -8,13 +8,13 @@ import numpy as np
 
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import patch_grid_picture, single_map_picture, token_strip, uniform_level
-from vit.text import md
+from vit.text import md, percent
 from vit.ui import compare_panel, lens_panel, mechanism_panel, pipeline, training_panel, views, why_panel
 from vit.ui.record import KIND_OF, Record, Shown, same
 from vit.ui.words import unsure_words
 
 PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
-WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance", "sanity")
+WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance", "sanity", "glance_text")
 WALK = ("walk", "walk_text")
 LENS = ("lens", "lens_text")
 LEARNED = ("learned", "learned_frame", "learned_text")
@@ -39,7 +39,7 @@ DEPENDS = {
     "pick": ("shown", "patch"),
     "row": ("shown", "layer", "head", "patch"),
     **{name: ("shown", "target") for name in ("relevance", "occlusion", "faithfulness", "glance",
-                                              "sanity")},
+                                              "sanity", "glance_text")},
     "ablation": ("shown", "heads_off"),
     "walk": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
     "walk_text": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
@@ -106,15 +106,15 @@ def answer_headline(p: Predictor, a: Analysis) -> str:
         text = f"### 🚫 {p.not_label.capitalize()}\n{md(a.verdict.reason, 400)}"
         if a.verdict.kind != "unsure":         # the sentence says why; this, what the model saw
             text += (f" (On its own the model would read it as **{md(p.class_names[best])}**, "
-                     f"{100 * probs[best]:.0f} %.)")
+                     f"{percent(probs[best])}.)")
         return text
     name, other = md(p.class_names[best]), md(p.class_names[second])
     if probs[best] < pipeline.UNSURE and second != best:
         # As a person says it: "probably a 7; maybe a 2", then the numbers.
         return (f"### {unsure_words(f'**{name}**', f'**{other}**')}\n"
-                f"The model reads this as **{name}** ({100 * probs[best]:.1f} %); "
-                f"**{other}** gets {100 * probs[second]:.1f} %.")
-    return f"### The model reads this as **{name}** ({100 * probs[best]:.1f} %)"
+                f"The model reads this as **{name}** ({percent(probs[best])}); "
+                f"**{other}** gets {percent(probs[second])}.")
+    return f"### The model reads this as **{name}** ({percent(probs[best])})"
 
 
 def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
@@ -136,7 +136,7 @@ def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
             continue
         elif not live:
             out[name] = (NOTHING_YET if name in ("walk_text", "lens_text", "learned_text", "compare_text")
-                         else "" if name in ("faithfulness", "ablation") else None)
+                         else "" if name in ("faithfulness", "ablation", "glance_text") else None)
         elif name == "label":
             out[name] = p.label(a.probs, a.verdict)
         elif name == "pipeline":

@@ -13,9 +13,9 @@ from vit.data.loading import DataError, load_split
 from vit.pictures.attention_maps import digit_picture
 from vit.pictures.confusion import confusion_picture
 from vit.testset import KINDS, Results, load_results
-from vit.text import md
+from vit.text import md, percent
 from vit.ui.models import Models
-from vit.ui.words import caption
+from vit.ui.words import alt, caption
 
 GALLERY_SIZE = 60
 
@@ -64,10 +64,12 @@ def build(models: Models, data_dir: Path, visible: bool) -> Tab:
                                        "confidence)", columns=6, height=520, allow_preview=False,
                                  elem_id="testset-gallery")
             confusion = gr.Image(label="Confusion matrix — click a cell to filter",
-                                 interactive=False, buttons=[], elem_id="confusion", height=500)
+                                 interactive=False, buttons=[],
+                                     alt_text=alt("confusion"), elem_id="confusion", height=500)
             reliability = gr.Image(label="Is the confidence right? Accuracy per confidence bin "
                                          "(on the diagonal = calibrated)", interactive=False,
-                                   buttons=["download"], elem_id="reliability", height=420)
+                                   buttons=["download"],
+                                       alt_text=alt("reliability"), elem_id="reliability", height=420)
     return Tab(tab, status, kind, true, pred, confusion, reliability, gallery, body)
 
 
@@ -131,7 +133,7 @@ class Answers:
                 "least confident": "answers, least confident first", "all": "images"}[kind]
         filters = "".join([f", true class **{md(names[true])}**" if true is not None else "",
                            f", predicted **{md(names[pred])}**" if pred is not None else ""])
-        status = (f"**{md(config.title)} test set**: {len(r.labels):,} images, {100 * r.accuracy:.2f} % "
+        status = (f"**{md(config.title)} test set**: {len(r.labels):,} images, {percent(r.accuracy)} "
                   f"right, {wrong} wrong. ")
         if len(idx):
             status += (f"Showing {min(len(idx), GALLERY_SIZE)} of {len(idx):,} {what}{filters}. "

@@ -10,10 +10,10 @@ import numpy as np
 
 from vit.inference import Analysis, Predictor
 from vit.pictures.over_training import filmstrip
-from vit.text import md
+from vit.text import md, percent
 from vit.training import snapshots
 from vit.ui.gradio_patches import FreeSlider
-from vit.ui.words import caption
+from vit.ui.words import alt, caption
 
 PLAIN = ("The same input through the model as it was early in training and at the end: where "
          "[CLS] gathered from, how the positions were told apart, and what it answered.")
@@ -43,17 +43,19 @@ class TrainingPanel:
     text: gr.Markdown
 
 
-def build() -> TrainingPanel:
-    with gr.Accordion("How it learned (attention over training)", open=False,
+def build(visible: bool = True) -> TrainingPanel:
+    with gr.Accordion("How it learned (attention over training)", open=False, visible=visible,
                       elem_id="learned") as accordion:
         gr.Markdown(caption(PLAIN, PRECISE))
         when = FreeSlider(0, 100, value=100, step=1, label="How far into training (%)",
                          info="the kept snapshot nearest to it is shown large",
                          elem_id="learned-when")
-        frame = gr.Image(label="That moment", interactive=False, elem_id="learned-frame",
+        frame = gr.Image(label="That moment", interactive=False,
+                         alt_text=alt("learned-frame"), elem_id="learned-frame",
                          buttons=["download"], height=360)
         picture = gr.Image(label="Every kept moment, in order", interactive=False,
-                           buttons=["download", "fullscreen"], elem_id="learned-picture")
+                           buttons=["download", "fullscreen"],
+                               alt_text=alt("learned-picture"), elem_id="learned-picture")
         text = gr.Markdown(elem_id="learned-text")
     return TrainingPanel(accordion, when, frame, picture, text)
 
@@ -83,9 +85,9 @@ def render(p: Predictor, a: Analysis, patch: int | None,
     i = nearest(frames, at)
     f = frames[i]
     order = np.argsort(f.probs)[::-1][:3]
-    then = ", ".join(f"**{md(names[c])}** {100 * float(f.probs[c]):.0f} %" for c in order)
+    then = ", ".join(f"**{md(names[c])}** {percent(float(f.probs[c]))}" for c in order)
     said = "; ".join(f"{g.name}: {md(names[int(g.probs.argmax())])} "
-                     f"({100 * float(g.probs.max()):.0f} %)" for g in frames)
+                     f"({percent(float(g.probs.max()))})" for g in frames)
     text = f"At {f.name} it answered {then}. Over training — {said}."
     return (filmstrip(a.image, frames, chosen, names, marked=i),
             filmstrip(a.image, [f], chosen, names, tile=300), text)

@@ -19,7 +19,7 @@ from vit.pictures.attention_maps import (
     uniform_level,
 )
 from vit.ui.gradio_patches import FreeSlider
-from vit.ui.words import caption, term
+from vit.ui.words import alt, caption, term
 
 PICK_SIZE = 336                      # pixels of the clickable patch picture
 # Beyond this many layers x heads, one picture of every map is unreadable (ViT-B/16: 144 maps,
@@ -152,9 +152,11 @@ def build(depth: int, heads: int) -> Panel:
         "is put in front and the answer is read from it."))
     with gr.Row():
         seen = gr.Image(label="Input with its patch grid (patch numbers = token order)",
-                        interactive=False, height=340, buttons=["download"], elem_id="seen")
+                        interactive=False, height=340, buttons=["download"],
+                            alt_text=alt("seen"), elem_id="seen")
         strip = gr.Image(label="The token sequence: [CLS], then patches 1…N",
-                         interactive=False, height=340, buttons=["download"], elem_id="strip")
+                         interactive=False, height=340, buttons=["download"],
+                             alt_text=alt("strip"), elem_id="strip")
     gr.Markdown("## Where each head looks\n" + caption(
         f"Each small map is one {term('head')} of one {term('layer')}: brighter patches get more "
         f"of [CLS]'s {term('attention')}. Each map has its own colour scale (the bar under it); "
@@ -173,9 +175,9 @@ def build(depth: int, heads: int) -> Panel:
                          elem_id="shared-scale")
     with gr.Row():
         grid = gr.Image(label="[CLS] attention, layers × heads", interactive=False, scale=3,
-                        buttons=["download", "fullscreen"], elem_id="attention")
+                        buttons=["download", "fullscreen"], alt_text=alt("attention"), elem_id="attention")
         rollout = gr.Image(label="Attention rollout (class-agnostic)", interactive=False, scale=2,
-                           buttons=["download"], elem_id="rollout")
+                           buttons=["download"], alt_text=alt("rollout"), elem_id="rollout")
     gr.Markdown("## Explore one patch\n" + caption(
         "Click a patch on the left (or tap one in the strip at the top) to see where that "
         "patch looks in the chosen layer and head.",
@@ -187,8 +189,10 @@ def build(depth: int, heads: int) -> Panel:
         layer = FreeSlider(1, max(depth, 2), value=depth, step=1, label="Layer", elem_id="layer")
         head = FreeSlider(1, max(heads, 2), value=1, step=1, label="Head", elem_id="head")
     with gr.Row():
-        pick = gr.Image(label="Click a patch", interactive=False, height=380, elem_id="pick")
-        row = gr.Image(label="That patch's attention", interactive=False, height=380, elem_id="row")
+        pick = gr.Image(label="Click a patch", interactive=False, height=380,
+                        alt_text=alt("pick"), elem_id="pick")
+        row = gr.Image(label="That patch's attention", interactive=False, height=380,
+                       alt_text=alt("row"), elem_id="row")
     return Panel(seen, strip, shared, grid, rollout, layer, head, pick, row)
 
 

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import gradio as gr
 import numpy as np
 
+from vit.explain.faithful import AGREE, LEADS, agreement, lead_map
 from vit.explain.scoreboard import METHODS, RANDOM
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import single_map_picture
 from vit.pictures.sanity import sanity_picture
-from vit.text import md
-from vit.ui.words import caption, term
+from vit.text import md, percent
+from vit.ui.words import alt, caption, term
 
 ANSWER = -1                       # the target dropdown's "the model's answer"
 OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
@@ -80,15 +81,17 @@ def build(p: Predictor) -> WhyPanel:
     sanity = gr.Image(label="Model randomisation: each map on the trained model (top) and with its "
                             "later blocks re-initialised (bottom); a map that stays alike does not "
                             "show what those blocks learned",
-                      interactive=False, elem_id="sanity", buttons=["download", "fullscreen"])
+                      interactive=False,
+                          alt_text=alt("sanity"), elem_id="sanity", buttons=["download", "fullscreen"])
     with gr.Row():
         relevance = gr.Image(label="Relevance for that class (relative: 0 to this map's max)",
-                             interactive=False, elem_id="relevance", buttons=["download"],
+                             interactive=False,
+                                 alt_text=alt("relevance"), elem_id="relevance", buttons=["download"],
                              height=400)
         occlusion = gr.Image(label="Occlusion: how that class's probability changes when a "
                                    "patch is blanked (its log-odds when the model is very sure: "
                                    "the picture's own title says which)",
-                             interactive=False, elem_id="occlusion",
+                             interactive=False, alt_text=alt("occlusion"), elem_id="occlusion",
                              buttons=["download"], height=400)
     gr.Markdown("### Switch heads off\nTick heads to remove them and see whether the answer "
                 "changes.")
@@ -177,8 +180,8 @@ def switch_heads(p: Predictor, a: Analysis, heads) -> str:
     b, c = int(probs.argmax()), int(after.argmax())
     n = f"{len(off)} head{'s' if len(off) > 1 else ''}"
     change = "the same answer" if c == b else "a **different** answer"
-    return (f"With {n} off the model reads **{md(p.class_names[c])}** ({100 * after[c]:.1f} %) — "
-            f"{change}; with every head on: **{md(p.class_names[b])}** ({100 * probs[b]:.1f} %).")
+    return (f"With {n} off the model reads **{md(p.class_names[c])}** ({percent(after[c])}) — "
+            f"{change}; with every head on: **{md(p.class_names[b])}** ({percent(probs[b])}).")
 
 
 GLANCE = 192       # px: the small copy beside the answer, drawn at about the size it is shown
@@ -206,8 +209,41 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
             + "." + note + " Press the button to score which map — rollout, relevance, "
               "occlusion or raw attention — finds what the answer rests on, and which depends on "
               "what the model learned.")
-    glance = single_map_picture(image, rel, f"relevance for {raw}", size=GLANCE)
-    return rel_pic, occ_pic, text, switch_heads(p, a, heads), glance, None
+    glance, said = lead_view(p, a, t, rel, (occ, title, top))
+    return rel_pic, occ_pic, text, switch_heads(p, a, heads), glance, None, said
+
+
+def lead_view(p: Predictor, a: Analysis, t: int, rel: np.ndarray, occ: tuple) -> tuple:
+    """The small picture beside the answer — the map measured most faithful for this model
+    (config.json's faithfulness), drawn small so that its labels stay readable — and what it
+    says, in words: which map it is, how it was measured, and whether the other maps agree on
+    this input (so no one patch is named as the cause when they do not)."""
+    lead = lead_map(p.config)
+    maps = {k: v for k, v in p.maps(a, t).items() if k in LEADS}
+    raw = p.class_names[t]
+    if lead == "occlusion":
+        shown, title, top = occ
+        pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top)
+    else:
+        m = rel if lead == "relevance" else maps["rollout"]
+        pic = single_map_picture(a.image, m, f"{lead} for {raw}", size=GLANCE)
+    rho = agreement(lead, maps)
+    deletion = p.config.faithfulness.get("deletion", {})
+    measured = (" It is the map measured most faithful for this model: blanking the patches it "
+                "ranks first removes the answer fastest (mean P "
+                + ", ".join(f"{k} {deletion[k]:.2f}" for k in LEADS if k in deletion)
+                + "; lower is better)." if deletion else
+                " This model was never measured, so no map is known to be the most faithful.")
+    differ = [k for k, r in rho.items() if r < AGREE]
+    if not differ:
+        agree = " Here the other maps rank the patches alike."
+    else:
+        agree = (f" **Here {' and '.join(differ)} rank{'s' if len(differ) == 1 else ''} the "
+                 f"patches differently** (rank correlation "
+                 + ", ".join(f"{rho[k]:+.2f}" for k in differ)
+                 + "): read the bright area as where the answer may rest, not as one cause.")
+    text = f"**What the answer rests on, by {lead}.**{measured}{agree}"
+    return pic, text
 
 
 def occlusion_view(p: Predictor, image: np.ndarray, t: int,

@@ -96,3 +96,51 @@ def unsure_words(first: str, second: str) -> str:
     """An unsure answer as a person says it: "probably a 7; maybe a 2"."""
     return f"Probably {article(first)} {first}; maybe {article(second)} {second}"
 
+
+
+# What each picture on the page shows, for a screen reader (gr.Image's alt_text): said once
+# here so that a picture's words and its label never drift apart.
+ALT = {
+    "glance": "The model's input with each patch coloured by how much the answer rests on it, "
+              "by the map measured most faithful for this model; brighter = more.",
+    "seen": "The model's input with its grid of patches, numbered in reading order.",
+    "strip": "The token sequence: the [CLS] token first, then each patch in reading order.",
+    "attention": "A grid of small maps, one per layer (rows) and head (columns): how much of "
+                 "[CLS]'s attention each patch gets; brighter = more.",
+    "rollout": "Attention rollout over the input: how much each patch flows into the final "
+               "[CLS] over all layers; brighter = more.",
+    "pick": "The input with its patches; the chosen patch is outlined. Click a patch to choose it.",
+    "row": "Where the chosen patch looks in the chosen layer and head; brighter = more attention.",
+    "relevance": "Relevance over the input: how much each patch raises the explained class's "
+                 "score, followed back through the layers; brighter = more.",
+    "occlusion": "Occlusion over the input: how much the explained class's probability changes "
+                 "when each patch is blanked; brighter = a bigger change.",
+    "sanity": "Each explanation map on the trained model (top row) and on a copy with its later "
+              "layers re-initialised (bottom row).",
+    "compare-strip": "The input through the second model: what it sees, its patches and its "
+                     "attention.",
+    "compare-maps": "[CLS] attention maps of matching layers: the page's model above, the second "
+                    "model below.",
+    "compare-differences": "Test images one model gets right and the other wrong, each with "
+                           "both answers.",
+    "lens-picture": "What each layer's tokens would answer if the model stopped there: one row "
+                    "per layer, [CLS] first.",
+    "mech-walk": "One token through one attention head: its query against every key, the "
+                 "softmax weights, and the weighted sum of values.",
+    "mech-position": "How alike the learned position embeddings of every pair of patches are, "
+                     "one small map per patch.",
+    "mech-distance": "Mean attention distance of each head, by layer: how far, in pixels, each "
+                     "head looks.",
+    "mech-filters": "The embedding filters: the pixel patterns that turn a patch into its token.",
+    "confusion": "The confusion matrix of the test set: true classes in rows, predicted classes "
+                 "in columns. Click a cell to list its images.",
+    "reliability": "Accuracy per confidence bin on the test set, against the diagonal of perfect "
+                   "calibration.",
+    "learned-frame": "The input's attention and answer at the chosen moment of training.",
+    "learned-picture": "The input's attention and answer at every kept moment of training, in "
+                       "order.",
+}
+
+
+def alt(name: str) -> str:
+    return ALT[name]
