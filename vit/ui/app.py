@@ -128,7 +128,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
                 # The lesson, on the first screen: the answer (said once, in a live region),
                 # the strip that walks the visitor's own input through every step, and what
                 # the answer rests on, by the map measured most faithful for this model.
-                gr.Markdown("## The answer, step by step", elem_classes="sr-only")
+                gr.Markdown("## The answer, step by step", elem_classes="vit-sr-only")
                 status = gr.Markdown(rest_message(p), elem_id="status", label="headline")
                 strip = PipelineStrip(elem_id="pipeline", label="pipeline strip")
                 with gr.Row(equal_height=False, elem_id="why-row"):
@@ -149,7 +149,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
                           elem_id="views"):
             panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
         lens = lens_panel.build()
-        learned = training_panel.build(visible=models.learned())
+        learned = training_panel.build(visible=models.learned(models.default))
         compare = compare_panel.build(models.names, dict((n, label) for label, n in models.choices()),
                                       visible=models.comparable())
         with gr.Accordion("About this model", open=False, elem_id="about-model"):
@@ -160,7 +160,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
         # Every component a handler may name (vit/ui/render.py's names and a few more).
         comps = dict(
             model=model, card=card, status=status, label=label, glance=glance, pipeline=strip,
-            glance_text=glance_text,
+            glance_text=glance_text, learned_panel=learned.accordion,
             answered=draw.answered, pad=pad, hint=draw.hint, examples=draw.examples,
             **dict(zip(PICTURES, panel.pictures)), layer=panel.layer, head=panel.head,
             relevance=why.relevance, occlusion=why.occlusion, faithfulness=why.faithfulness,
@@ -277,7 +277,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
            **quiet)
         switched = on(model.change, page.choose_model, [model],
                       ("model", "card", "layer", "head", "target", "heads_off", "hint",
-                       "examples", "pad"), api_visibility="private")
+                       "examples", "pad", "learned_panel"), api_visibility="private")
         switched = on(switched.then, page.clear_testset, [], TESTSET[:4], **quiet)
         switched = explained(on(switched.then, page.reanalyse, [], ANALYSIS, **quiet))
         switched = on(switched.then, page.mechanism_model, [], model_views, **quiet)

@@ -84,12 +84,23 @@ class Models:
         # A model of a data set this code does not describe (converted, or trained on an image
         # folder) is named by its checkpoint folder: "vit-b16-imagenet", "my-photos".
         titles = [self.configs[n].friendly_title if self.configs[n].spec else n for n in self.names]
-        return [(t if titles.count(t) == 1 else f"{t} ({n})", n) for t, n in zip(titles, self.names)]
+        sized = [t if titles.count(t) == 1 else f"{t}, {self._size(n)}"
+                 for t, n in zip(titles, self.names)]
+        # A sweep's models share a size too: then the folder tells them apart.
+        return [(t if sized.count(t) == 1 else f"{t} ({n})", n) for t, n in zip(sized, self.names)]
 
-    def learned(self) -> bool:
-        """Whether any model kept training snapshots ("How it learned" has something to show)."""
+    def _size(self, name: str) -> str:
+        """What tells two models of one data set apart in the selector: their size ("514 k
+        parameters"), else their folder's name."""
+        n = self.configs[name].num_parameters
+        return f"{n / 1000:,.0f} k parameters" if n else name
+
+    def learned(self, name: str | None = None) -> bool:
+        """Whether model `name` (None: any model) kept training snapshots ("How it learned" has
+        something to show)."""
         from vit.training import snapshots
-        return any(isinstance(f, Path) and snapshots.listed(f) for f in self.folders.values())
+        folders = self.folders.values() if name is None else [self.folders.get(name)]
+        return any(isinstance(f, Path) and bool(snapshots.listed(f)) for f in folders)
 
     def comparable(self) -> bool:
         """Whether two models read the same data set ("Compare" pairs them on one input and on

@@ -408,7 +408,9 @@ class Page:
                                       label=self.gallery_label(p)),
                 # A new model's example starts the canvas afresh: Undo would bring back a drawing
                 # made for the other model.
-                "pad": {**self.first_view(name), "reset": True} if crossing else gr.update()}
+                "pad": {**self.first_view(name), "reset": True} if crossing else gr.update(),
+                # "How it learned" only for a model that kept snapshots: no empty panel.
+                "learned_panel": gr.update(visible=self.models.learned(name))}
 
     def reanalyse(self, visit: Visit):
         """After a model switch: the input on screen through the new model — unless the visitor

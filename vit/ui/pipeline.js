@@ -121,8 +121,13 @@ function drawAnswer() {
     const where = document.createElement("span");
     where.className = "where";
     where.textContent = ` (row ${Math.floor(d / g) + 1}, column ${d % g + 1})`;
-    drove.replaceChildren(`Rests most on patch ${d + 1}`, where, ` \u2014 by ${data.lead}`);
-    if (img && !data.colour && emptyPatch(d)) drove.append(" (an empty patch: where the ink is not counts too)");
+    const by = document.createElement("span");
+    by.className = "by";
+    by.textContent = ` \u2014 by ${data.lead}` +
+      (img && !data.colour && emptyPatch(d) ? " (an empty patch: where the ink is not counts too)" : "");
+    const most = document.createElement("span");
+    most.className = "most"; most.textContent = "most ";
+    drove.replaceChildren("Rests ", most, `on patch ${d + 1}`, where, by);
     // Said, not asserted: the other maps may rank the patches differently for this input.
     const others = ["rollout", "relevance", "occlusion"].filter(k => k !== data.lead);
     const differ = others.filter(k => !(data.agree || []).includes(k));

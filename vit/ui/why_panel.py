@@ -261,7 +261,7 @@ def occlusion_view(p: Predictor, image: np.ndarray, t: int,
     if not answer or moved >= FLAT:
         shown = np.clip(maps["probability"] if answer else -maps["probability"], 0, None)
         peak = float(shown.max())
-        return (shown, f"{'drop' if answer else 'rise'} in P({name}), max {peak:.2f}{squares}",
+        return (shown, f"{'drop' if answer else 'rise'} in P({name}), max {percent(peak)}{squares}",
                 max(peak, OCCLUSION_TOP), "")
     shown = np.clip(maps["log-odds"], 0, None)
     peak = float(shown.max())
