@@ -5,7 +5,8 @@ The entry point that Hugging Face Spaces and `python app.py` run; the page itsel
 say). Environment (each bound and its default: vit/ui/limits.py and docs/hosting.md):
 - where to serve: GRADIO_SERVER_NAME, GRADIO_SERVER_PORT;
 - what to serve: VIT_CHECKPOINTS (a folder of checkpoint folders), VIT_HUB_MODELS (Hub models
-  beside them), VIT_DATA_DIR (test sets), VIT_DEVICE (auto, cpu, cuda…), VIT_THREADS (torch
+  beside them), VIT_DATA_DIR (test sets; MNIST's and Fashion-MNIST's fetched there when missing, from
+  VIT_DATA_URL if set), VIT_DEVICE (auto, cpu, cuda…), VIT_THREADS (torch
   threads per request, set here for the whole process), VIT_MCP (0: no MCP tools), VIT_WARM
   (0: nothing computed before the first visitor);
 - bounds for a public host: VIT_SESSIONS, VIT_QUEUE_SIZE, VIT_CONNECTIONS,

@@ -139,6 +139,15 @@ def finger(cdp, pts, between=None):
     cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
 
 
+def unfold(pg, panel: str) -> None:
+    """Open a folded panel under "Go deeper" (no-op when it is open already)."""
+    header = pg.locator(f"{panel} > button.label-wrap, {panel} button.label-wrap").first
+    if "open" not in (header.get_attribute("class") or ""):
+        header.scroll_into_view_if_needed()
+        header.click()
+    pg.wait_for_selector(f"{panel} button.label-wrap.open")
+
+
 def assert_answer_in_view(pg):
     assert in_view(pg, "#status") and in_view(pg, "#pipeline")
 
@@ -154,7 +163,8 @@ def test_first_view_shows_an_example_on_the_canvas_with_its_answer_above_the_fol
     page.wait_for_selector("#glance img", timeout=30_000)
     pictures_loaded(page)
     page.screenshot(path=SHOTS / "0-first-view.png")
-    for part in ("#drawpad canvas", "#status", "#prediction", "#glance img", "#draw-examples"):
+    for part in ("#drawpad canvas", "#status", "#pipeline", "#glance img", "#glance-text",
+                 "#draw-examples"):
         assert in_view(page, part), part
     ink = page.evaluate("() => { const c = document.querySelector('#drawpad canvas');"
                         " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
@@ -162,7 +172,7 @@ def test_first_view_shows_an_example_on_the_canvas_with_its_answer_above_the_fol
                         " return n / (d.length / 4); }")
     assert 0.03 < ink < 0.3                        # the example's strokes are on the canvas
     assert page.locator('#drawpad button[aria-label="Brush"][aria-pressed="true"]').count() == 1
-    assert "Handwritten digits (MNIST)" in page.locator("#model input").input_value()
+    assert "Handwritten digits (MNIST), 514 k" in page.locator("#model input").input_value()
 
 
 def test_the_answer_follows_the_pen_before_it_lifts(page):
@@ -190,8 +200,9 @@ def test_drawing_a_digit_shows_its_prediction_and_attention(page, digit):
     wait_status(page, f"reads this as {digit}")
     pictures_loaded(page)
     page.screenshot(path=SHOTS / f"1-drawn-{digit}.png", full_page=True)
-    label = page.locator("#prediction").inner_text()
+    label = page.locator("#pipeline .said").inner_text()
     assert digit in label
+    unfold(page, "#views")
     for pic in ("#seen img", "#strip img", "#attention img", "#rollout img"):
         assert page.locator(pic).count() >= 1, pic
     # Each picture is shown whole: nothing of it hidden below its box.
@@ -302,10 +313,10 @@ def test_touch_drawing_on_a_phone(browser, app_server):
     for _ in range(3):                         # pictures below load as they come into view
         pg.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
         pictures_loaded(pg)
-    assert (pg.locator("#mechanism").bounding_box()["y"] + 40
+    assert (pg.locator("#glossary").bounding_box()["y"] + 40
             <= pg.locator("#result-col").bounding_box()["y"])
     # Away from the canvas only the headline stays pinned: the panels get the screen.
-    pg.locator("#attention").scroll_into_view_if_needed()
+    pg.locator("#mechanism").scroll_into_view_if_needed()
     pg.wait_for_function("() => !document.querySelector('#pipeline').checkVisibility()")
     assert in_view(pg, "#status") and pg.locator("#result-col").bounding_box()["height"] < 100
     pg.locator("#drawpad canvas").evaluate("c => c.scrollIntoView({block: 'end'})")
@@ -321,6 +332,7 @@ def test_what_drove_the_answer_for_another_class_and_with_heads_off(page):
     wait_status(page, "Draw a digit")
     draw(page, "7")
     wait_status(page, "reads this as 7")
+    unfold(page, "#why")
     page.locator("#relevance").scroll_into_view_if_needed()        # Gradio loads images lazily
     for pic in ("#relevance img", "#occlusion img"):
         page.wait_for_selector(pic, timeout=30_000)
@@ -353,9 +365,7 @@ def test_how_attention_works_panel_opens_with_the_walk_through_and_figure_7(page
     wait_status(page, "Draw a digit")
     draw(page, "7")
     wait_status(page, "reads this as 7")
-    acc = page.locator("#mechanism")
-    acc.scroll_into_view_if_needed()
-    acc.get_by_text("How attention works").first.click()
+    unfold(page, "#mechanism")
     for pic in ("#mech-walk img", "#mech-position img", "#mech-distance img", "#mech-filters img"):
         page.locator(pic.split()[0]).scroll_into_view_if_needed()
         page.wait_for_selector(pic, timeout=60_000)
@@ -388,7 +398,7 @@ def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(bro
     assert "Fill" in pg.locator("#draw-hint").inner_text()
     # The drawing on screen, read again by the clothing model, arrives after the switch: wait
     # for it, or it could land after the Clear below and replace its "Draw a piece of clothing".
-    pg.wait_for_function("() => document.querySelector('#prediction').innerText.includes('Ankle boot')",
+    pg.wait_for_function("() => document.querySelector('#pipeline .bars').innerText.includes('Ankle boot')",
                          timeout=60_000)
     clear(pg)
     wait_status(pg, "Draw a piece of clothing")
@@ -456,6 +466,7 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
         " let s = 0; for (let i = 0; i < d.length; i += 4) s += Math.abs(d[i] - d[i + 2]);"
         " return s / (d.length / 4); }")
     assert canvas_colour > 40, canvas_colour          # blue sky and sea: blue far above red
+    unfold(pg, "#views")
     for picture in ("#seen img", "#attention img"):
         pg.locator(picture).scroll_into_view_if_needed()
         pg.wait_for_function(f"() => {{ const i = document.querySelector('{picture}');"
@@ -482,7 +493,7 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
     clear(pg)
     wait_status(pg, "Pick a picture below the canvas")
     pg.locator("#model input").click()                  # back to digits: a digit, not the photo
-    pg.get_by_role("option", name="Handwritten digits (MNIST)").click()
+    pg.get_by_role("option", name="Handwritten digits (MNIST), 514 k parameters").click()
     wait_status(pg, "Example: a drawn 7 — read as 7", timeout=60_000)
     pg.close()
 
@@ -590,10 +601,8 @@ def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follo
     x, y = strip_point(pg, "patches", 16)
     pg.mouse.click(x, y)
     pg.wait_for_function("() => document.querySelector('#pipeline .readout').innerText.includes('Patch 17')")
-    acc = pg.locator("#mechanism")
-    acc.scroll_into_view_if_needed()
     start = pg.evaluate("performance.now()")
-    acc.get_by_text("How attention works").first.click()
+    unfold(pg, "#mechanism")
     pg.wait_for_function("() => document.querySelector('#mech-walk img') && "
                          "document.querySelector('#mech-walk-text').innerText.includes('Patch 17')",
                          timeout=30_000)
@@ -601,6 +610,7 @@ def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follo
     assert opened < 1500, opened               # filled at once (the model's pictures were ready)
     assert "Patch 17, layer 6, head 1" in pg.locator("#mech-walk-text").inner_text()
     assert pg.locator("#mech-layer, #mech-head").count() == 0          # no sliders of its own
+    unfold(pg, "#views")
     head = pg.locator("#head input[type=number]")
     head.fill("3")
     head.press("Enter")
@@ -625,7 +635,7 @@ def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follo
 
 
 def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_server):
-    """A first visit starts a four-step tour, which can be skipped and is not shown again; "Take
+    """A first visit starts a five-step tour, which can be skipped and is not shown again; "Take
     the tour" starts it over. A "?" opens the precise version in place; the glossary names
     every term the captions use."""
     ctx, pg = fresh(browser, app_server, tour=True)
@@ -633,9 +643,12 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
     assert "Draw on this canvas" in pg.locator("#tour").inner_text()
     assert "tour-target" in pg.locator("#drawpad").get_attribute("class")     # outlined
     pg.screenshot(path=SHOTS / "23-tour.png")
-    for n in (2, 3, 4):
+    for n in (2, 3, 4, 5):
         pg.locator("#tour .tour-next").click()
-        pg.wait_for_function(f"() => document.querySelector('#tour .tour-count').innerText === '{n} / 4'")
+        pg.wait_for_function(f"() => document.querySelector('#tour .tour-count').innerText === '{n} / 5'")
+        if n == 3:        # the tokens step says what a token and [CLS] are
+            said = pg.locator("#tour").inner_text()
+            assert "A token is" in said and "[CLS] is" in said
     pg.locator("#tour .tour-next").click()                      # Done
     assert pg.locator("#tour").count() == 0
     pg.reload()
@@ -649,11 +662,12 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
     pg.locator("#pipeline .s-tokens summary").click()
     assert pg.locator("#pipeline .s-tokens .pop").is_visible()
     assert "position" in pg.locator("#pipeline .s-tokens .pop").inner_text()
-    glossary = pg.locator("#glossary").inner_text()
+    glossary = pg.locator("#glossary").text_content()           # folded: its words are there
     for term in ("patch", "token", "[CLS]", "layer", "head", "attention", "rollout",
                  "relevance", "calibrated"):
         assert term in glossary, term
     pg.get_by_role("link", name="Glossary").first.click()
+    pg.wait_for_selector("#glossary button.label-wrap.open")     # the link opens it in place
     pg.wait_for_function("() => document.querySelector('#glossary').getBoundingClientRect().top"
                          " < 800", timeout=10_000)
     ctx.close()
@@ -661,6 +675,7 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
 
 def test_head_maps_have_their_own_scales_by_default_and_one_scale_a_tick_away(browser, app_server):
     ctx, pg = fresh(browser, app_server)
+    unfold(pg, "#views")
     box = pg.locator("#shared-scale input")
     box.scroll_into_view_if_needed()
     assert not box.is_checked()
@@ -839,6 +854,7 @@ def test_the_logit_lens_and_the_scoreboard(page):
     wait_status(page, "reads this as 7")
     # An earlier test asked the Why panel about class 1; the lens follows that menu: back to
     # the answer.
+    unfold(page, "#why")
     page.locator("#target input").click()
     page.get_by_role("option", name="the model's answer").click()
     open_panel(page, "#lens", "Where the answer forms")

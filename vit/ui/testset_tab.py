@@ -9,6 +9,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
+from vit.data.fetch import FETCHES, FetchError, fetchable
 from vit.data.loading import DataError, load_split
 from vit.pictures.attention_maps import digit_picture
 from vit.pictures.confusion import confusion_picture
@@ -37,8 +38,18 @@ def class_choices(names) -> list:
     return [("any", -1)] + [(n, i) for i, n in enumerate(names)]
 
 
+def _reporting(progress):
+    """A fetch's progress as the tab's progress bar shows it (gr.Progress), or nothing."""
+    if progress is None:
+        return None
+    return lambda fraction, text: progress(fraction, desc=text)
+
+
 def data_on_disk(models: Models, data_dir: Path) -> bool:
-    """Whether any model's test split is under data_dir (reads configs only, not weights)."""
+    """Whether any model's test split is under data_dir or can be fetched there (reads configs
+    only, not weights)."""
+    if any(fetchable(c.spec.name) for c in models.configs.values() if c.spec is not None):
+        return True
     for config in models.configs.values():
         try:
             load_split(config.dataset or "mnist", data_dir, train=False)
@@ -93,7 +104,16 @@ class Answers:
             with lock:
                 if name not in self._results:
                     p = self.models.get(name)
-                    self._results[name] = load_results(p.checkpoint, self.data_dir, progress)
+                    try:
+                        self._results[name] = load_results(p.checkpoint, self.data_dir, progress)
+                    except DataError:
+                        # Missing here: fetched (once, whoever asks first: the start-up work
+                        # or a visitor), then read. Offline: FetchError, said in one line.
+                        spec = p.config.spec
+                        if spec is None or not fetchable(spec.name):
+                            raise
+                        FETCHES.run(spec, self.data_dir, _reporting(progress))
+                        self._results[name] = load_results(p.checkpoint, self.data_dir, progress)
         return self._results[name]
 
     def ready(self, name: str) -> bool:
@@ -114,6 +134,10 @@ class Answers:
         config = self.models.get(name).config
         try:
             r = self.get(name, progress)
+        except FetchError as e:
+            return (f"⚠️ {md(str(e), 300)}: it is not on this server, so there are no test images "
+                    f"to browse for this model. Draw or upload your own on the other tabs.",
+                    None, None, [], [], gr.update(visible=False))
         except DataError:
             return (caption(
                 f"The {md(config.title)} test set is not on this server, so there are no test "

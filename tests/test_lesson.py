@@ -1,0 +1,145 @@
+"""One lesson, one screen (issue 38), as a visitor meets it in headless Chromium: the page as it
+opens fits in 2.5 screens at 1280x800 with at most 35 buttons and writes every probability one
+way; axe-core finds nothing critical or serious at desktop and phone sizes; the strip says what a
+token and [CLS] are, and its steps open their detail in place; what the answer rests on is the
+map measured most faithful for the model, said with whether the others agree; the answer is a
+live region; the strip's patches are reached and chosen from the keyboard; reduced motion is
+honoured; Compare pairs the two MNIST models and "How it learned" shows only for a model that
+kept snapshots. `python -m bench.page_shape` prints the same figures for docs/benchmarks.md."""
+import re
+import shutil
+
+import pytest
+from conftest import ARTIFACTS
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+if not shutil.which("chromium"):
+    pytest.skip("chromium is not installed", allow_module_level=True)
+playwright = pytest.importorskip("playwright.sync_api")
+
+SHOTS = ARTIFACTS / "browser"
+NO_TOUR = "localStorage.setItem('vit-explorer-tour', 'done')"
+PERCENT = re.compile(r"\b\d{1,3}(?:[.,]\d+)?\s?%")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield b
+        b.close()
+
+
+def opened(browser, url, width=1280, height=800, **options):
+    pg = browser.new_page(viewport={"width": width, "height": height}, **options)
+    pg.add_init_script(NO_TOUR)
+    pg.goto(url, wait_until="load")
+    pg.wait_for_function("() => (document.querySelector('#status')?.innerText || '')"
+                         ".includes('Example')", timeout=60_000)
+    pg.wait_for_function("() => (document.querySelector('#glance-text')?.innerText || '')"
+                         ".includes('rests on')", timeout=60_000)
+    return pg
+
+
+def test_the_page_as_it_opens_is_short_has_few_buttons_and_one_number_format(browser, app_server):
+    pg = opened(browser, app_server[1])
+    shape = pg.evaluate("""() => {
+      const seen = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+      const first = [...document.querySelectorAll('#status, #pipeline, #glance-text')]
+        .map(e => e.innerText).join(' ');
+      return {screens: document.documentElement.scrollHeight / innerHeight,
+              buttons: [...document.querySelectorAll('button, [role=button]')].filter(seen).length,
+              first};
+    }""")
+    pg.screenshot(path=SHOTS / "lesson-first-screen.png", full_page=True)
+    assert shape["screens"] <= 2.5, shape
+    assert shape["buttons"] <= 35, shape
+    written = set(PERCENT.findall(shape["first"]))
+    assert written and all(re.fullmatch(r"\d{1,3}\.\d %", w) for w in written), written
+    pg.close()
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_axe_finds_no_critical_or_serious_violation(browser, app_server, width, height):
+    axe = pytest.importorskip("axe_playwright_python.sync_playwright")
+    pg = opened(browser, app_server[1], width, height)
+    found = axe.Axe().run(pg).response["violations"]
+    bad = [f'{v["impact"]} {v["id"]}: {v["nodes"][0]["target"]}' for v in found
+           if v["impact"] in ("critical", "serious")]
+    assert not bad, bad
+    pg.close()
+
+
+def test_the_strip_says_what_a_token_and_cls_are_and_opens_each_steps_detail_in_place(
+        browser, app_server):
+    pg = opened(browser, app_server[1])
+    tokens = pg.locator("#pipeline .s-tokens .note").inner_text()
+    assert "token" in tokens and "[CLS]" in tokens and "gathers the answer" in tokens
+    assert not pg.locator("#mechanism .label-wrap.open").count()       # folded at first
+    pg.locator("#pipeline .s-tokens a.more").click()
+    pg.wait_for_selector("#mechanism .label-wrap.open")
+    pg.wait_for_function("() => { const r = document.querySelector('#mechanism')"
+                         ".getBoundingClientRect(); return r.top >= -2 && r.top < innerHeight; }")
+    pg.evaluate("window.scrollTo(0, 0)")
+    pg.locator("#pipeline .s-answer a.more").click()
+    pg.wait_for_selector("#why .label-wrap.open")
+    pg.close()
+
+
+def test_what_the_answer_rests_on_is_the_measured_lead_map_with_the_others_said(browser, app_server):
+    """The bundled MNIST model measured occlusion most faithful (config.json): the small map
+    beside the answer is occlusion's, its words say so and how it was measured, and whether the
+    other maps rank the patches alike on this input; the strip's answer step agrees."""
+    pg = opened(browser, app_server[1])
+    said = pg.locator("#glance-text").inner_text()
+    assert "by occlusion" in said and "measured most faithful" in said
+    assert "rank the patches alike" in said or "differently" in said
+    drove = pg.locator("#pipeline .drove").inner_text()
+    assert "Rests most on patch" in drove and "by occlusion" in drove
+    pg.close()
+
+
+def test_the_answer_is_announced_and_the_strips_patches_work_from_the_keyboard(browser, app_server):
+    pg = opened(browser, app_server[1])
+    assert pg.locator("#status").get_attribute("aria-live") == "polite"
+    patches = pg.locator("#pipeline canvas.c-patches")
+    patches.focus()
+    assert pg.evaluate("() => document.activeElement.classList.contains('c-patches')")
+    for key in ("ArrowRight", "ArrowRight", "ArrowDown"):
+        pg.keyboard.press(key)
+    # From patch 1: two right, one down = patch 1 + 2 + grid (7 for the bundled MNIST model).
+    assert "Patch 10 " in pg.locator("#pipeline .readout").inner_text()
+    pg.keyboard.press("Enter")
+    pg.wait_for_function("() => (document.querySelector('#pipeline .readout')?.innerText || '')"
+                         ".includes('See where it looks')")
+    pg.close()
+
+
+def test_reduced_motion_is_honoured(browser, app_server):
+    pg = opened(browser, app_server[1], reduced_motion="reduce")
+    assert pg.evaluate("() => matchMedia('(prefers-reduced-motion: reduce)').matches")
+    moving = pg.evaluate("() => [...document.querySelectorAll('.gradio-container *')].filter(e =>"
+                         " parseFloat(getComputedStyle(e).transitionDuration) > 0 ||"
+                         " getComputedStyle(e).animationName !== 'none').length")
+    assert moving == 0
+    pg.close()
+
+
+def test_compare_pairs_the_two_mnist_models_and_how_it_learned_follows_the_model(
+        browser, app_server):
+    pg = opened(browser, app_server[1])
+    assert pg.locator("#compare").is_visible()
+    assert not pg.locator("#learned").is_visible()            # the big MNIST model kept none
+    pg.locator("#compare .label-wrap").click()
+    pg.locator("#compare-choice input").click()
+    pg.get_by_role("option", name=re.compile("139 k parameters")).click()
+    pg.wait_for_function("() => /reads|read/.test(document.querySelector('#compare-text')"
+                         "?.innerText || '')", timeout=60_000)
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name=re.compile("139 k parameters")).click()
+    pg.wait_for_selector("#learned", state="visible", timeout=60_000)
+    pg.close()
