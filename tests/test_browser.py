@@ -84,9 +84,13 @@ def pictures_loaded(page) -> None:
         " return !seen || (i.complete && i.naturalWidth > 0); })", timeout=30_000)
 
 def wait_status(pg, text: str, timeout=30_000):
-    pg.wait_for_function(
-        "t => document.querySelector('#status') && document.querySelector('#status').innerText.includes(t)",
-        arg=text, timeout=timeout)
+    try:
+        pg.wait_for_function(
+            "t => document.querySelector('#status') && document.querySelector('#status').innerText.includes(t)",
+            arg=text, timeout=timeout)
+    except playwright.TimeoutError:
+        pg.screenshot(path=SHOTS / "failed-wait-status.png", full_page=True)
+        raise AssertionError(f"waited for {text!r}; the headline says {status(pg)!r}") from None
 
 
 def drawing_area(pg):
@@ -204,7 +208,7 @@ def test_drawing_a_digit_shows_its_prediction_and_attention(page, digit):
     assert digit in label
     unfold(page, "#views")
     for pic in ("#seen img", "#strip img", "#attention img", "#rollout img"):
-        assert page.locator(pic).count() >= 1, pic
+        page.wait_for_selector(pic, state="attached", timeout=30_000)
     # Each picture is shown whole: nothing of it hidden below its box.
     for pic in ("#seen", "#strip", "#pick", "#row"):
         page.locator(pic).scroll_into_view_if_needed()
@@ -266,7 +270,8 @@ def test_test_set_explorer(page):
     page.wait_for_function("() => { const r = document.querySelector('#status').getBoundingClientRect();"
                            " return r.top >= -5 && r.top < window.innerHeight; }", timeout=10_000)
     assert page.locator("#reliability img").count() == 1
-    assert page.locator("#attention img").count() >= 1
+    unfold(page, "#views")
+    page.wait_for_selector("#attention img", state="attached", timeout=30_000)
     page.screenshot(path=SHOTS / "6-test-image.png", full_page=True)
     img = page.locator("#confusion img")
     img.scroll_into_view_if_needed()                     # back down to the tab, as a person would
@@ -662,12 +667,13 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
     pg.locator("#pipeline .s-tokens summary").click()
     assert pg.locator("#pipeline .s-tokens .pop").is_visible()
     assert "position" in pg.locator("#pipeline .s-tokens .pop").inner_text()
-    glossary = pg.locator("#glossary").text_content()           # folded: its words are there
+    pg.get_by_role("link", name="Glossary").first.click()
+    pg.wait_for_selector("#glossary button.label-wrap.open")     # the link opens it in place
+    pg.wait_for_function("() => document.querySelector('#glossary').innerText.includes('rollout')")
+    glossary = pg.locator("#glossary").inner_text()
     for term in ("patch", "token", "[CLS]", "layer", "head", "attention", "rollout",
                  "relevance", "calibrated"):
         assert term in glossary, term
-    pg.get_by_role("link", name="Glossary").first.click()
-    pg.wait_for_selector("#glossary button.label-wrap.open")     # the link opens it in place
     pg.wait_for_function("() => document.querySelector('#glossary').getBoundingClientRect().top"
                          " < 800", timeout=10_000)
     ctx.close()

@@ -136,10 +136,10 @@ def test_compare_pairs_the_two_mnist_models_and_how_it_learned_follows_the_model
     assert not pg.locator("#learned").is_visible()            # the big MNIST model kept none
     pg.locator("#compare .label-wrap").click()
     pg.locator("#compare-choice input").click()
-    pg.get_by_role("option", name=re.compile("139 k parameters")).click()
+    pg.locator("#compare-choice").get_by_role("option", name=re.compile("139 k parameters")).click()
     pg.wait_for_function("() => /reads|read/.test(document.querySelector('#compare-text')"
                          "?.innerText || '')", timeout=60_000)
     pg.locator("#model input").click()
-    pg.get_by_role("option", name=re.compile("139 k parameters")).click()
+    pg.locator("#model").get_by_role("option", name=re.compile("139 k parameters")).click()
     pg.wait_for_selector("#learned", state="visible", timeout=60_000)
     pg.close()
