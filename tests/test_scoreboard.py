@@ -72,10 +72,10 @@ def test_the_scoreboard_on_a_bundled_model(name):
 def test_the_why_panel_scoreboard(seven):
     p, a = seven
     text, picture = why_panel.faithfulness(p, a)
-    assert "| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising blocks 4–6 ↓ |" in text
+    assert "| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising layers 4–6 ↓ |" in text
     for k in (*METHODS, RANDOM):
         assert f"| {k} |" in text
-    assert "hardly changed when the later blocks were replaced by random ones" in text
+    assert "hardly changed when the later layers were replaced by random ones" in text
     flagged = text.split("hardly changed")[0].split(".")[-1]       # the maps the sentence names
     assert flagged.strip().startswith("Rollout") and "⚠️" in text
     assert picture.ndim == 3 and picture.shape[1] > 4 * 160

@@ -118,17 +118,18 @@ def test_data_cli_reports_where_the_data_is(tiny_data, tmp_path, capsys):
     assert r.returncode == 1 and "not found" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("on_spaces, with_data, visible", [
-    (True, False, False),     # a Space without the data: no empty tab
-    (True, True, True),
-    (False, False, True),     # locally: the tab says how to get the data
+@pytest.mark.parametrize("on_spaces, with_data, model, visible", [
+    (True, False, "cifar10", False),   # a Space without data it cannot fetch: no empty tab
+    (True, False, "mnist", True),      # ...one it can fetch (vit/data/fetch.py): the tab
+    (True, True, "mnist", True),
+    (False, False, "cifar10", True),   # locally: the tab says how to get the data
 ])
-def test_tab_is_hidden_on_spaces_without_data(on_spaces, with_data, visible, tiny_data, tmp_path,
-                                              monkeypatch):
+def test_tab_is_hidden_on_spaces_without_data_it_cannot_fetch(on_spaces, with_data, model, visible,
+                                                               tiny_data, tmp_path, monkeypatch):
     """In-process, as a Space's environment would have it (a subprocess each took 15 s)."""
     from vit.ui import create_app
-    # Only the MNIST model: a Fashion-MNIST one would find Debian's copy of its data set.
-    shutil.copytree(ROOT / "checkpoints" / "mnist", tmp_path / "ck" / "mnist",
+    # One model only: a Fashion-MNIST one would find Debian's copy of its data set.
+    shutil.copytree(ROOT / "checkpoints" / model, tmp_path / "ck" / model,
                     ignore=shutil.ignore_patterns(".cache", "train_state", "best"))
     monkeypatch.setenv("VIT_DATA_DIR", str(tiny_data if with_data else tmp_path))
     monkeypatch.setenv("VIT_CHECKPOINTS", str(tmp_path / "ck"))

@@ -1,6 +1,6 @@
-"""The logit lens as a picture: per block, every patch token's probability of one class over the
+"""The logit lens as a picture: per layer, every patch token's probability of one class over the
 image, on one fixed 0-to-1 scale (a probability means the same on every map, so none is stretched
-to look sure), with what [CLS] would answer after that block written under it."""
+to look sure), with what [CLS] would answer after that layer written under it."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ from vit.explain.logit_lens import LogitLens
 from vit.pictures.attention_maps import _colorbar, heat_overlay, load_font
 from vit.text import percent
 
-PER_ROW = 6          # maps per row: a 12-block ViT-B/16 gets two rows
+PER_ROW = 6          # maps per row: a 12-layer ViT-B/16 gets two rows
 CAPTION = 32         # pixels under each map: two lines
 GAP = 6
 
@@ -21,8 +21,8 @@ def _short(name: str, chars: int = 13) -> str:
 
 def lens_picture(img: np.ndarray, lens: LogitLens, target: int, class_names: list[str],
                  tile: int = 112) -> np.ndarray:
-    """(H, W, 3) uint8: a map per block of `target`'s probability from each patch token, captioned
-    with [CLS]'s answer after that block and its probability of `target`; a 0-1 colour bar marks
+    """(H, W, 3) uint8: a map per layer of `target`'s probability from each patch token, captioned
+    with [CLS]'s answer after that layer and its probability of `target`; a 0-1 colour bar marks
     chance (1 / classes)."""
     L = lens.depth
     per_row = min(L, PER_ROW)
@@ -37,7 +37,7 @@ def lens_picture(img: np.ndarray, lens: LogitLens, target: int, class_names: lis
         x, y = (i % per_row) * (side + GAP), (i // per_row) * (side + CAPTION)
         canvas.paste(Image.fromarray(m), (x, y))
         said = int(lens.cls[i].argmax())
-        draw.text((x + 2, y + side + 2), f"after block {i + 1}", fill="black", font=font)
+        draw.text((x + 2, y + side + 2), f"after layer {i + 1}", fill="black", font=font)
         draw.text((x + 2, y + side + 16),
                   f"[CLS]: {_short(class_names[said])} {percent(lens.cls[i, said])}",
                   fill=(0, 90, 0) if said == target else "black", font=font)

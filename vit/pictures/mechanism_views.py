@@ -197,7 +197,7 @@ def _token_row(c: _Canvas, w: WalkThrough, image: np.ndarray, p: int, rim: int, 
     vecs = (w.embedding, w.position, w.start)
     top = float(max(np.abs(v).max() for v in vecs))      # one scale: "+" and "=" read off the bars
     titles = ("3. learned [CLS] vector" if patch is None else "3. patch embedding",
-              "4. position embedding", "5. token into block 1")
+              "4. position embedding", "5. token into layer 1")
     for i, (v, title) in enumerate(zip(vecs, titles)):
         x = 425 + i * 195
         _bars(c, v, top, x, y, 170, 168, labels=i == 0)
@@ -209,8 +209,8 @@ def _token_row(c: _Canvas, w: WalkThrough, image: np.ndarray, p: int, rim: int, 
     _bars(c, w.normed, float(np.abs(w.normed).max()), x, y, 170, 168)
     c.text(x - 40, y - 36, "6. LayerNorm of that" if w.layer == 0 else "6. token into layer "
            f"{w.layer + 1}", 13)
-    blocks = "block 1" if w.layer == 1 else f"blocks 1–{w.layer}"
-    c.text(x - 40, y - 19, "what the head reads" if w.layer == 0 else f"after {blocks}, LayerNorm'd",
+    layers = "layer 1" if w.layer == 1 else f"layers 1–{w.layer}"
+    c.text(x - 40, y - 19, "what the head reads" if w.layer == 0 else f"after {layers}, LayerNorm'd",
            11, FAINT)
 
 

@@ -1,5 +1,5 @@
 """The model-randomisation check as a picture: each map on the trained model above the same map
-on the model whose later blocks were re-initialised, with their rank correlation. Each map has its
+on the model whose later layers were re-initialised, with their rank correlation. Each map has its
 own scale (the check compares orders, not sizes), its bar says which; attention maps reach at
 least five times the even level, as the page's do, so an even spread does not glow."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ def sanity_picture(img: np.ndarray, board: Scoreboard, depth: int, tile: int = 1
     """(H, W, 3) uint8: a row of the trained model's maps, a row of the randomised model's."""
     rows = []
     for maps, label in ((board.maps, "trained model"),
-                        (board.randomised_maps, f"blocks {board.randomised_from}-{depth}, norm "
+                        (board.randomised_maps, f"layers {board.randomised_from}-{depth}, norm "
                                                 f"and head re-initialised")):
         tiles = []
         for k in METHODS:

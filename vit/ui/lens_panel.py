@@ -14,17 +14,17 @@ from vit.ui.why_panel import target_class
 from vit.ui.words import alt, caption
 
 PLAIN = ("Each map asks the model's own classifier what it would answer if the network stopped "
-         "after that block: from each patch's token (the colours) and from [CLS] (under each map).")
+         "after that layer: from each patch's token (the colours) and from [CLS] (under each map).")
 PRECISE = (
-    "After every block, each token goes through the final LayerNorm and the classifier head, "
+    "After every layer, each token goes through the final LayerNorm and the classifier head, "
     "then the checkpoint's temperature and a softmax: the \"logit lens\" (nostalgebraist, 2020), "
     "here for every patch token as well as [CLS]. The colour is one patch token's probability of "
     "the chosen class, on the same 0–1 scale on every map; the tick marks chance (1 / classes).\n\n"
     "**What it shows:** at which depth [CLS] already carries the answer, and which patch tokens "
     "point in the direction of a class. **What it does not show:** the head was trained only on "
-    "the last block's [CLS], so early blocks speak another \"language\": a flat or wrong early "
+    "the last layer's [CLS], so early layers speak another \"language\": a flat or wrong early "
     "answer does not prove the information is absent there (a tuned lens, Belrose et al. 2023, "
-    "fits a probe per block instead). A patch token that \"answers 7\" is not evidence that this "
+    "fits a probe per layer instead). A patch token that \"answers 7\" is not evidence that this "
     "patch caused the 7: the deletion test under \"What drove the answer\" measures that.")
 
 
@@ -38,7 +38,7 @@ class LensPanel:
 def build() -> LensPanel:
     with gr.Accordion("Where the answer forms (logit lens)", open=False, elem_id="lens") as accordion:
         gr.Markdown(caption(PLAIN, PRECISE))
-        picture = gr.Image(label="What each block's tokens would answer", interactive=False,
+        picture = gr.Image(label="What each layer's tokens would answer", interactive=False,
                            buttons=["download", "fullscreen"],
                                alt_text=alt("lens-picture"), elem_id="lens-picture")
         text = gr.Markdown(elem_id="lens-text")
@@ -52,17 +52,17 @@ def summary(p: Predictor, a: Analysis, target: int) -> str:
     at = lens.forms_at(target)
     if at is None:
         settles = (f"[CLS] never gives **{name}** half the probability and keeps it: after the "
-                   f"last block it gives it {percent(lens.cls[-1, target])}.")
+                   f"last layer it gives it {percent(lens.cls[-1, target])}.")
     elif at == 1:
-        settles = f"[CLS] gives **{name}** more than half the probability from block 1 on."
+        settles = f"[CLS] gives **{name}** more than half the probability from layer 1 on."
     else:
-        settles = (f"[CLS] settles on **{name}** after block {at} of {depth} (more than half the "
+        settles = (f"[CLS] settles on **{name}** after layer {at} of {depth} (more than half the "
                    f"probability from there to the end).")
     last = lens.patches[-1, :, :, target]
     g = p.grid
     row, col = divmod(int(last.argmax()), g)
     share = float((lens.patches[-1].argmax(-1) == target).mean())
-    return (f"{settles} After the last block, {percent(share)} of the patch tokens would "
+    return (f"{settles} After the last layer, {percent(share)} of the patch tokens would "
             f"answer **{name}** themselves; the most sure is patch {row * g + col + 1} "
             f"(row {row + 1}, column {col + 1}), at {percent(float(last.max()))}.")
 

@@ -79,8 +79,8 @@ def build(p: Predictor) -> WhyPanel:
                             scale=1)
     faithfulness = gr.Markdown(elem_id="faithfulness")
     sanity = gr.Image(label="Model randomisation: each map on the trained model (top) and with its "
-                            "later blocks re-initialised (bottom); a map that stays alike does not "
-                            "show what those blocks learned",
+                            "later layers re-initialised (bottom); a map that stays alike does not "
+                            "show what those layers learned",
                       interactive=False,
                           alt_text=alt("sanity"), elem_id="sanity", buttons=["download", "fullscreen"])
     with gr.Row():
@@ -122,14 +122,14 @@ def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
         + (f"{board.correlation[k]:+.2f}{' ⚠️' if board.correlation[k] >= SAME else ''} |"
            if k in board.correlation else "— |")
         for k in (*METHODS, RANDOM))
-    table = (f"| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising blocks "
+    table = (f"| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising layers "
              f"{board.randomised_from}–{depth} ↓ |\n|---|---|---|---|\n{rows}")
     same = [k for k in METHODS if board.correlation[k] >= SAME]
     listed = ", ".join(same[:-1]) + " and " + same[-1] if len(same) > 1 else "".join(same)
-    sanity = (f" {listed[:1].upper() + listed[1:]} hardly changed when the later blocks were replaced "
+    sanity = (f" {listed[:1].upper() + listed[1:]} hardly changed when the later layers were replaced "
               f"by random ones (⚠️): {'it shows' if len(same) == 1 else 'they show'} the picture's "
-              f"layout more than what those blocks learned." if same else
-              " Every map changed when the later blocks were replaced by random ones: each "
+              f"layout more than what those layers learned." if same else
+              " Every map changed when the later layers were replaced by random ones: each "
               "depends on what the model learned.")
     text = (f"**Which map to believe for the answer {name}?** {verdict(board.deletion)}{sanity} "
             + caption("", f"**Deletion** blanks the patches each map ranks first, one by one, "
@@ -138,10 +138,10 @@ def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
                           f"and reveals them in that order: higher = better. Random orders are "
                           f"the line to beat (Petsiuk et al. 2018). **Rank correlation**: "
                           f"Spearman's ρ between each map and the same map on a copy of the "
-                          f"model whose blocks {board.randomised_from}–{depth}, final norm and "
+                          f"model whose layers {board.randomised_from}–{depth}, final norm and "
                           f"head were re-initialised (Adebayo et al. 2018); near 1 (⚠️, "
-                          f"≥ {SAME}) means the map hardly depends on what those blocks learned. "
-                          f"Raw attention is the last block's [CLS] attention, averaged over "
+                          f"≥ {SAME}) means the map hardly depends on what those layers learned. "
+                          f"Raw attention is the last layer's [CLS] attention, averaged over "
                           f"heads. One input, {STEPS} steps: scores closer than {TIE} are not "
                           f"told apart.")
             + "\n\n" + table)
@@ -229,20 +229,22 @@ def lead_view(p: Predictor, a: Analysis, t: int, rel: np.ndarray, occ: tuple) ->
         pic = single_map_picture(a.image, m, f"{lead} for {raw}", size=GLANCE)
     rho = agreement(lead, maps)
     deletion = p.config.faithfulness.get("deletion", {})
-    measured = (" It is the map measured most faithful for this model: blanking the patches it "
-                "ranks first removes the answer fastest (mean P "
-                + ", ".join(f"{k} {deletion[k]:.2f}" for k in LEADS if k in deletion)
-                + "; lower is better)." if deletion else
-                " This model was never measured, so no map is known to be the most faithful.")
+    measured = ("the map that removed the answer fastest when this model was tested"
+                if deletion else "this model was never tested for which map to trust")
     differ = [k for k, r in rho.items() if r < AGREE]
     if not differ:
-        agree = " Here the other maps rank the patches alike."
+        agree = "Here the other maps rank the patches alike."
     else:
-        agree = (f" **Here {' and '.join(differ)} rank{'s' if len(differ) == 1 else ''} the "
-                 f"patches differently** (rank correlation "
-                 + ", ".join(f"{rho[k]:+.2f}" for k in differ)
-                 + "): read the bright area as where the answer may rest, not as one cause.")
-    text = f"**What the answer rests on, by {lead}.**{measured}{agree}"
+        agree = (f"**Here {' and '.join(differ)} rank{'s' if len(differ) == 1 else ''} the "
+                 f"patches differently**: read the bright area as where the answer may rest, "
+                 f"not as one cause.")
+    how = ("Deletion test on held-out images: blank the patches a map ranks first and watch "
+           "the answer fade; mean probability left, lower is better: "
+           + ", ".join(f"{k} {deletion[k]:.2f}" for k in LEADS if k in deletion) + ". "
+           if deletion else "") + ("Rank correlation with it here: "
+                                   + ", ".join(f"{k} {r:+.2f}" for k, r in rho.items()) + ".")
+    text = (f"**What the answer rests on, by {lead}**: {measured}. {agree}\n\n"
+            f"<details><summary>How this was measured</summary>{how}</details>")
     return pic, text
 
 

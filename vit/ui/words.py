@@ -26,7 +26,7 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "turns it into one score per class (Dosovitskiy et al. 2020, after BERT)."),
     "layer": (
         "One round of the model's work: every token looks at the others, then is updated.",
-        "A transformer block: LayerNorm, multi-head self-attention, a residual add, LayerNorm, an "
+        "A transformer layer: LayerNorm, multi-head self-attention, a residual add, LayerNorm, an "
         "MLP applied to each token on its own, another residual add. The bundled models have "
         "6; a converted ViT-B/16 has 12."),
     "head": (
