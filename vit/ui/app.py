@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 
@@ -74,12 +75,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     else the bundled checkpoints/); `data_dir`: where test sets are ($VIT_DATA_DIR, else data/).
     Process-wide settings (torch's CPU threads: VIT_THREADS) are the caller's: app.py sets
     them. Raises StartupError."""
-    never_rewrite_cached_images()
-    hide_server_paths()
+    for patch in (never_rewrite_cached_images, hide_server_paths, small_sessions, short_errors,
+                  tolerant_clicks):
+        patch()
     mcp_tools(TOOL_NAMES)
-    small_sessions()
-    short_errors()
-    tolerant_clicks()
     limits = Limits.from_env()
     try:
         device = pick_device(device or os.environ.get("VIT_DEVICE") or "auto")
@@ -94,124 +93,178 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     if examples_dir is None:
         examples_dir = tempfile.mkdtemp(prefix="vit-explorer-examples-")
         atexit.register(shutil.rmtree, examples_dir, ignore_errors=True)
-    base = Path(examples_dir)
-    examples = {style: write_examples(base / style, style) for style in STYLES}
+    examples = {style: write_examples(Path(examples_dir) / style, style) for style in STYLES}
     pin(p for paths in examples.values() for p in paths)      # never deleted to make room
     page = Page(models, data_dir, examples)
-    p = models.get(models.default)
-    on_space = "SPACE_ID" in os.environ
-
     with gr.Blocks(title="ViT Explorer", delete_cache=CACHE_LIFETIME) as demo:
-        with gr.Row(equal_height=True, elem_id="header"):
-            with gr.Column(scale=3, min_width=300):
-                gr.Markdown("# ViT Explorer\nDraw, and follow a small Vision Transformer "
-                            "reading it, left to right: patches, tokens, attention, the "
-                            "answer.\n\n<button type=\"button\" id=\"tour-start\">Take the "
-                            "tour</button> <a href=\"#glossary\">Glossary</a>", elem_id="intro")
-            model = FreeDropdown(models.choices(), value=models.default, label="Model",
-                                info="what it was trained to recognise", elem_id="model",
-                                visible=len(models.names) > 1, scale=0, min_width=360)
-        visit = gr.State(page.visit())           # the visitor's page: vit/ui/record.py
-        with gr.Row(equal_height=False, elem_id="top"):
-            with gr.Column(scale=4, min_width=300, elem_id="input-col"):
-                with gr.Tabs():
-                    with gr.Tab("Draw", id="draw") as draw_el:
-                        draw = draw_tab.build(p.config.noun, p.config.style.name,
-                                              page.gallery(p))
-                        pad = draw.pad
-                    with gr.Tab("Upload", id="upload") as upload_el:
-                        upload = upload_tab.build()
-                    # On a Space the tab appears only when the data was put there too.
-                    tst = testset_tab.build(models, data_dir, visible=not on_space
-                                            or testset_tab.data_on_disk(models, data_dir))
-            with gr.Column(scale=6, min_width=300, elem_id="result-col"):
-                # The lesson, on the first screen: the answer (said once, in a live region),
-                # the strip that walks the visitor's own input through every step, and what
-                # the answer rests on, by the map measured most faithful for this model.
-                gr.Markdown("## The answer, step by step", elem_classes="vit-sr-only")
-                status = gr.Markdown(rest_message(p), elem_id="status", label="headline")
-                strip = PipelineStrip(elem_id="pipeline", label="pipeline strip")
-                with gr.Row(equal_height=False, elem_id="why-row"):
-                    glance = gr.Image(label="What the answer rests on", show_label=False,
-                                      interactive=False, elem_id="glance", height=200,
-                                      buttons=[], scale=2, min_width=160,
-                                      alt_text=alt("glance"))
-                    glance_text = gr.Markdown(elem_id="glance-text")
-                # The probabilities for API clients (the strip's answer step shows them).
-                label = VerdictLabel(num_top_classes=10, label="Probability per class",
-                                     elem_id="prediction", visible=False)
-        # Depth, folded: each opens in place when a step of the strip asks for it.
-        gr.Markdown("## Go deeper", elem_id="deeper")
-        mech = mechanism_panel.build(p)
-        with gr.Accordion("What drove the answer: every map, scored", open=False, elem_id="why"):
-            why = why_panel.build(p)
-        with gr.Accordion("Every layer and head, and one patch's attention", open=False,
-                          elem_id="views"):
-            panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
-        lens = lens_panel.build()
-        learned = training_panel.build(visible=models.learned(models.default))
-        compare = compare_panel.build(models.names, dict((n, label) for label, n in models.choices()),
-                                      visible=models.comparable())
-        with gr.Accordion("About this model", open=False, elem_id="about-model"):
-            card = gr.Markdown(p.card())
-        with gr.Accordion("Glossary", open=False, elem_id="glossary"):
-            gr.Markdown(glossary_markdown())
+        ui = layout(page, models, data_dir)
+        wire = Wiring(page, models, ui)
+        wire.inputs()
+        wire.panels()
+        wire.model_and_test_set()
+        tools(page)
+        # At load the example goes on the canvas, which sends it back like a drawing.
+        demo.load(boundary.parsed(page.first_view, models.names), ui.model, ui.pad,
+                  **Wiring.QUIET)
+    # api_open=False: an event of the queue never runs past it by POST …/run/<api> (Gradio
+    # opens those routes wherever it is not on a Space: no queue size, no per-visitor share).
+    demo.queue(max_size=limits.queue_size, default_concurrency_limit=CONCURRENCY,
+               api_open=False)
+    demo.limits = limits
+    demo.page = page                    # for tests and notebooks: the handlers over these models
+    return demo
 
-        # Every component a handler may name (vit/ui/render.py's names and a few more).
-        comps = dict(
-            model=model, card=card, status=status, label=label, glance=glance, pipeline=strip,
-            glance_text=glance_text, learned_panel=learned.accordion,
-            answered=draw.answered, pad=pad, hint=draw.hint, examples=draw.examples,
-            **dict(zip(PICTURES, panel.pictures)), layer=panel.layer, head=panel.head,
-            relevance=why.relevance, occlusion=why.occlusion, faithfulness=why.faithfulness,
-            ablation=why.ablation, target=why.target, heads_off=why.heads, sanity=why.sanity,
-            walk=mech.walk, walk_text=mech.walk_text, lens=lens.picture, lens_text=lens.text,
-            learned=learned.picture, learned_text=learned.text, learned_frame=learned.frame,
-            compare_text=compare.text, compare_strip=compare.strip, compare_maps=compare.maps,
-            compare_differences_text=compare.differences_text,
-            compare_differences=compare.differences,
-            position=mech.position, distance=mech.distance, filters=mech.filters,
-            model_caption=mech.model_caption,
-            testset_status=tst.status, confusion=tst.confusion, reliability=tst.reliability,
-            gallery=tst.gallery, testset_body=tst.body, kind=tst.kind, true=tst.true,
-            pred=tst.pred)
 
-        def on(event, fn, inputs, names, **kwargs):
-            """`event(fn)` with the visitor's record after the other inputs and `names`'
-            components as outputs: `fn` returns {name: value} (Gradio's dict return, keyed by
-            component: an output not named stays as it is)."""
-            sig = visit_last(fn)
-            checked = boundary.parsed(fn, models.names)      # nothing kept as a client sent it
+def layout(page: Page, models: Models, data_dir: Path) -> SimpleNamespace:
+    """The page's components, laid out: the header, the first screen (the input's tabs beside
+    the answer, the strip and what the answer rests on), then the folded panels. Returns them
+    by name (`comps`: every component a handler may name) and the panels' own records."""
+    p = models.get(models.default)
+    with gr.Row(equal_height=True, elem_id="header"):
+        with gr.Column(scale=3, min_width=300):
+            gr.Markdown("# ViT Explorer\nDraw, and follow a small Vision Transformer "
+                        "reading it, left to right: patches, tokens, attention, the "
+                        "answer.\n\n<button type=\"button\" id=\"tour-start\">Take the "
+                        "tour</button> <a href=\"#glossary\">Glossary</a>", elem_id="intro")
+        model = FreeDropdown(models.choices(), value=models.default, label="Model",
+                             info="what it was trained to recognise", elem_id="model",
+                             visible=len(models.names) > 1, scale=0, min_width=360)
+    visit = gr.State(page.visit())           # the visitor's page: vit/ui/record.py
+    with gr.Row(equal_height=False, elem_id="top"):
+        with gr.Column(scale=4, min_width=300, elem_id="input-col"):
+            with gr.Tabs():
+                with gr.Tab("Draw", id="draw") as draw_el:
+                    draw = draw_tab.build(p.config.noun, p.config.style.name, page.gallery(p))
+                with gr.Tab("Upload", id="upload") as upload_el:
+                    upload = upload_tab.build()
+                # On a Space the tab appears only when the data is there or can be fetched.
+                tst = testset_tab.build(models, data_dir, visible="SPACE_ID" not in os.environ
+                                        or testset_tab.data_on_disk(models, data_dir))
+        with gr.Column(scale=6, min_width=300, elem_id="result-col"):
+            first = first_screen(p)
+    # Depth, folded: each opens in place when a step of the strip asks for it.
+    gr.Markdown("## Go deeper", elem_id="deeper")
+    mech = mechanism_panel.build(p)
+    with gr.Accordion("What drove the answer: every map, scored", open=False, elem_id="why"):
+        why = why_panel.build(p)
+    with gr.Accordion("Every layer and head, and one patch's attention", open=False,
+                      elem_id="views"):
+        panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
+    lens = lens_panel.build()
+    learned = training_panel.build(visible=models.learned(models.default))
+    compare = compare_panel.build(models.names, dict((n, label) for label, n in models.choices()),
+                                  visible=models.comparable())
+    with gr.Accordion("About this model", open=False, elem_id="about-model"):
+        card = gr.Markdown(p.card())
+    with gr.Accordion("Glossary", open=False, elem_id="glossary"):
+        gr.Markdown(glossary_markdown())
+    comps = dict(
+        **first, model=model, card=card, learned_panel=learned.accordion,
+        answered=draw.answered, pad=draw.pad, hint=draw.hint, examples=draw.examples,
+        **dict(zip(PICTURES, panel.pictures)), layer=panel.layer, head=panel.head,
+        relevance=why.relevance, occlusion=why.occlusion, faithfulness=why.faithfulness,
+        ablation=why.ablation, target=why.target, heads_off=why.heads, sanity=why.sanity,
+        walk=mech.walk, walk_text=mech.walk_text, lens=lens.picture, lens_text=lens.text,
+        learned=learned.picture, learned_text=learned.text, learned_frame=learned.frame,
+        compare_text=compare.text, compare_strip=compare.strip, compare_maps=compare.maps,
+        compare_differences_text=compare.differences_text,
+        compare_differences=compare.differences,
+        position=mech.position, distance=mech.distance, filters=mech.filters,
+        model_caption=mech.model_caption,
+        testset_status=tst.status, confusion=tst.confusion, reliability=tst.reliability,
+        gallery=tst.gallery, testset_body=tst.body, kind=tst.kind, true=tst.true,
+        pred=tst.pred)
+    return SimpleNamespace(comps=comps, visit=visit, model=model, pad=draw.pad, draw=draw,
+                           draw_el=draw_el, upload_el=upload_el, upload=upload, tst=tst,
+                           panel=panel, why=why, mech=mech, lens=lens, learned=learned,
+                           compare=compare, strip=first["pipeline"])
 
-            def keyed(*args, **kw):
-                out = checked(**sig.bind(*args, **kw).arguments)
-                # Nothing to change: Gradio takes an empty dict for one value, gr.skip() as none.
-                return {comps[k]: v for k, v in out.items()} or gr.skip()
-            keyed.__signature__, keyed.__wrapped__ = sig, fn      # (for Gradio's type hints)
-            keyed.__annotations__ = getattr(fn, "__annotations__", {})
-            keyed.__name__ = getattr(fn, "__name__", None) or fn.func.__name__   # (a partial)
-            return event(keyed, [*inputs, visit], [comps[n] for n in names], **kwargs)
 
+def first_screen(p) -> dict:
+    """The lesson, on the first screen beside the input: the answer (said once, in a live
+    region), the strip that walks the visitor's own input through every step, and what the
+    answer rests on, by the map measured most faithful for this model."""
+    gr.Markdown("## The answer, step by step", elem_classes="vit-sr-only")
+    status = gr.Markdown(rest_message(p), elem_id="status", label="headline")
+    strip = PipelineStrip(elem_id="pipeline", label="pipeline strip")
+    with gr.Row(equal_height=False, elem_id="why-row"):
+        glance = gr.Image(label="What the answer rests on", show_label=False, interactive=False,
+                          elem_id="glance", height=200, buttons=[], scale=2, min_width=160,
+                          alt_text=alt("glance"))
+        glance_text = gr.Markdown(elem_id="glance-text")
+    # The probabilities for API clients (the strip's answer step shows them).
+    label = VerdictLabel(num_top_classes=10, label="Probability per class",
+                         elem_id="prediction", visible=False)
+    return dict(status=status, pipeline=strip, glance=glance, glance_text=glance_text,
+                label=label)
+
+
+def tools(page: Page) -> None:
+    """The tools for agents (vit/ui/tools.py): API endpoints on components the page never shows,
+    which Gradio's MCP server offers (and only these: gradio_patches.mcp_tools)."""
+    with gr.Column(visible=False):
+        t_image, t_model = gr.Textbox(label="image"), gr.Textbox("", label="model")
+        t_answer, t_models = gr.JSON(label="answer"), gr.JSON(label="models")
+        t_relevance, t_occlusion = gr.Image(label="relevance"), gr.Image(label="occlusion")
+        t_go = gr.Button()
+    t = Tools(page)
+    t_go.click(t.classify_image, [t_image, t_model], t_answer, api_name="classify_image")
+    t_go.click(t.explain_image, [t_image, t_model], [t_answer, t_relevance, t_occlusion],
+               api_name="explain_image")
+    t_go.click(t.list_models, None, t_models, api_name="list_models")
+
+
+class Wiring:
+    """The page's events, each wired once: `on(event, handler, inputs, names)` passes the
+    visitor's record after the inputs, parses every client value at the boundary
+    (vit/ui/boundary.py) and sends back only the components `names` lists (the handler returns
+    {name: value}; docs/app.md draws the flow)."""
+    QUIET = dict(show_progress="hidden", api_visibility="private")
+    # One lane for the slow panels, apart from the answer's: they never hold up the next
+    # drawing's answer. After every analysis (the answer first): "What drove it", then the
+    # panels drawn only while open (the step-by-step walk: ~40 ms per change).
+    LATER = dict(QUIET, concurrency_limit=1, concurrency_id="why")
+    MODEL_VIEWS = ("position", "distance", "filters", "model_caption")
+
+    def __init__(self, page: Page, models: Models, ui: SimpleNamespace):
+        self.page, self.models, self.ui = page, models, ui
         # Sliders follow the chosen model's depth and heads (FreeSlider, vit/ui/views.py); the
         # handlers clamp what arrives.
-        settings = [panel.shared, panel.layer, panel.head]
-        quiet = dict(show_progress="hidden", api_visibility="private")
+        self.settings = [ui.panel.shared, ui.panel.layer, ui.panel.head]
         # The API's own endpoint, defined first so that it heads the "Use via API" page.
         api_file = ImageFile(visible=False, type="filepath", label="image")
         api_label = VerdictLabel(visible=False, label="prediction")
         api_file.upload(page.classify, api_file, api_label, api_name="classify")
-        # One lane for the slow panels, apart from the answer's: they never hold up the next
-        # drawing's answer. After every analysis (the answer first): "What drove it", then the
-        # panels drawn only while open (the step-by-step walk: ~40 ms per change).
-        later = dict(quiet, concurrency_limit=1, concurrency_id="why")
 
-        def explained(dep):
-            return on(on(dep.then, page.why, [], WHY, **later).then, page.folded, [],
-                      FOLDED_VIEWS, **quiet)
+    def on(self, event, fn, inputs, names, **kwargs):
+        """`event(fn)` with the visitor's record after the other inputs and `names`'
+        components as outputs: `fn` returns {name: value} (Gradio's dict return, keyed by
+        component: an output not named stays as it is)."""
+        comps = self.ui.comps
+        sig = visit_last(fn)
+        checked = boundary.parsed(fn, self.models.names)     # nothing kept as a client sent it
 
-        # The test set's first pass shows its progress over the confusion matrix's box alone,
-        # not over the status line and filters (where it overprinted the text).
-        tst_progress = dict(api_visibility="private", show_progress_on=tst.confusion)
+        def keyed(*args, **kw):
+            out = checked(**sig.bind(*args, **kw).arguments)
+            # Nothing to change: Gradio takes an empty dict for one value, gr.skip() as none.
+            return {comps[k]: v for k, v in out.items()} or gr.skip()
+        keyed.__signature__, keyed.__wrapped__ = sig, fn      # (for Gradio's type hints)
+        keyed.__annotations__ = getattr(fn, "__annotations__", {})
+        keyed.__name__ = getattr(fn, "__name__", None) or fn.func.__name__   # (a partial)
+        return event(keyed, [*inputs, self.ui.visit], [comps[n] for n in names], **kwargs)
+
+    def explained(self, dep):
+        """After an analysis: "What drove it", then the open panels."""
+        return self.on(self.on(dep.then, self.page.why, [], WHY, **self.LATER).then,
+                       self.page.folded, [], FOLDED_VIEWS, **self.QUIET)
+
+    def inputs(self) -> None:
+        """The canvas, the strip, the examples, the upload and the tabs."""
+        page, models, on, explained, settings = (self.page, self.models, self.on, self.explained,
+                                                 self.settings)
+        quiet, ui = self.QUIET, self.ui
+        pad, model, strip, draw, upload = ui.pad, ui.model, ui.strip, ui.draw, ui.upload
+        draw_el, upload_el, tst, visit = ui.draw_el, ui.upload_el, ui.tst, ui.visit
         # The canvas sends its PNG while the pen moves ("live": the answer alone) and when it
         # lifts ("lift": everything); always_last: a request waiting behind a running one is
         # replaced by the newest, never queued up.
@@ -236,6 +289,13 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
                      **quiet))
         explained(on(upload_el.select, page.to_upload_tab, [upload, model, *settings], ANALYSIS,
                      **quiet))
+
+    def panels(self) -> None:
+        """The folded panels' own controls, and their opening and closing."""
+        page, on, quiet, later, ui = self.page, self.on, self.QUIET, self.LATER, self.ui
+        why, panel, mech, lens, compare, learned = (ui.why, ui.panel, ui.mech, ui.lens,
+                                                    ui.compare, ui.learned)
+        model_views = self.MODEL_VIEWS
         on(why.target.change, page.choose_target, [why.target], WHY + LENS,
            trigger_mode="always_last", **later)
         on(why.heads.change, page.switch_heads, [why.heads], ("ablation",),
@@ -275,6 +335,14 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
             on(event, functools.partial(page.open_learned, opened=opened), [], LEARNED, **quiet)
         on(mech.cls.change, page.follow_cls, [mech.cls], WALK, trigger_mode="always_last",
            **quiet)
+
+    def model_and_test_set(self) -> None:
+        """A model switch (everything follows), and the Test set tab."""
+        page, on, explained, quiet, ui = self.page, self.on, self.explained, self.QUIET, self.ui
+        model, tst, settings, model_views = ui.model, ui.tst, self.settings, self.MODEL_VIEWS
+        # The test set's first pass shows its progress over the confusion matrix's box alone,
+        # not over the status line and filters (where it overprinted the text).
+        tst_progress = dict(api_visibility="private", show_progress_on=tst.confusion)
         switched = on(model.change, page.choose_model, [model],
                       ("model", "card", "layer", "head", "target", "heads_off", "hint",
                        "examples", "pad", "learned_panel"), api_visibility="private")
@@ -294,27 +362,6 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
            **tst_progress)
         shown = on(tst.gallery.select, page.show_test_image, settings, ANALYSIS, **quiet)
         explained(shown.then(None, js=SCROLL_TO_RESULT))
-        # The tools for agents (vit/ui/tools.py): API endpoints on components the page never
-        # shows, which Gradio's MCP server offers (and only these: gradio_patches.mcp_tools).
-        with gr.Column(visible=False):
-            t_image, t_model = gr.Textbox(label="image"), gr.Textbox("", label="model")
-            t_answer, t_models = gr.JSON(label="answer"), gr.JSON(label="models")
-            t_relevance, t_occlusion = gr.Image(label="relevance"), gr.Image(label="occlusion")
-            t_go = gr.Button()
-        tools = Tools(page)
-        t_go.click(tools.classify_image, [t_image, t_model], t_answer, api_name="classify_image")
-        t_go.click(tools.explain_image, [t_image, t_model], [t_answer, t_relevance, t_occlusion],
-                   api_name="explain_image")
-        t_go.click(tools.list_models, None, t_models, api_name="list_models")
-        # At load the example goes on the canvas, which sends it back like a drawing.
-        demo.load(boundary.parsed(page.first_view, models.names), model, pad, **quiet)
-    # api_open=False: an event of the queue never runs past it by POST …/run/<api> (Gradio
-    # opens those routes wherever it is not on a Space: no queue size, no per-visitor share).
-    demo.queue(max_size=limits.queue_size, default_concurrency_limit=CONCURRENCY,
-               api_open=False)
-    demo.limits = limits
-    demo.page = page                    # for tests and notebooks: the handlers over these models
-    return demo
 
 
 # What Gradio fills in itself: a handler's parameters it finds by name and default or annotation.
