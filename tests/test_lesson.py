@@ -99,7 +99,10 @@ def test_what_the_answer_rests_on_is_the_measured_lead_map_with_the_others_said(
     assert "by occlusion" in said and "removed the answer fastest" in said
     assert "rank the patches alike" in said or "differently" in said
     drove = pg.locator("#pipeline .drove").inner_text()
-    assert "Rests most on patch" in drove and "by occlusion" in drove
+    assert "Hiding patch" in drove and "lowers the answer most" in drove
+    # The terms it uses open the folded glossary in place.
+    pg.locator("#glance-text a", has_text="occlusion").click()
+    pg.wait_for_selector("#glossary button.label-wrap.open")
     pg.close()
 
 

@@ -76,8 +76,15 @@
 
   document.addEventListener("click", e => {
     if (e.target.closest("#tour-start")) { e.preventDefault(); show(0); }
-    const link = e.target.closest('a[href="#glossary"]');
-    if (link) { e.preventDefault(); openPanel("glossary"); }
+    // The glossary is folded: a link to it, or to one of its terms, opens it in place.
+    const link = e.target.closest('a[href="#glossary"], a[href^="#term-"]');
+    if (link) {
+      e.preventDefault();
+      openPanel("glossary");
+      const id = link.getAttribute("href").slice(1);
+      if (id !== "glossary") setTimeout(() => document.getElementById(id)?.scrollIntoView(
+        {block: "center", behavior: still() ? "instant" : "smooth"}), 300);
+    }
   });
 
   // A folded panel opened in place: its header clicked if it is closed, then brought into view

@@ -71,7 +71,12 @@ function drawTokens() {
   const m = marked();
   for (let t = 0; t < n; t++) {
     const [x, y] = at(t);
-    if (t === 0) { ctx.fillStyle = "#6366f1"; ctx.fillRect(x, y, s, s); continue; }
+    if (t === 0) {                       // [CLS]: no pixels of its own, so named in words
+      ctx.fillStyle = "#6366f1"; ctx.fillRect(x, y, s, s);
+      ctx.fillStyle = "#312e81"; ctx.font = `bold ${Math.max(9, Math.round(s * 0.9))}px sans-serif`;
+      ctx.textBaseline = "top"; ctx.fillText("[CLS]", x + s + 3, y);
+      continue;
+    }
     const p = t - 1;
     ctx.drawImage(img, (p % g) * px, Math.floor(p / g) * px, px, px, x, y, s, s);
     ctx.strokeStyle = "rgba(99,102,241,0.35)"; ctx.lineWidth = 1;    // the position it was told
@@ -121,22 +126,28 @@ function drawAnswer() {
     const where = document.createElement("span");
     where.className = "where";
     where.textContent = ` (row ${Math.floor(d / g) + 1}, column ${d % g + 1})`;
+    // Said plainly, by what the lead map measures (config.json's faithfulness).
+    const plain = {occlusion: ["Hiding patch ", " lowers the answer most"],
+                   relevance: ["Patch ", " pushed the answer most (relevance)"],
+                   rollout: ["Patch ", " fed [CLS] most (rollout)"]}[data.lead] ||
+                  ["Patch ", ` matters most (${data.lead})`];
+    const lead = document.createElement("span");
+    lead.className = "most"; lead.textContent = plain[0];
     const by = document.createElement("span");
     by.className = "by";
-    by.textContent = ` \u2014 by ${data.lead}` +
+    by.textContent = plain[1] +
       (img && !data.colour && emptyPatch(d) ? " (an empty patch: where the ink is not counts too)" : "");
-    const most = document.createElement("span");
-    most.className = "most"; most.textContent = "most ";
-    drove.replaceChildren("Rests ", most, `on patch ${d + 1}`, where, by);
+    const short = document.createElement("span");
+    short.className = "short"; short.textContent = "Most: ";
+    drove.replaceChildren(short, lead, `patch ${d + 1}`, where, by);
     // Said, not asserted: the other maps may rank the patches differently for this input.
     const others = ["rollout", "relevance", "occlusion"].filter(k => k !== data.lead);
     const differ = others.filter(k => !(data.agree || []).includes(k));
     const agree = document.createElement("span");
     agree.className = "agree";
     agree.textContent = differ.length === 0
-      ? " The other maps rank the patches alike."
-      : ` ${differ.join(" and ")} rank${differ.length === 1 ? "s" : ""} the patches differently here: ` +
-        "read it as a region, not one cause.";
+      ? " The other maps agree."
+      : " Other maps point elsewhere too: read it as a region, not one cause.";
     drove.append(agree);
     drove.title = `The patch the answer rests on most, by ${data.lead}: the map measured most ` +
                   "faithful for this model (\u201cWhat drove the answer\u201d below). Point here " +
@@ -171,7 +182,7 @@ function say() {
   }
   const g = data.grid, map = attentionMap();
   let text = `Patch ${m + 1} (row ${Math.floor(m / g) + 1}, column ${m % g + 1}) is token ` +
-             `${m + 2} of ${g * g + 1}`;
+             `${m + 2} of ${g * g + 1} ([CLS] is token 1)`;
   if (map) text += mode === "rollout"
     ? `; ${pct(map[m])} of what flows into [CLS] over all layers comes from it`
     : `; [CLS] gives it ${pct(map[m])} of its attention in layer ${data.layer}, head ${data.head}`;

@@ -229,7 +229,8 @@ def lead_view(p: Predictor, a: Analysis, t: int, rel: np.ndarray, occ: tuple) ->
         pic = single_map_picture(a.image, m, f"{lead} for {raw}", size=GLANCE)
     rho = agreement(lead, maps)
     deletion = p.config.faithfulness.get("deletion", {})
-    measured = ("the map that removed the answer fastest when this model was tested"
+    measured = (f"the map that removed the answer fastest when this model was tested "
+                f"({term('deletion', 'deletion test')})"
                 if deletion else "this model was never tested for which map to trust")
     differ = [k for k, r in rho.items() if r < AGREE]
     if not differ:
@@ -243,7 +244,7 @@ def lead_view(p: Predictor, a: Analysis, t: int, rel: np.ndarray, occ: tuple) ->
            + ", ".join(f"{k} {deletion[k]:.2f}" for k in LEADS if k in deletion) + ". "
            if deletion else "") + ("Rank correlation with it here: "
                                    + ", ".join(f"{k} {r:+.2f}" for k, r in rho.items()) + ".")
-    text = (f"**What the answer rests on, by {lead}**: {measured}. {agree}\n\n"
+    text = (f"**What the answer rests on, by {term(lead)}**: {measured}. {agree}\n\n"
             f"<details><summary>How this was measured</summary>{how}</details>")
     return pic, text
 

@@ -48,6 +48,19 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "Gradient-weighted attention relevance (Chefer et al. 2021) for the chosen class: "
         "class-specific, unlike rollout. Checked against occlusion and by the deletion test "
         "in \"What drove the answer\"."),
+    "occlusion": (
+        "Hide one patch at a time and watch how much the answer drops: the bigger the drop, "
+        "the more the answer rests on that patch.",
+        "Each patch (or square of patches) is replaced by the training images' background in "
+        "turn and the class's probability measured again (its log-odds when the model is so sure "
+        "that the probability hardly moves): a direct test of the model, slower than relevance."),
+    "deletion": (
+        "The test of which map to trust: hide the patches a map ranks first and see how fast the "
+        "answer fades. The map that makes it fade fastest is shown first.",
+        "Deletion test (Petsiuk et al. 2018): patches blanked in the map's order, the mean "
+        "probability of the answer along the way (lower = more faithful), against random "
+        "orders. Each model is measured on held-out validation images (python -m "
+        "vit.fit_faithfulness) and the page leads with its best map."),
     "calibrated": (
         "When it says 90 %, it is right about nine times in ten.",
         "The logits are divided by a temperature fitted on validation images (never the test "
@@ -57,7 +70,7 @@ GLOSSARY: dict[str, tuple[str, str]] = {
 
 TERMS = {"patch": "patch", "token": "token", "cls": "[CLS]", "layer": "layer", "head": "head",
          "attention": "attention", "rollout": "rollout", "relevance": "relevance",
-         "calibrated": "calibrated"}
+         "occlusion": "occlusion", "deletion": "deletion test", "calibrated": "calibrated"}
 
 
 def glossary_markdown() -> str:
