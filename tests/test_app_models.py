@@ -189,7 +189,7 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     rel, occ, text, heads, glance, sanity, said = (why[n] for n in WHY)
     assert sanity is None                 # the randomisation check waits for the button
     # A model never measured leads with relevance, and says it was never measured.
-    assert "by relevance" in said and "never tested" in said
+    assert "by [relevance](#term-relevance)" in said and "never tested" in said
     assert rel.shape[1] == occ.shape[1] and rel.dtype == occ.dtype == np.uint8
     # The small copy beside the answer: the same map, drawn at about the size it is shown (its
     # labels were ~7 px tall when the big picture was shrunk into the box).

@@ -98,7 +98,9 @@ def fetch_test_split(spec, data_dir, progress: Callable[[float, str], None] | No
                                  lambda got, before=done: say(min(1.0, (before + got) / total),
                                                               f"fetching the {spec.title} test set"))
             except (urllib.error.URLError, OSError, ValueError) as e:
-                why = f"{type(e).__name__}: {str(getattr(e, 'reason', e))[:80]}"
+                # Said for a visitor: no network (or no mirror), not an exception's name.
+                why = ("no network, or no mirror answered" if isinstance(e, OSError) else
+                       f"the mirror refused it: {str(e)[:60]}")
                 continue
             data = _unpacked(body, name, size)
             if len(data) != size or hashlib.sha256(data).hexdigest() != digest:

@@ -49,6 +49,8 @@ from vit.ui.uploads import pin
 FIRST_EXAMPLE = {"digits": "7", "objects": "Ankle boot", "photos": "ship"}   # on the canvas at load
 ANALYSIS = ANSWER_VIEWS + PICTURES            # what an analysing handler sends; the rest follows
 TESTSET = ("testset_status", "confusion", "reliability", "gallery", "testset_body")
+# A model beside itself agrees with itself: nothing to compare.
+SAME_MODEL = "That is the page's own model: pick another one to see where two models differ."
 LAID_OUT_BYTES = 32 << 20     # model inputs laid out per (source, model): ~10,000 MNIST-sized ones
 # A colour picture kept per visitor, to lay out again for another model: as large as the largest
 # input a model here reads (a converted ViT-B/16: 224 px), 150 KB instead of the canvas's 480.
@@ -221,7 +223,8 @@ class Page:
             # The second model's trouble (an input it can't read, weights that fail to load) is
             # said in its own panel and never touches the page model's views.
             try:
-                other = self._analysis(r.shown, r.compare, judged=True)
+                other = (SAME_MODEL if r.compare == r.model else
+                         self._analysis(r.shown, r.compare, judged=True))
             except PreprocessError as e:
                 other = f"⚠️ {e}"
             except (CheckpointError, gr.Error) as e:
@@ -563,8 +566,9 @@ class Page:
     def differences(self, visit: Visit, progress=gr.Progress()):
         """The test images the page's model gets right and the second model wrong, and back."""
         r = visit.record
-        if r.compare not in self.models.names:
-            return {"compare_differences_text": NO_SECOND, "compare_differences": None}
+        if r.compare not in self.models.names or r.compare == r.model:
+            return {"compare_differences_text": NO_SECOND if r.compare != r.model else SAME_MODEL,
+                    "compare_differences": None}
         try:
             r1 = self.answers.get(r.model, _progress(progress))
             r2 = self.answers.get(r.compare, _progress(progress))

@@ -151,7 +151,7 @@ def build(depth: int, heads: int) -> Panel:
         "convolution stem first lets it see a few pixels past its patch); a learned [CLS] token "
         "is put in front and the answer is read from it."))
     with gr.Row():
-        seen = gr.Image(label="Input with its patch grid (patch numbers = token order)",
+        seen = gr.Image(label="Input with its patch grid (patch n is token n + 1: [CLS] is token 1)",
                         interactive=False, height=340, buttons=["download"],
                             alt_text=alt("seen"), elem_id="seen")
         strip = gr.Image(label="The token sequence: [CLS], then patches 1…N",

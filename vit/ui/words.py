@@ -49,14 +49,14 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "class-specific, unlike rollout. Checked against occlusion and by the deletion test "
         "in \"What drove the answer\"."),
     "occlusion": (
-        "Hide one patch at a time and watch how much the answer drops: the bigger the drop, "
-        "the more the answer rests on that patch.",
+        "Hide one patch at a time and watch the answer drop: the bigger the drop, the more it "
+        "rests there.",
         "Each patch (or square of patches) is replaced by the training images' background in "
         "turn and the class's probability measured again (its log-odds when the model is so sure "
         "that the probability hardly moves): a direct test of the model, slower than relevance."),
     "deletion": (
-        "The test of which map to trust: hide the patches a map ranks first and see how fast the "
-        "answer fades. The map that makes it fade fastest is shown first.",
+        "Which map to trust: hide the patches a map ranks first; the faster the answer fades, "
+        "the better.",
         "Deletion test (Petsiuk et al. 2018): patches blanked in the map's order, the mean "
         "probability of the answer along the way (lower = more faithful), against random "
         "orders. Each model is measured on held-out validation images (python -m "
