@@ -14,12 +14,10 @@ import argparse
 import collections
 import os
 import re
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
+
+from bench.draw_latency import start_app  # `python app.py` on a free port, as the README says
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
@@ -43,28 +41,6 @@ MEASURE = """() => {
   return {height: document.documentElement.scrollHeight / innerHeight,
           buttons: buttons.length, words, first: first.join(' ')};
 }"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_app() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port))
-    proc = subprocess.Popen([sys.executable, "app.py"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[1])
-    url = f"http://127.0.0.1:{port}/"
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("the app did not start in 2 minutes")
 
 
 def measure(browser, url: str, size: str, shots: Path | None) -> dict:
@@ -99,6 +75,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
     proc, url = (None, args.url) if args.url else start_app()
+    url = url.rstrip("/") + "/"
     try:
         with sync_playwright() as p:
             b = p.chromium.launch(executable_path=CHROMIUM,

@@ -195,6 +195,20 @@ def start_app(args: list[str], env: dict, out=subprocess.DEVNULL, where: str = "
             time.sleep(0.5)
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One Playwright and one headless Chromium for a test module (a second sync Playwright in
+    the same thread is refused). Screenshots go to artifacts/browser/."""
+    from playwright.sync_api import sync_playwright
+    (ARTIFACTS / "browser").mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+                              args=["--headless", "--no-sandbox", "--disable-gpu",
+                                    "--disable-background-networking"])
+        yield b
+        b.close()
+
+
 @pytest.fixture(scope="session")
 def app_server(tiny_data):
     """`python app.py` on a free port, as the README starts it. Yields (process, url).

@@ -49,18 +49,6 @@ STROKES = {
 
 
 @pytest.fixture(scope="module")
-def browser():
-    """One Playwright and one Chromium for the module (a second sync Playwright in the same
-    thread is refused)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
 def page(browser, app_server):
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
     pg.add_init_script(NO_TOUR)
@@ -85,9 +73,8 @@ def pictures_loaded(page) -> None:
 
 def wait_status(pg, text: str, timeout=30_000):
     try:
-        pg.wait_for_function(
-            "t => document.querySelector('#status') && document.querySelector('#status').innerText.includes(t)",
-            arg=text, timeout=timeout)
+        pg.wait_for_function("t => (document.querySelector('#status')?.innerText || '').includes(t)",
+                             arg=text, timeout=timeout)
     except playwright.TimeoutError:
         pg.screenshot(path=SHOTS / "failed-wait-status.png", full_page=True)
         raise AssertionError(f"waited for {text!r}; the headline says {status(pg)!r}") from None

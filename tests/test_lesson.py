@@ -10,28 +10,17 @@ import re
 import shutil
 
 import pytest
-from conftest import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not shutil.which("chromium"):
     pytest.skip("chromium is not installed", allow_module_level=True)
-playwright = pytest.importorskip("playwright.sync_api")
+from conftest import ARTIFACTS  # noqa: E402
 
 SHOTS = ARTIFACTS / "browser"
 NO_TOUR = "localStorage.setItem('vit-explorer-tour', 'done')"
+
 PERCENT = re.compile(r"\b\d{1,3}(?:[.,]\d+)?\s?%")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
 
 
 def opened(browser, url, width=1280, height=800, **options):
@@ -99,7 +88,7 @@ def test_what_the_answer_rests_on_is_the_measured_lead_map_with_the_others_said(
     assert "by occlusion" in said and "removed the answer fastest" in said
     assert "rank the patches alike" in said or "differently" in said
     drove = pg.locator("#pipeline .drove").inner_text()
-    assert "Hiding patch" in drove and "lowers the answer most" in drove
+    assert "Hiding patch" in drove and "lowers the answer most" in drove and "patch patch" not in drove
     # The terms it uses open the folded glossary in place.
     pg.locator("#glance-text a", has_text="occlusion").click()
     pg.wait_for_selector("#glossary button.label-wrap.open")

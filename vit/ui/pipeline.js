@@ -127,10 +127,10 @@ function drawAnswer() {
     where.className = "where";
     where.textContent = ` (row ${Math.floor(d / g) + 1}, column ${d % g + 1})`;
     // Said plainly, by what the lead map measures (config.json's faithfulness).
-    const plain = {occlusion: ["Hiding patch ", " lowers the answer most"],
-                   relevance: ["Patch ", " pushed the answer most (relevance)"],
-                   rollout: ["Patch ", " fed [CLS] most (rollout)"]}[data.lead] ||
-                  ["Patch ", ` matters most (${data.lead})`];
+    const plain = {occlusion: ["Hiding ", " lowers the answer most"],
+                   relevance: ["", " pushed the answer most (relevance)"],
+                   rollout: ["", " fed [CLS] most (rollout)"]}[data.lead] ||
+                  ["", ` matters most (${data.lead})`];
     const lead = document.createElement("span");
     lead.className = "most"; lead.textContent = plain[0];
     const by = document.createElement("span");
@@ -139,7 +139,7 @@ function drawAnswer() {
       (img && !data.colour && emptyPatch(d) ? " (an empty patch: where the ink is not counts too)" : "");
     const short = document.createElement("span");
     short.className = "short"; short.textContent = "Most: ";
-    drove.replaceChildren(short, lead, `patch ${d + 1}`, where, by);
+    drove.replaceChildren(short, lead, `${plain[0] ? "patch" : "Patch"} ${d + 1}`, where, by);
     // Said, not asserted: the other maps may rank the patches differently for this input.
     const others = ["rollout", "relevance", "occlusion"].filter(k => k !== data.lead);
     const differ = others.filter(k => !(data.agree || []).includes(k));
