@@ -34,6 +34,11 @@ MEASURE = """() => {
   while (walker.nextNode()) {
     const n = walker.currentNode, el = n.parentElement;
     if (!el || !n.textContent.trim() || !vis(el)) continue;
+    // Folded text (a closed <details> past its summary) and screen-reader-only text
+    // (1 px wide) are not on the screen.
+    const folded = el.closest('details:not([open])');
+    if (folded && !el.closest('summary')) continue;
+    if (el.getBoundingClientRect().width <= 1) continue;
     const r = el.getBoundingClientRect();
     if (r.top + scrollY < innerHeight) { words += n.textContent.trim().split(/\\s+/).length;
                                           first.push(n.textContent.trim()); }
