@@ -135,3 +135,18 @@ def test_compare_pairs_the_two_mnist_models_and_how_it_learned_follows_the_model
     pg.locator("#model").get_by_role("option", name=re.compile("139 k parameters")).click()
     pg.wait_for_selector("#learned", state="visible", timeout=60_000)
     pg.close()
+
+
+def test_at_200_percent_zoom_the_answer_follows_the_canvas_instead_of_covering_it(browser,
+                                                                                  app_server):
+    """1280x800 at 200 % zoom is a 640x400 window: a pinned answer took 42 % of it. There the
+    answer, the strip and what the answer rests on follow the canvas in the page."""
+    pg = opened(browser, app_server[1], 640, 400)
+    assert pg.evaluate("() => getComputedStyle(document.querySelector('#result-col')).position"
+                       ) == "static"
+    pg.locator("#pipeline").scroll_into_view_if_needed()
+    pg.wait_for_function("() => { const r = document.querySelector('#pipeline .steps')"
+                         ".getBoundingClientRect(); return r.height > 50 && r.top < innerHeight; }")
+    assert pg.locator("#glance-text").is_visible()
+    pg.screenshot(path=SHOTS / "lesson-zoom-200.png")
+    pg.close()
