@@ -90,12 +90,12 @@ def test_export_writes_over_its_own_onnx_file_only(tmp_path):
 
 
 def test_a_path_shaped_like_user_repo_is_never_looked_up_on_the_hub(tmp_path, monkeypatch):
-    from vit import ViT
+    import vit
     from vit.training.finetune import InitError, init_config
     monkeypatch.setattr(huggingface_hub, "snapshot_download",
                         lambda *a, **k: pytest.fail("looked up on the Hub"))
     says = "no such folder: checkpoints/mnst (for a Hub model write hf://checkpoints/mnst)"
-    for load in (open_checkpoint, read_config, ViT.from_pretrained):
+    for load in (open_checkpoint, read_config, vit.from_pretrained):
         with pytest.raises(CheckpointError) as e:
             load("checkpoints/mnst")
         assert str(e.value) == says

@@ -1,6 +1,6 @@
 """Checkpoints shaped like the Hugging Face Hub's (vit/hub.py), never touching the network: the
 trainer's checkpoint carries a model card with the Hub's metadata (library, tags, data set, a
-model-index with its test accuracy) that hostile provenance cannot break; `ViT.from_pretrained`
+model-index with its test accuracy) that hostile provenance cannot break; `vit.from_pretrained`
 reads a folder, and a Hub model (hf://user/repo) from a folder laid out as the Hub cache
 (offline), as do the CLIs and the app (VIT_HUB_MODELS); a plain "a/b" is never looked up on the
 Hub; `save_pretrained` round-trips and refuses a model without class
@@ -16,6 +16,7 @@ import yaml
 from conftest import ROOT, run_module
 from test_app_models import META, tiny
 
+import vit
 from vit import ViT, ViTConfig
 from vit.checkpoint import CheckpointError, load_checkpoint, open_checkpoint
 from vit.hub import CARD, push_to_hub
@@ -65,9 +66,9 @@ def test_the_trainers_checkpoint_carries_a_model_card_hostile_provenance_cannot_
 
 
 def test_from_pretrained_and_save_pretrained_round_trip(tmp_path):
-    model = ViT.from_pretrained(str(ROOT / "checkpoints" / "mnist"))
+    model = vit.from_pretrained(str(ROOT / "checkpoints" / "mnist"))
     assert not model.training
-    model.save_pretrained(tmp_path / "copy")
+    vit.save_pretrained(model, tmp_path / "copy")
     assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["README.md", "config.json",
                                                                      "model.safetensors"]
     again = load_checkpoint(tmp_path / "copy", "cpu")
@@ -76,18 +77,18 @@ def test_from_pretrained_and_save_pretrained_round_trip(tmp_path):
         assert torch.equal(model(x), again(x))
     assert open_checkpoint(tmp_path / "copy").config.class_names == tuple(META["class_names"])
     with pytest.raises(CheckpointError, match="no class names"):
-        ViT(ViTConfig()).save_pretrained(tmp_path / "bare")
+        vit.save_pretrained(ViT(ViTConfig()), tmp_path / "bare")
 
 
 def test_a_hub_id_loads_from_the_hub_cache_offline(tmp_path):
     cache = hub_cache(tmp_path)
     assert huggingface_hub.constants.HF_HUB_OFFLINE            # conftest: never the network
-    model = ViT.from_pretrained("hf://someone/mnist-vit", cache_dir=cache)
+    model = vit.from_pretrained("hf://someone/mnist-vit", cache_dir=cache)
     want = load_checkpoint(ROOT / "checkpoints" / "mnist", "cpu")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
                                                    want.state_dict().values()))
     with pytest.raises(CheckpointError, match="no Hub model someone/other in the Hub cache"):
-        ViT.from_pretrained("hf://someone/other", cache_dir=cache)
+        vit.from_pretrained("hf://someone/other", cache_dir=cache)
 
 
 def test_the_clis_take_a_hub_id(tmp_path, monkeypatch):
@@ -134,3 +135,14 @@ def test_push_to_hub_sends_the_checkpoint_files_and_nothing_else(tmp_path, monke
     assert calls == [("token", "t"), ("create", "me/vit", True),
                      ("upload", "me/vit", ["config.json", "model.safetensors",
                                            "typical.safetensors", "README.md"], str(folder))]
+
+
+def test_the_model_file_knows_nothing_of_checkpoints_or_the_hub():
+    """No import circle: vit/model.py imports nothing of this project, and the Hub and the
+    checkpoint code build on it (timm keeps its Hub code outside the model files too)."""
+    import ast
+    tree = ast.parse((ROOT / "vit" / "model.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m and (m == "vit" or m.startswith("vit."))}, imported
+    assert "huggingface_hub" not in imported

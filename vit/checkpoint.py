@@ -528,7 +528,7 @@ def open_checkpoint(folder, device=None) -> Checkpoint:
     device = device if isinstance(device, torch.device) else pick_device(device)
     model = model.to(device).eval()
     check_answers_finite(model, folder / WEIGHTS)
-    model.checkpoint_config = config           # what ViT.save_pretrained / push_to_hub write
+    model.checkpoint_config = config           # what save_pretrained writes back
     return Checkpoint(model=model, folder=folder, config=config, typical=read_typical(folder, config))
 
 
@@ -567,3 +567,29 @@ def load_checkpoint(folder, device=None) -> ViT:
     """Load a checkpoint folder -> ViT in eval mode on `device` (see open_checkpoint, which also
     gives the config and class names)."""
     return open_checkpoint(folder, device).model
+
+
+def from_pretrained(name_or_path, *, revision=None, cache_dir=None, local_files_only: bool = False,
+                    token=None, map_location: str = "cpu") -> ViT:
+    """A checkpoint folder or a Hub model ("hf://user/repo", from the Hub cache or fetched there:
+    vit/hub.py) -> the model, validated like any checkpoint, in eval mode. Raises
+    CheckpointError."""
+    try:
+        folder = resolve(str(name_or_path), revision, cache_dir, token, local_files_only)
+    except HubError as e:
+        raise CheckpointError(str(e)) from None
+    return open_checkpoint(folder, map_location).model
+
+
+def save_pretrained(model: ViT, folder) -> None:
+    """A loaded model back to a checkpoint folder (config.json, model.safetensors, the model
+    card), with the class names and normalisation it was loaded with; `vit.hub.push_to_hub`
+    then uploads that folder. Raises CheckpointError for a model that was never loaded."""
+    config = getattr(model, "checkpoint_config", None)
+    if config is None:
+        raise CheckpointError("this model has no class names or normalisation to save with it: "
+                              "load it from a checkpoint, or use vit.checkpoint.save_checkpoint"
+                              "(folder, model, meta)")
+    meta = {k: v for k, v in config.to_dict().items() if k not in ("format", "model",
+                                                                    "num_parameters")}
+    save_checkpoint(folder, model, meta)

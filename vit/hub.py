@@ -4,9 +4,10 @@ the Hub's metadata, written from config.json's provenance), lets a Hub model, wr
 hf://user/repo, stand wherever a folder goes (`resolve`: downloaded into the normal Hub cache, or
 found there offline; a plain "a/b" is always a local path: a mistyped checkpoints/mnst must
 never fetch whatever the Hub account "checkpoints" serves), and
-uploads a folder (`push_to_hub`). `ViT.from_pretrained` / `ViT.push_to_hub` (vit/model.py) are
-huggingface_hub's `PyTorchModelHubMixin` over these. Only the checkpoint's FILES are ever fetched or
-sent: never a pickle, never anything else a repository holds."""
+uploads a folder (`push_to_hub`). `vit.from_pretrained` / `vit.save_pretrained`
+(vit/checkpoint.py) build on these; the model file (vit/model.py) knows nothing of the Hub. Only
+the checkpoint's FILES are ever fetched or sent: never a pickle, never anything else a
+repository holds."""
 from __future__ import annotations
 
 import json
@@ -101,8 +102,8 @@ def model_card(config: dict) -> str:
         f"Trained by ViT Explorer's trainer ({len(names)} classes). Open it in the explorer's "
         f"page, or load it in Python:", "",
         "```python",
-        "from vit import ViT",
-        "model = ViT.from_pretrained(\"hf://THIS/REPO\")     # or a local folder",
+        "import vit",
+        "model = vit.from_pretrained(\"hf://THIS/REPO\")     # or a local folder",
         "```", "",
         "| | |", "|---|---|",
         f"| test accuracy | {_pct(accuracy)} (the last epoch's, not selected on the test set) |",

@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, fields
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from huggingface_hub import PyTorchModelHubMixin
 
 
 @dataclass
@@ -170,13 +169,9 @@ def _trunc_normal(t: torch.Tensor, std: float = 0.02) -> None:
     nn.init.trunc_normal_(t, std=std)
 
 
-class ViT(nn.Module, PyTorchModelHubMixin, library_name="vit-explorer",
-          tags=["vision-transformer", "image-classification"]):
-    """`ViT.from_pretrained("folder or hf://user/repo")`, `model.save_pretrained(folder)` and
-    `model.push_to_hub("user/repo")` (huggingface_hub's mixin) read and write this project's
-    checkpoint folder — config.json, model.safetensors and a model card — through
-    vit/checkpoint.py, so a model from the Hub is validated like any checkpoint. Saving needs
-    the class names and normalisation a loaded model carries (`checkpoint_config`)."""
+class ViT(nn.Module):
+    """The model alone: it knows nothing of files, checkpoints or the Hub (vit/checkpoint.py and
+    vit/hub.py build on it, never the other way round)."""
 
     def __init__(self, cfg: ViTConfig):
         super().__init__()
@@ -219,41 +214,6 @@ class ViT(nn.Module, PyTorchModelHubMixin, library_name="vit-explorer",
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-    # --- the Hub's conventions (the checkpoint module is imported here, not at the top: it
-    # builds on this one) ---------------------------------------------------------------------
-    def _save_pretrained(self, save_directory) -> None:
-        from vit.checkpoint import CheckpointError, save_checkpoint
-        config = getattr(self, "checkpoint_config", None)
-        if config is None:
-            raise CheckpointError("this model has no class names or normalisation to save with "
-                                  "it: load it from a checkpoint, or use vit.checkpoint."
-                                  "save_checkpoint(folder, model, meta)")
-        meta = {k: v for k, v in config.to_dict().items() if k not in ("format", "model",
-                                                                        "num_parameters")}
-        save_checkpoint(save_directory, self, meta)
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *, revision=None, cache_dir=None,
-                        force_download: bool = False, local_files_only: bool = False, token=None,
-                        map_location: str = "cpu", **_) -> ViT:
-        """A checkpoint folder or a Hub model ("hf://user/repo") -> the model, validated, in eval mode
-        (the mixin's own would first fetch config.json apart, and fail in its own words)."""
-        return cls._from_pretrained(model_id=str(pretrained_model_name_or_path), revision=revision,
-                                    cache_dir=cache_dir, local_files_only=local_files_only,
-                                    token=token, map_location=map_location)
-
-    @classmethod
-    def _from_pretrained(cls, *, model_id: str, revision=None, cache_dir=None,
-                         force_download: bool = False, local_files_only: bool = False, token=None,
-                         map_location: str = "cpu", **_) -> ViT:
-        from vit.checkpoint import CheckpointError, open_checkpoint
-        from vit.hub import HubError, resolve
-        try:
-            folder = resolve(model_id, revision, cache_dir, token, local_files_only)
-        except HubError as e:
-            raise CheckpointError(str(e)) from None
-        return open_checkpoint(folder, map_location).model
 
     def forward_features(self, x: torch.Tensor, return_attention: bool = False,
                          head_mask: torch.Tensor | None = None):
