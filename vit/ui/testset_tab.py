@@ -136,7 +136,7 @@ class Answers:
             r = self.get(name, progress)
         except FetchError as e:
             return (f"⚠️ {md(str(e), 300)}: it is not on this server, so there are no test images "
-                    f"to browse for this model. Draw or upload your own on the other tabs.",
+                    f"to browse for this model: draw or upload your own on the other tabs.",
                     None, None, [], [], gr.update(visible=False))
         except DataError:
             return (caption(
