@@ -223,7 +223,7 @@ def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
     assert "Nothing switched off" in grids_page.switch_heads(visit, "0,0")["ablation"]
     assert grids_page.why(grids_page.visit()) == {"relevance": None, "occlusion": None,
                                                   "faithfulness": "", "ablation": "", "glance": None,
-                                                  "sanity": None, "glance_text": ""}
+                                                  "sanity": None, "glance_text": "", "pipeline": None}
 
 
 def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):

@@ -315,6 +315,16 @@ class Predictor:
                 "occlusion": self.occlusion(a.image, t, "log-odds"),
                 "raw attention": a.explanation.cls_maps[-1].mean(0)}
 
+    def known_maps(self, a: Analysis, t: int) -> dict[str, np.ndarray] | None:
+        """`maps(a, t)` if its relevance and occlusion are already computed for this input, else
+        None: for views on the answer's lane, which must never wait for them (occlusion is
+        70-350 ms on the bundled models; the "why" lane computes them just after)."""
+        key = array_key(a.image)
+        if any(self._attributed.get((kind, key, int(t))) is None
+               for kind in ("relevance", "occlusion")):
+            return None
+        return self.maps(a, t)
+
     def faithfulness(self, a: Analysis, steps: int = 16, random_orders: int = 3) -> dict[str, float]:
         """The deletion test of rollout, relevance and occlusion on an analysed input, for the
         model's answer (for a class the model gives ~0 there is nothing left to fall):

@@ -19,7 +19,6 @@ LEADS = ("rollout", "relevance", "occlusion")
 RANDOM = "random order"
 DEFAULT_LEAD = "relevance"          # a checkpoint never measured: the page's choice before
 AGREE = 0.5                         # Spearman's rho at or above this: two maps rank alike
-TOP = 3                             # the patches compared when saying where the maps point
 
 
 def lead_map(config) -> str:
@@ -55,11 +54,6 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     ra, rb = ra - ra.mean(), rb - rb.mean()
     den = float(np.sqrt((ra ** 2).sum() * (rb ** 2).sum()))
     return float((ra * rb).sum() / den) if den > 0 else 0.0
-
-
-def top_patches(m: np.ndarray, k: int = TOP) -> list[int]:
-    """The k patches a map ranks first (0-based, in reading order of rank)."""
-    return [int(i) for i in np.argsort(-np.asarray(m).ravel(), kind="stable")[:k]]
 
 
 def agreement(lead: str, maps: dict[str, np.ndarray]) -> dict[str, float]:

@@ -54,7 +54,7 @@ from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, TESTSET, Page
 from vit.ui.pipeline import PipelineStrip
-from vit.ui.render import COMPARE, FOLDED_VIEWS, LEARNED, LENS, PICTURES, WALK, WHY, rest_message
+from vit.ui.render import COMPARE, EXPLAINED, FOLDED_VIEWS, LEARNED, LENS, PICTURES, WALK, WHY, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
 from vit.ui.uploads import ROOM, pin
@@ -139,7 +139,7 @@ def layout(page: Page, models: Models, data_dir: Path) -> SimpleNamespace:
                     upload = upload_tab.build()
                 # On a Space the tab appears only when the data is there or can be fetched.
                 tst = testset_tab.build(models, data_dir, visible="SPACE_ID" not in os.environ
-                                        or testset_tab.data_on_disk(models, data_dir))
+                                        or testset_tab.data_available(models, data_dir))
         with gr.Column(scale=6, min_width=300, elem_id="result-col"):
             first = first_screen(p)
     # Depth, folded: each opens in place when a step of the strip asks for it.
@@ -255,7 +255,7 @@ class Wiring:
 
     def explained(self, dep):
         """After an analysis: "What drove it", then the open panels."""
-        return self.on(self.on(dep.then, self.page.why, [], WHY, **self.LATER).then,
+        return self.on(self.on(dep.then, self.page.why, [], EXPLAINED, **self.LATER).then,
                        self.page.folded, [], FOLDED_VIEWS, **self.QUIET)
 
     def inputs(self) -> None:

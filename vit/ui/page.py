@@ -31,6 +31,7 @@ from vit.ui.render import (
 )
 from vit.ui.render import (
     COMPARE,
+    EXPLAINED,
     FOLDED_VIEWS,
     LEARNED,
     LENS,
@@ -516,9 +517,9 @@ class Page:
         return {k: v + 1 for k, v in zip(("layer", "head"), hit) if v is not None}
 
     def why(self, visit: Visit):
-        """The "What drove the answer" panel for the input on screen (and the small copy of its
-        relevance map beside the answer)."""
-        return self.view(visit.record, WHY)
+        """The "What drove the answer" panel for the input on screen, the lead map beside the
+        answer, and the strip with that map's patch."""
+        return self.view(visit.record, EXPLAINED)
 
     def choose_target(self, visit: Visit, target):
         base = visit.record

@@ -12,6 +12,7 @@ textContent), never as HTML."""
 from __future__ import annotations
 
 import base64
+import html
 import io
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import gradio as gr
 import numpy as np
 from PIL import Image
 
-from vit.explain.faithful import AGREE, LEADS, agreement, lead_map
+from vit.explain.faithful import AGREE, agreement, lead_map
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import uniform_level
 from vit.ui import views
@@ -53,7 +54,6 @@ SEEN = ("The picture is laid out the way the model's training images were made, 
 
 def more(key: str) -> str:
     """A step's link to its detail below ("" for a step without one)."""
-    import html
     if key not in DETAIL:
         return ""
     target, words = DETAIL[key]
@@ -62,7 +62,6 @@ def more(key: str) -> str:
 
 
 def _template() -> str:
-    import html
     steps = []
     for i, (key, title, plain, term) in enumerate(STEPS):
         precise = SEEN if term == "seen" else GLOSSARY[term][1]
@@ -156,23 +155,19 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
     if e is not None:
         value["head_map"] = _rounded(e.cls_maps[L, H])
         value["rollout"] = _rounded(e.rollout_map)
-    if e is not None and not live and not views.big(p):
+    maps = None if e is None or live or views.big(p) else p.known_maps(a, int(order[0]))
+    if maps is not None:
         # What the answer rests on, by patch, from the map measured most faithful for this model
         # (config.json's faithfulness): each patch's share, the one it rests on most, and which
-        # other maps rank the patches alike. Cached, so "What drove it" reuses them.
-        lead, maps = lead_maps(p, a, int(order[0]))
+        # other maps rank the patches alike. Only once the "why" lane has computed the maps:
+        # the answer never waits for them, and the strip is sent again with them.
+        lead = lead_map(p.config)
         shares = np.clip(maps[lead], 0, None).ravel()
         if shares.sum() > 0:
             value.update(lead=lead, share=_rounded(shares / shares.sum()),
                          drove=int(shares.argmax()),
                          agree=[k for k, rho in agreement(lead, maps).items() if rho >= AGREE])
     return value
-
-
-def lead_maps(p: Predictor, a: Analysis, t: int) -> tuple[str, dict[str, np.ndarray]]:
-    """(the lead map's name, {rollout, relevance, occlusion: map}) for class `t` of analysis `a`:
-    the maps the page compares, each cached by the Predictor."""
-    return lead_map(p.config), {k: v for k, v in p.maps(a, t).items() if k in LEADS}
 
 
 def _small_int(value, key: str) -> int | None:

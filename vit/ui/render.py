@@ -15,6 +15,9 @@ from vit.ui.words import unsure_words
 
 PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
 WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance", "sanity", "glance_text")
+# What the "why" lane sends after each analysis: its panel, and the strip again, which then
+# carries the lead map the lane has just computed (pipeline.strip_value).
+EXPLAINED = WHY + ("pipeline",)
 WALK = ("walk", "walk_text")
 LENS = ("lens", "lens_text")
 LEARNED = ("learned", "learned_frame", "learned_text")

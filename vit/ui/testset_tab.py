@@ -45,7 +45,7 @@ def _reporting(progress):
     return lambda fraction, text: progress(fraction, desc=text)
 
 
-def data_on_disk(models: Models, data_dir: Path) -> bool:
+def data_available(models: Models, data_dir: Path) -> bool:
     """Whether any model's test split is under data_dir or can be fetched there (reads configs
     only, not weights)."""
     if any(fetchable(c.spec.name) for c in models.configs.values() if c.spec is not None):

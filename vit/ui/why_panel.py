@@ -209,24 +209,24 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
             + "." + note + " Press the button to score which map — rollout, relevance, "
               "occlusion or raw attention — finds what the answer rests on, and which depends on "
               "what the model learned.")
-    glance, said = lead_view(p, a, t, rel, (occ, title, top))
+    glance, said = lead_view(p, a)
     return rel_pic, occ_pic, text, switch_heads(p, a, heads), glance, None, said
 
 
-def lead_view(p: Predictor, a: Analysis, t: int, rel: np.ndarray, occ: tuple) -> tuple:
+def lead_view(p: Predictor, a: Analysis) -> tuple:
     """The small picture beside the answer — the map measured most faithful for this model
-    (config.json's faithfulness), drawn small so that its labels stay readable — and what it
-    says, in words: which map it is, how it was measured, and whether the other maps agree on
-    this input (so no one patch is named as the cause when they do not)."""
-    lead = lead_map(p.config)
-    maps = {k: v for k, v in p.maps(a, t).items() if k in LEADS}
+    (config.json's faithfulness) for the model's answer, whatever class the panel below explains,
+    drawn small so that its labels stay readable — and what it says, in words: which map it is,
+    how it was measured, and whether the other maps agree on this input (so no one patch is named
+    as the cause when they do not). Its maps are the ones the strip then shows (cached)."""
+    lead, t = lead_map(p.config), int(a.probs.argmax())
+    maps = p.maps(a, t)
     raw = p.class_names[t]
     if lead == "occlusion":
-        shown, title, top = occ
+        shown, title, top, _ = occlusion_view(p, a.image, t, True)
         pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top)
     else:
-        m = rel if lead == "relevance" else maps["rollout"]
-        pic = single_map_picture(a.image, m, f"{lead} for {raw}", size=GLANCE)
+        pic = single_map_picture(a.image, maps[lead], f"{lead} for {raw}", size=GLANCE)
     rho = agreement(lead, maps)
     deletion = p.config.faithfulness.get("deletion", {})
     measured = (f"the map that removed the answer fastest when this model was tested "

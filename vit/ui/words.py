@@ -61,6 +61,12 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "probability of the answer along the way (lower = more faithful), against random "
         "orders. Each model is measured on held-out validation images (python -m "
         "vit.fit_faithfulness) and the page leads with its best map."),
+    "lens": (
+        "Logit lens: what each layer's tokens would answer if the model stopped right there.",
+        "After each layer every token goes through the final LayerNorm and the classifier head "
+        "(nostalgebraist 2020, for language models): where [CLS]'s answer settles, and which "
+        "patch tokens already read as the class. Early layers were never trained to be read "
+        "this way, so a flat early answer is not evidence of nothing known."),
     "calibrated": (
         "When it says 90 %, it is right about nine times in ten.",
         "The logits are divided by a temperature fitted on validation images (never the test "
@@ -70,7 +76,8 @@ GLOSSARY: dict[str, tuple[str, str]] = {
 
 TERMS = {"patch": "patch", "token": "token", "cls": "[CLS]", "layer": "layer", "head": "head",
          "attention": "attention", "rollout": "rollout", "relevance": "relevance",
-         "occlusion": "occlusion", "deletion": "deletion test", "calibrated": "calibrated"}
+         "occlusion": "occlusion", "deletion": "deletion test", "lens": "logit lens",
+         "calibrated": "calibrated"}
 
 
 def glossary_markdown() -> str:
