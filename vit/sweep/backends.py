@@ -21,6 +21,8 @@ def run_processes(plan: Plan, runs: list[Run], jobs: int, report: Callable[[dict
         try:
             for done in concurrent.futures.as_completed(futures):
                 results.append(done.result())
+                if results[-1].get("interrupted"):   # Ctrl-C reached the trainer first
+                    raise KeyboardInterrupt
                 report(results[-1])
         except KeyboardInterrupt:
             # Ctrl-C reached the trainers too (one process group): each saves a resumable state.

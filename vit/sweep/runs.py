@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -151,4 +152,8 @@ def execute(plan: Plan, run: Run) -> dict:
         return {"name": run.name, "ok": True, "seconds": seconds, "said": ""}
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("error:")]
     said = lines[-1] if lines else (f"stopped (exit status {r.returncode}); see {log}")
-    return {"name": run.name, "ok": False, "seconds": seconds, "said": said}
+    # A trainer stopped by Ctrl-C (130, or killed by SIGINT): the person stopped the sweep, which
+    # the sweep must say whether the signal reached it or its trainer first.
+    interrupted = r.returncode in (130, -signal.SIGINT)
+    return {"name": run.name, "ok": False, "seconds": seconds, "said": said,
+            "interrupted": interrupted}
