@@ -40,11 +40,11 @@ from vit.pictures.attention_maps import (
     _factor,
     attention_grid_picture,
 )
-from vit.ui import NoModelsError, create_app
+from vit.ui import NoModelsError, create_app, mechanism_panel, views, why_panel
 from vit.ui.canvas import drawing_value as canvas_value
 from vit.ui.models import Models
 from vit.ui.record import Record, Shown
-from vit.ui.render import PICTURES, WHY
+from vit.ui.render import EVERY, PICTURES, WHY
 
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
         "normalization": {"mean": [0.1307], "std": [0.3081]}}
@@ -177,7 +177,7 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     evt = SimpleNamespace(index=[cell * (grid - 0.5), cell * (grid - 0.5)])
     assert {"pick", "row"} <= set(page.pick_patch(visit, evt))
     assert visit.record.patch == grid * grid - 1
-    assert page.rescale(visit, False)["grid"] is not None
+    assert views.rescale(page, visit, False)["grid"] is not None
     # A click on the last map of the layers x heads picture opens layer 2, head 2 (1-based).
     L, H = 2, 2
     tile = size * max(1, 112 // size)
@@ -198,11 +198,11 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
     small = np.asarray(Image.fromarray(rel[:rel.shape[1]]).resize((w, w), Image.BILINEAR))
     assert np.abs(small.astype(int) - glance[:w].astype(int)).mean() < 12
     assert "Explaining" in text and "Nothing switched off" in heads
-    page.switch_heads(visit, ["0,0", "1,1"])
-    assert "Explaining **3**" in page.choose_target(visit, 3)["faithfulness"]
+    why_panel.heads_switched(page, visit, ["0,0", "1,1"])
+    assert "Explaining **3**" in why_panel.choose_target(page, visit, 3)["faithfulness"]
     assert "With 2 heads off" in page.why(visit)["ablation"]
-    assert "With 1 head off" in page.switch_heads(visit, ["1,0"])["ablation"]
-    measured = page.measure(visit)
+    assert "With 1 head off" in why_panel.heads_switched(page, visit, ["1,0"])["ablation"]
+    measured = why_panel.measure(page, visit)
     assert all(k in measured["faithfulness"] for k in ("rollout", "relevance", "occlusion",
                                                        "raw attention", "random order", "insertion"))
     assert measured["sanity"].ndim == 3
@@ -217,10 +217,11 @@ def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
     label = grids_page.analyse_drawing(visit, drawing_value(tmp_path), "grid4", True, 2, 1)["label"]
     answer = label["label"] if "confidences" in label else max(label, key=label.get)
     for target in (None, "x", 99, -7, 1e30, [1], {"a": 1}):
-        assert f"Explaining **{answer}**" in grids_page.choose_target(visit, target)["faithfulness"]
-    heads = grids_page.switch_heads(visit, ["9,9", "a,b", "0", None, "0,0", "0,0"])["ablation"]
+        chosen = why_panel.choose_target(grids_page, visit, target)
+        assert f"Explaining **{answer}**" in chosen["faithfulness"]
+    heads = why_panel.heads_switched(grids_page, visit, ["9,9", "a,b", "0", None, "0,0", "0,0"])["ablation"]
     assert "With 1 head off" in heads
-    assert "Nothing switched off" in grids_page.switch_heads(visit, "0,0")["ablation"]
+    assert "Nothing switched off" in why_panel.heads_switched(grids_page, visit, "0,0")["ablation"]
     assert grids_page.why(grids_page.visit()) == {"relevance": None, "occlusion": None,
                                                   "faithfulness": "", "ablation": "", "glance": None,
                                                   "sanity": None, "glance_text": "", "pipeline": None}
@@ -406,16 +407,18 @@ def test_bad_settings_stop_start_up_with_one_line(env, message, monkeypatch, cap
 def test_the_mechanism_panel_works_only_while_open(grids_page, tmp_path):
     visit = grids_page.visit()
     grids_page.analyse_drawing(visit, drawing_value(tmp_path), "grid4", True, 2, 1)
-    assert grids_page.folded(visit) == {} == grids_page.mechanism_model(visit)   # closed
-    out = grids_page.open_mechanism(visit, True)
+    assert grids_page.folded(visit) == {} == mechanism_panel.mechanism_model(grids_page, visit)   # closed
+    out = mechanism_panel.open_mechanism(grids_page, visit, True)
     assert out["walk"].dtype == np.uint8 and "largest weights" in out["walk_text"].lower()
     # The page's one layer and head: the explorer's sliders move the walk too.
     assert "layer 2, head 2" in grids_page.explore(visit, 2, 2)["walk_text"]
-    assert "[CLS], layer 2, head 2" in grids_page.follow_cls(visit, True)["walk_text"]
+    assert "[CLS], layer 2, head 2" in mechanism_panel.follow_cls(grids_page, visit, True)["walk_text"]
     nothing = grids_page.visit()
-    assert grids_page.open_mechanism(nothing, True) == {"walk": None,
+    grids_page.view(nothing.record, EVERY, visit=nothing)      # the page as it first opens
+    # Only the panel's own views read whether it is open: they alone are sent.
+    assert mechanism_panel.open_mechanism(grids_page, nothing, True) == {"walk": None,
                                                         "walk_text": "Draw or upload something first."}
-    out = grids_page.mechanism_model(visit)
+    out = mechanism_panel.mechanism_model(grids_page, visit)
     pos, dist, filters = out["position"], out["distance"], out["filters"]
     assert pos.dtype == dist.dtype == filters.dtype == np.uint8 and out["model_caption"]
 
@@ -470,7 +473,7 @@ def test_a_model_switchs_rereading_never_replaces_a_newer_drawing(grids_page, mo
     assert "reads this as" in fresh or "Not" in fresh                    # undisturbed: re-read
     grids_page.choose_model(visitor, "mnist")
     grids_page.reanalyse(visitor)
-    slow = grids_page._analysis
+    slow = grids_page.analysis
 
     def cleared_meanwhile(*args, **kwargs):
         out = slow(*args, **kwargs)
@@ -478,7 +481,7 @@ def test_a_model_switchs_rereading_never_replaces_a_newer_drawing(grids_page, mo
         assert "Draw a digit" in grids_page.analyse_drawing(visitor, cleared, "grid4", True, 2,
                                                             1)["status"]
         return out
-    monkeypatch.setattr(grids_page, "_analysis", cleared_meanwhile)
+    monkeypatch.setattr(grids_page, "analysis", cleared_meanwhile)
     grids_page.choose_model(visitor, "grid4")
     assert grids_page.reanalyse(visitor) == {}
     assert visitor.record.shown.empty and visitor.record.shown.number == 4
@@ -569,7 +572,8 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
     # drawing it answers (an example that replaced the drawing), under the tab's own headline.
     page.to_upload_tab(visit, path, "mnist", True, 2, 1)
     hidden = page.analyse_drawing(visit, {**seven, "seq": 9}, "mnist", True, 2, 1)
-    assert "label" not in hidden and hidden["status"] == uploaded["status"]
+    # Nothing on screen read the drawing: nothing is sent (the headline stays the upload's).
+    assert "label" not in hidden and "status" not in hidden
     assert visit.record.shown.kind == "upload" and visit.record.drawing.number == 9
     page.upload_changed(visit, None, "mnist", True, 2, 1)
     page.to_draw_tab(visit, {**seven, "seq": 9}, "mnist", True, 2, 1)
@@ -672,11 +676,11 @@ def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, mo
     assert len(calls) == 1 and live["pipeline"]["head_map"] is not None
     page.analyse_drawing(visit, four, "grid4", True, 2, 1)
     page.why(visit)
-    page.open_mechanism(visit, True)
-    page.follow_cls(visit, True)
+    mechanism_panel.open_mechanism(page, visit, True)
+    mechanism_panel.follow_cls(page, visit, True)
     page.explore(visit, 2, 2)
     page.explore(visit, 1, 1)
-    page.rescale(visit, False)
+    views.rescale(page, visit, False)
     page.pick_patch(visit, SimpleNamespace(index=[10.0, 10.0]))
     page.note_tab(visit, "upload")
     page.to_draw_tab(visit, four, "grid4", True, 1, 1)

@@ -29,7 +29,7 @@ import pytest
 from conftest import PEAK
 from PIL import Image
 
-from vit.ui import uploads
+from vit.ui import mechanism_panel, uploads
 
 NOT_UPLOADED = "not uploaded to this server"
 
@@ -413,30 +413,39 @@ def test_examples_go_to_a_private_folder_of_this_process(page, tmp_path):
 def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
     """Each of the page's handlers, each parameter in turn given each hostile value (the others
     sensible): an answer or one line, never a traceback."""
+    import functools
     import inspect
     from types import SimpleNamespace
 
     from test_app_models import drawing_value
+
+    from vit.ui import boundary
+    from vit.ui.panels import PANELS
     drawing = drawing_value(tmp_path)
     visit = page.visit()               # the server's own record of the visitor: not sent by it
     page.analyse_drawing(visit, drawing, "mnist", True, 2, 1)
-    page.open_mechanism(visit, True)
+    mechanism_panel.open_mechanism(page, visit, True)
     good = {"visit": visit, "value": drawing, "name": "mnist", "shared": True, "layer": 1,
             "head": 1, "tab": "draw", "target": -1, "heads": [], "opened": True, "cls": True,
             "path": None, "kind": "all", "true": -1, "pred": -1, "image": None, "second": "",
             "at": 50,
             "evt": SimpleNamespace(index=[1, 1]), "progress": lambda *a, **k: 0}
-    skip = {"classify", "predictor", "gallery", "canvas_value", "first_view", "view"}
-    handlers = [n for n, f in inspect.getmembers(page, inspect.ismethod)
+    skip = {"classify", "predictor", "gallery", "canvas_value", "first_view", "view", "analysis",
+            "choose"}
+    handlers = [getattr(page, n) for n, f in inspect.getmembers(page, inspect.ismethod)
                 if not n.startswith("_") and n not in skip]
-    assert len(handlers) > 20
-    for n in handlers:
-        params = [p for p in inspect.signature(getattr(page, n)).parameters if p in good]
+    # The panels' own handlers (vit/ui/panels.py): every function of theirs taking (page, visit).
+    handlers += [functools.partial(f, page) for panel in PANELS
+                 for _, f in inspect.getmembers(panel, inspect.isfunction)
+                 if list(inspect.signature(f).parameters)[:2] == ["page", "visit"]]
+    assert len(handlers) > 30
+    for fn in handlers:
+        params = [p for p in inspect.signature(fn).parameters if p in good]
         for bad_param in (p for p in params if p != "visit"):
             for bad in BAD:
                 args = {p: (SimpleNamespace(index=bad) if p == "evt" else bad)
                         if p == bad_param else good[p] for p in params}
-                one_line_or_nothing(checked(page, n), **args)
+                one_line_or_nothing(boundary.parsed(fn, page.models.names), **args)
 
 
 @pytest.mark.server

@@ -185,17 +185,17 @@ def test_a_sure_answers_occlusion_map_is_not_blank():
     a = p.analyse(255 - np.asarray(render_digit("0", 300, 26), np.uint8))
     assert a.probs.argmax() == 0 and a.probs[0] > 0.999
     assert p.occlusion(a.image, 0).max() < FLAT
-    shown, title, top, note = occlusion_view(p, a.image, 0, answer=True)
+    shown, title, top, note = occlusion_view(p, p.occlusion_maps(a.image, 0), 0, answer=True)
     assert title.startswith("drop in log-odds of 0") and shown.max() > 1.0 and top == shown.max()
     assert "less than 0.05" in note
     assert (shown > 0.25 * shown.max()).sum() >= 3                    # a shape, not one speck
     # An answer that does move keeps the probability's map and scale, and no note.
     a1 = p.analyse(255 - np.asarray(render_digit("1", 300, 26), np.uint8))
-    shown, title, top, note = occlusion_view(p, a1.image, 1, answer=True)
+    shown, title, top, note = occlusion_view(p, p.occlusion_maps(a1.image, 1), 1, answer=True)
     assert title.startswith("drop in P(1)") and shown.max() >= FLAT and note == ""
     # Another class keeps its probability map, even a blank one: log-odds rising from P ~ 0
     # would paint vivid changes that the answer never shows.
-    shown, title, top, note = occlusion_view(p, a.image, 7, answer=False)
+    shown, title, top, note = occlusion_view(p, p.occlusion_maps(a.image, 7), 7, answer=False)
     assert title.startswith("rise in P(7)") and note == "" and top == 0.2
 
 

@@ -24,7 +24,9 @@ def seven(page):
     visit = page.visit()
     ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
     page.analyse_drawing(visit, drawing_value(ink), "mnist", True, 6, 1)
-    assert page.open_compare(visit, True) == {"compare_text": NO_SECOND, "compare_strip": None,
+    page.why(visit), page.folded(visit)          # as the page's lanes follow every analysis
+    # Opening the panel sends its views alone: no other view reads whether it is open.
+    assert compare_panel.open_compare(page, visit, True) == {"compare_text": NO_SECOND, "compare_strip": None,
                                               "compare_maps": None}
     return visit
 
@@ -32,18 +34,18 @@ def seven(page):
 def test_a_model_beside_itself_is_refused_and_the_two_mnist_models_are_compared(page, seven):
     """Beside itself a model only agrees with itself: the panel says to pick another. The
     bundled small MNIST model (139 k parameters, 7-px patches: a 4x4 grid) is the one to pick."""
-    from vit.ui.page import SAME_MODEL
-    out = page.choose_compare(seven, "mnist")
+    from vit.ui.compare_panel import SAME_MODEL
+    out = compare_panel.choose_compare(page, seven, "mnist")
     assert set(out) == set(COMPARE)
     assert out["compare_text"] == SAME_MODEL and out["compare_maps"] is None
-    out = page.choose_compare(seven, "mnist-small")
+    out = compare_panel.choose_compare(page, seven, "mnist-small")
     text = out["compare_text"]
     assert "mnist reads **7**" in text and "mnist-small reads **7**" in text and "They agree." in text
     assert out["compare_strip"]["grid"] == 4 and out["compare_maps"].ndim == 3
 
 
 def test_a_photo_model_beside_the_digit_model(page, seven):
-    out = page.choose_compare(seven, "cifar10")
+    out = compare_panel.choose_compare(page, seven, "cifar10")
     text = out["compare_text"]
     assert "mnist reads **7**" in text and "cifar10 reads" in text and "They disagree." in text
     assert out["compare_strip"]["grid"] == 8 and out["compare_strip"]["colour"]
@@ -56,11 +58,14 @@ def test_a_photo_model_beside_the_digit_model(page, seven):
 @pytest.mark.parametrize("sent", [None, 3, "../../etc/passwd", "MNIST", ["mnist"], "x" * 10_000])
 def test_anything_else_a_client_sends_means_no_second_model(page, seven, sent):
     """As the page wires it (vit/ui/boundary.py): none, or one line and no second model."""
+    import functools
+
     import gradio as gr
 
     from vit.ui import boundary
     try:
-        out = boundary.parsed(page.choose_compare, page.models.names)(seven, sent)
+        out = boundary.parsed(functools.partial(compare_panel.choose_compare, page),
+                             page.models.names)(seven, sent)
     except gr.Error as e:
         assert "no such model" in e.message and "\n" not in e.message
     else:
@@ -69,14 +74,14 @@ def test_anything_else_a_client_sends_means_no_second_model(page, seven, sent):
 
 
 def test_nothing_is_computed_while_the_panel_is_closed(page, seven):
-    page.open_compare(seven, False)
-    assert page.choose_compare(seven, "cifar10") == {}
+    compare_panel.open_compare(page, seven, False)
+    assert compare_panel.choose_compare(page, seven, "cifar10") == {}
     assert seven.record.compare == "cifar10"              # remembered for when it opens
-    assert "cifar10 reads" in page.open_compare(seven, True)["compare_text"]
+    assert "cifar10 reads" in compare_panel.open_compare(page, seven, True)["compare_text"]
 
 
 def test_a_second_model_that_cannot_answer_leaves_the_page_alone(page, seven, monkeypatch):
-    page.choose_compare(seven, "cifar10")
+    compare_panel.choose_compare(page, seven, "cifar10")
     real = page.predictor
 
     def broken(name):
@@ -118,6 +123,6 @@ def test_the_test_images_one_gets_right_and_the_other_wrong():
 
 
 def test_the_differences_button_without_a_second_model(page, seven):
-    page.choose_compare(seven, "")
-    out = page.differences(seven, progress=SimpleNamespace(tqdm=lambda *a, **k: a[0]))
+    compare_panel.choose_compare(page, seven, "")
+    out = compare_panel.compare_on_test_set(page, seven, progress=SimpleNamespace(tqdm=lambda *a, **k: a[0]))
     assert out["compare_differences_text"] == NO_SECOND

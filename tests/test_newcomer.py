@@ -22,7 +22,7 @@ from vit.pictures.attention_maps import (
     _lut,
     attention_grid_picture,
 )
-from vit.ui import create_app, pipeline
+from vit.ui import create_app, mechanism_panel, pipeline
 from vit.ui.canvas import drawing_value
 from vit.ui.render import answer_headline
 from vit.ui.words import GLOSSARY, article, glossary_markdown, unsure_words
@@ -66,7 +66,7 @@ def test_the_strip_carries_the_models_input_the_maps_and_the_top_classes(page):
     out = page.analyse_drawing(visit, seven(), "mnist", False, 3, 2)
     v = out["pipeline"]
     json.dumps(v)                                              # sent to the page as JSON
-    a = page._analysis(visit.record.shown, "mnist")[1]
+    a = page.analysis(visit.record.shown, "mnist")[1]
     e, G = a.explanation, 7
     assert (v["grid"], v["size"], v["layer"], v["head"]) == (G, 28, 3, 2)
     assert v["even"] == pytest.approx(1 / 50)          # the uniform level, [CLS] counted
@@ -93,7 +93,7 @@ def test_the_strip_answers_while_the_pen_is_down(page):
 def test_a_tap_in_the_strip_chooses_the_patch_every_view_follows(page):
     visit = page.visit()
     page.analyse_drawing(visit, seven(), "mnist", False, 6, 1)
-    page.open_mechanism(visit, True)
+    mechanism_panel.open_mechanism(page, visit, True)
     out = page.pick_strip_patch(visit, {"pick": 16})
     assert visit.record.patch == 16 and out["pipeline"]["patch"] == 16
     assert "Patch 17, layer 6, head 1" in out["walk_text"]

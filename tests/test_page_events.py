@@ -82,6 +82,8 @@ class PageEvents:
             return
         if isinstance(out, dict) and all(isinstance(k, gr.blocks.Block) for k in out):
             pairs = list(out.items())                # keyed by component: the rest stays
+            # As Gradio: a handler may return only components wired as its event's outputs.
+            assert {c._id for c in out} <= {c._id for c in outputs}, "returned an unwired output"
         else:
             pairs = list(zip(outputs, (out,) if len(outputs) == 1 else out))
         for c, v in pairs:

@@ -82,6 +82,20 @@ class Analysis:
         return self.verdict.is_class
 
 
+@dataclass(frozen=True)
+class Explained:
+    """The explanation maps of one analysed input, computed before any view draws them (their
+    backward passes and occlusion's forward passes: 70-350 ms on the bundled models), so that
+    drawing a view computes nothing: for class `target`, its relevance and occlusion maps, and
+    for the model's answer `answer`, the four maps the lead map is chosen among."""
+    target: int
+    relevance: np.ndarray
+    occlusion: dict[str, np.ndarray]       # "probability" and "log-odds" drops, per patch
+    answer: int
+    maps: dict[str, np.ndarray]            # the answer's rollout, relevance, occlusion, raw attention
+    answer_occlusion: dict[str, np.ndarray]
+
+
 class Recent:
     """The newest values by key, at most `budget` bytes of them (the newest always kept); safe to
     share between a server's threads. Values are shared, so callers must not change them."""
@@ -315,15 +329,18 @@ class Predictor:
                 "occlusion": self.occlusion(a.image, t, "log-odds"),
                 "raw attention": a.explanation.cls_maps[-1].mean(0)}
 
-    def known_maps(self, a: Analysis, t: int) -> dict[str, np.ndarray] | None:
-        """`maps(a, t)` if its relevance and occlusion are already computed for this input, else
-        None: for views on the answer's lane, which must never wait for them (occlusion is
-        70-350 ms on the bundled models; the "why" lane computes them just after)."""
+    def explain(self, a: Analysis, target: int, kept_only: bool = False) -> Explained | None:
+        """The maps the "why" views show for class `target` of an analysed input, and the answer's
+        (each computed once per input and class, and kept: vit/inference.py's Recent).
+        `kept_only`: None unless all are kept already — for a view on a quick lane, which must
+        never wait for them (occlusion alone is 70-350 ms on the bundled models)."""
+        t, best = int(target), int(a.probs.argmax())
         key = array_key(a.image)
-        if any(self._attributed.get((kind, key, int(t))) is None
-               for kind in ("relevance", "occlusion")):
+        if kept_only and any(self._attributed.get((kind, key, c)) is None
+                             for kind in ("relevance", "occlusion") for c in {t, best}):
             return None
-        return self.maps(a, t)
+        return Explained(t, self.relevance(a.image, t), self.occlusion_maps(a.image, t), best,
+                         self.maps(a, best), self.occlusion_maps(a.image, best))
 
     def faithfulness(self, a: Analysis, steps: int = 16, random_orders: int = 3) -> dict[str, float]:
         """The deletion test of rollout, relevance and occlusion on an analysed input, for the

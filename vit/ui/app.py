@@ -27,15 +27,11 @@ from vit.storage import BUNDLED
 from vit.testset import data_dir_for_app
 from vit.ui import (
     boundary,
-    compare_panel,
     draw_tab,
-    lens_panel,
     mechanism_panel,
     testset_tab,
-    training_panel,
     upload_tab,
     views,
-    why_panel,
 )
 from vit.ui.gradio_patches import (
     FreeDropdown,
@@ -52,9 +48,10 @@ from vit.ui.gradio_patches import (
 )
 from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits
 from vit.ui.models import Models, StartupError
-from vit.ui.page import ANALYSIS, TESTSET, Page
+from vit.ui.page import ANALYSIS, QUICK, TESTSET, Page
+from vit.ui.panels import PANELS
 from vit.ui.pipeline import PipelineStrip
-from vit.ui.render import COMPARE, EXPLAINED, FOLDED_VIEWS, LEARNED, LENS, PICTURES, WALK, WHY, rest_message
+from vit.ui.render import EVERY, EXPLAINED, FOLDED_VIEWS, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
 from vit.ui.uploads import ROOM, pin
@@ -144,40 +141,23 @@ def layout(page: Page, models: Models, data_dir: Path) -> SimpleNamespace:
             first = first_screen(p)
     # Depth, folded: each opens in place when a step of the strip asks for it.
     gr.Markdown("## Go deeper", elem_id="deeper")
-    mech = mechanism_panel.build(p)
-    with gr.Accordion("What drove the answer: every map, scored", open=False, elem_id="why"):
-        why = why_panel.build(p)
-    with gr.Accordion("Every layer and head, and one patch's attention", open=False,
-                      elem_id="views"):
-        panel = views.build(p.model.cfg.depth, p.model.cfg.heads)
-    lens = lens_panel.build()
-    learned = training_panel.build(visible=models.learned(models.default))
-    compare = compare_panel.build(models.names, dict((n, label) for label, n in models.choices()),
-                                  visible=models.comparable())
+    ctx = SimpleNamespace(p=p, models=models)
+    panels = {panel: panel.place(ctx) for panel in PANELS}     # vit/ui/panels.py, in page order
     with gr.Accordion("About this model", open=False, elem_id="about-model"):
         card = gr.Markdown(p.card())
     with gr.Accordion("Glossary", open=False, elem_id="glossary"):
         gr.Markdown(glossary_markdown())
     comps = dict(
-        **first, model=model, card=card, learned_panel=learned.accordion,
+        **first, model=model, card=card,
         answered=draw.answered, pad=draw.pad, hint=draw.hint, examples=draw.examples,
-        **dict(zip(PICTURES, panel.pictures)), layer=panel.layer, head=panel.head,
-        relevance=why.relevance, occlusion=why.occlusion, faithfulness=why.faithfulness,
-        ablation=why.ablation, target=why.target, heads_off=why.heads, sanity=why.sanity,
-        walk=mech.walk, walk_text=mech.walk_text, lens=lens.picture, lens_text=lens.text,
-        learned=learned.picture, learned_text=learned.text, learned_frame=learned.frame,
-        compare_text=compare.text, compare_strip=compare.strip, compare_maps=compare.maps,
-        compare_differences_text=compare.differences_text,
-        compare_differences=compare.differences,
-        position=mech.position, distance=mech.distance, filters=mech.filters,
-        model_caption=mech.model_caption,
         testset_status=tst.status, confusion=tst.confusion, reliability=tst.reliability,
         gallery=tst.gallery, testset_body=tst.body, kind=tst.kind, true=tst.true,
         pred=tst.pred)
+    for panel, built in panels.items():
+        comps.update(panel.components(built))
     return SimpleNamespace(comps=comps, visit=visit, model=model, pad=draw.pad, draw=draw,
                            draw_el=draw_el, upload_el=upload_el, upload=upload, tst=tst,
-                           panel=panel, why=why, mech=mech, lens=lens, learned=learned,
-                           compare=compare, strip=first["pipeline"])
+                           panels=panels, strip=first["pipeline"])
 
 
 def first_screen(p) -> dict:
@@ -224,13 +204,17 @@ class Wiring:
     # drawing's answer. After every analysis (the answer first): "What drove it", then the
     # panels drawn only while open (the step-by-step walk: ~40 ms per change).
     LATER = dict(QUIET, concurrency_limit=1, concurrency_id="why")
-    MODEL_VIEWS = ("position", "distance", "filters", "model_caption")
+    MODEL_VIEWS = mechanism_panel.MODEL_VIEWS
+    # The views an event may send, each only if its drawing read a field the event changed
+    # (vit/ui/render.py): on the quick lane every view but the "why" maps; on the "why" lane all.
+    QUICK, EVERY = QUICK, EVERY
 
     def __init__(self, page: Page, models: Models, ui: SimpleNamespace):
         self.page, self.models, self.ui = page, models, ui
         # Sliders follow the chosen model's depth and heads (FreeSlider, vit/ui/views.py); the
         # handlers clamp what arrives.
-        self.settings = [ui.panel.shared, ui.panel.layer, ui.panel.head]
+        explorer = ui.panels[views]
+        self.settings = [explorer.shared, explorer.layer, explorer.head]
         # The API's own endpoint, defined first so that it heads the "Use via API" page.
         api_file = ImageFile(visible=False, type="filepath", label="image")
         api_label = VerdictLabel(visible=False, label="prediction")
@@ -271,9 +255,9 @@ class Wiring:
         on(pad.live, page.follow_drawing, [pad, model], ("status", "label", "answered", "pipeline"),
            trigger_mode="always_last", **quiet)
         on(strip.pick, page.pick_strip_patch, [strip],
-           ("pick", "row", "pipeline", *WALK, *LEARNED, *COMPARE), **quiet)
+           self.QUICK, **quiet)
         on(strip.pickhead, page.pick_strip_head, [strip],
-           ("grid", "pick", "row", "pipeline", *WALK, *COMPARE, "layer", "head"), **quiet)
+           (*self.QUICK, "layer", "head"), **quiet)
         explained(on(pad.lift, page.analyse_drawing, [pad, model, *settings], ANALYSIS,
                      trigger_mode="always_last", show_progress="hidden",
                      api_name="analyse_drawing"))
@@ -291,50 +275,9 @@ class Wiring:
                      **quiet))
 
     def panels(self) -> None:
-        """The folded panels' own controls, and their opening and closing."""
-        page, on, quiet, later, ui = self.page, self.on, self.QUIET, self.LATER, self.ui
-        why, panel, mech, lens, compare, learned = (ui.why, ui.panel, ui.mech, ui.lens,
-                                                    ui.compare, ui.learned)
-        model_views = self.MODEL_VIEWS
-        on(why.target.change, page.choose_target, [why.target], WHY + LENS,
-           trigger_mode="always_last", **later)
-        on(why.heads.change, page.switch_heads, [why.heads], ("ablation",),
-           trigger_mode="always_last", **quiet)
-        on(why.measure.click, page.measure, [], ("faithfulness", "sanity"), api_visibility="private")
-        on(panel.shared.change, page.rescale, [panel.shared], ("grid",), **quiet)
-        for s in (panel.layer, panel.head):
-            on(s.change, page.explore, [panel.layer, panel.head],
-               ("grid", "pick", "row", "pipeline", *WALK, *COMPARE, "layer", "head"),
-               trigger_mode="always_last", **quiet)
-        # A click on a head map opens it in the explorer just below: bring that into view.
-        on(panel.grid.select, page.pick_head, [], ("layer", "head"), **quiet).then(
-            None, js="() => document.querySelector('#pick')?.scrollIntoView({block: 'nearest', "
-                     "behavior: matchMedia('(prefers-reduced-motion: reduce)').matches ? "
-                     "'instant' : 'smooth'})")
-        on(panel.pick.select, page.pick_patch, [],
-           ("pick", "row", "pipeline", *WALK, *LEARNED, *COMPARE), **quiet)
-        model_views = ("position", "distance", "filters", "model_caption")
-        for event, opened in ((mech.accordion.expand, True), (mech.accordion.collapse, False)):
-            dep = on(event, functools.partial(page.open_mechanism, opened=opened), [], WALK,
-                     **quiet)
-            if opened:
-                on(dep.then, page.mechanism_model, [], model_views, **quiet)
-        for event, opened in ((lens.accordion.expand, True), (lens.accordion.collapse, False)):
-            on(event, functools.partial(page.open_lens, opened=opened), [], LENS, **quiet)
-        for event, opened in ((compare.accordion.expand, True), (compare.accordion.collapse, False)):
-            on(event, functools.partial(page.open_compare, opened=opened), [], COMPARE, **quiet)
-        on(compare.choice.change, page.choose_compare, [compare.choice], COMPARE,
-           trigger_mode="always_last", **quiet)
-        on(compare.differ.click, page.differences, [],
-           ("compare_differences_text", "compare_differences"), api_visibility="private",
-           show_progress_on=compare.differences)
-        on(learned.when.change, page.learned_when, [learned.when], LEARNED,
-           trigger_mode="always_last", **quiet)
-        for event, opened in ((learned.accordion.expand, True),
-                              (learned.accordion.collapse, False)):
-            on(event, functools.partial(page.open_learned, opened=opened), [], LEARNED, **quiet)
-        on(mech.cls.change, page.follow_cls, [mech.cls], WALK, trigger_mode="always_last",
-           **quiet)
+        """Each registered panel wires its own controls (vit/ui/panels.py)."""
+        for panel, built in self.ui.panels.items():
+            panel.wire(self, built)
 
     def model_and_test_set(self) -> None:
         """A model switch (everything follows), and the Test set tab."""
@@ -348,7 +291,8 @@ class Wiring:
                        "examples", "pad", "learned_panel"), api_visibility="private")
         switched = on(switched.then, page.clear_testset, [], TESTSET[:4], **quiet)
         switched = explained(on(switched.then, page.reanalyse, [], ANALYSIS, **quiet))
-        switched = on(switched.then, page.mechanism_model, [], model_views, **quiet)
+        switched = on(switched.then, functools.partial(mechanism_panel.mechanism_model, page), [],
+                      model_views, **quiet)
         on(switched.then, page.refresh_testset, [tst.kind], (*TESTSET, "true", "pred", "status"),
            **tst_progress)
         opened = on(tst.tab.select, page.open_testset, [tst.kind, tst.true, tst.pred], TESTSET,

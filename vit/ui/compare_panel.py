@@ -3,6 +3,7 @@ pipeline strip, the [CLS] maps of the matching layer) beside the page's model, w
 disagree, and on request the test images one gets right and the other wrong."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -13,11 +14,14 @@ from vit.explain.scoreboard import spearman
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
 from vit.text import md, percent
-from vit.ui import pipeline, views
+from vit.ui import pipeline, testset_tab, views
 from vit.ui.pipeline import PipelineStrip
 from vit.ui.words import alt, caption
 
 NOBODY = ""                     # the dropdown's "no second model"
+NO_SECOND = "Pick a second model above to see it beside this one."
+# A model beside itself agrees with itself: nothing to compare.
+SAME_MODEL = "That is the page's own model: pick another one to see where two models differ."
 PLAIN = ("Pick a second model: the input on screen goes through both, and you see where they "
          "agree, where they look, and where they part.")
 PRECISE = (
@@ -175,3 +179,71 @@ def _difference_picture(r1, r2, only1, only2, names, class_names, cell: int = 84
                    font=font)
         rows.append(np.asarray(band))
     return np.concatenate(rows, axis=0)
+
+
+def show(v) -> tuple:
+    """The panel's views from a record seen through vit/ui/render.py's Seen: the second model's
+    analysis of the same input was computed before (`Seen.other`), or why there is none."""
+    other = v.other
+    if other is None or isinstance(other, str):
+        return other or NO_SECOND, None, None
+    return render(v.p, v.a, *other, v.layer, v.head, v.patch, (v.model, v.compare))
+
+
+COMPARE = ("compare_text", "compare_strip", "compare_maps")
+OPEN = "compare_open"        # drawn only while open (vit/ui/panels.py)
+VIEWS = {COMPARE: show}
+
+
+def place(ctx) -> ComparePanel:
+    """Shown only where two models share a data set: a digit model beside a clothing one
+    compares nothing on the test set."""
+    models = ctx.models
+    return build(models.names, dict((n, label) for label, n in models.choices()),
+                 visible=models.comparable())
+
+
+def components(c: ComparePanel) -> dict:
+    return {"compare_text": c.text, "compare_strip": c.strip, "compare_maps": c.maps,
+            "compare_differences_text": c.differences_text,
+            "compare_differences": c.differences}
+
+
+def open_compare(page, visit, opened: bool) -> dict:
+    return page.choose(visit, compare_open=opened)
+
+
+def choose_compare(page, visit, second) -> dict:
+    """The second model's dropdown: a model of this page, or none ("")."""
+    return page.choose(visit, compare=second)
+
+
+def compare_on_test_set(page, visit, progress=gr.Progress()) -> dict:
+    """The test images the page's model gets right and the second model wrong, and back."""
+    from vit.checkpoint import CheckpointError
+    from vit.data.loading import DataError
+    r = visit.record
+    if r.compare not in page.models.names or r.compare == r.model:
+        return {"compare_differences_text": NO_SECOND if r.compare != r.model else SAME_MODEL,
+                "compare_differences": None}
+    try:
+        r1, r2 = (page.answers.get(name, testset_tab.reporter(progress)) for name in (r.model, r.compare))
+    except DataError:           # its message names server folders: say it in our words
+        return {"compare_differences_text": "⚠️ The test set of these models is not on this "
+                                            "machine, so they can't be compared on it.",
+                "compare_differences": None}
+    except CheckpointError as e:   # the models' messages name models, never server paths
+        return {"compare_differences_text": f"⚠️ {md(str(e), 300)}", "compare_differences": None}
+    text, picture = differences(r1, r2, (r.model, r.compare), page.predictor(r.model).class_names)
+    return {"compare_differences_text": text, "compare_differences": picture}
+
+
+def wire(w, c: ComparePanel) -> None:
+    page = w.page
+    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
+        w.on(event, functools.partial(open_compare, page, opened=opened), [], w.QUICK, **w.QUIET)
+    w.on(c.choice.change, functools.partial(choose_compare, page), [c.choice], w.QUICK,
+         trigger_mode="always_last", **w.QUIET)
+    w.on(c.differ.click, functools.partial(compare_on_test_set, page), [],
+         ("compare_differences_text", "compare_differences"), api_visibility="private",
+         show_progress_on=c.differences)

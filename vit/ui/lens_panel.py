@@ -2,6 +2,7 @@
 input on screen, for the class the Why panel explains. Drawn only while the panel is open."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -71,3 +72,25 @@ def render(p: Predictor, a: Analysis, target) -> tuple[np.ndarray, str]:
     """(the picture, its words) for the analysed input and the page's target class."""
     t = target_class(p, a.probs, target)
     return lens_picture(a.image, p.lens(a.image), t, p.class_names), summary(p, a, t)
+
+
+OPEN = "lens_open"           # drawn only while open (vit/ui/panels.py)
+LENS = ("lens", "lens_text")
+VIEWS = {LENS: lambda v: render(v.p, v.a, v.target)}
+
+
+def place(ctx) -> LensPanel:
+    return build()
+
+
+def components(c: LensPanel) -> dict:
+    return {"lens": c.picture, "lens_text": c.text}
+
+
+def open_lens(page, visit, opened: bool) -> dict:
+    return page.choose(visit, lens_open=opened)
+
+
+def wire(w, c: LensPanel) -> None:
+    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
+        w.on(event, functools.partial(open_lens, w.page, opened=opened), [], w.QUICK, **w.QUIET)

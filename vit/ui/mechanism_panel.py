@@ -20,6 +20,7 @@ Wiring (vit/ui/app.py):
 """
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from dataclasses import astuple, dataclass
@@ -267,3 +268,49 @@ def _model_images(p: Predictor, data_dir) -> ModelPictures:
         attention_distance_picture(dist, cfg.grid, cfg.patch_size, f"averaged over {about}"),
         filters_picture(f, cfg.patch_size),
         figure7_caption(p, f, about))
+
+
+OPEN = "mechanism_open"      # drawn only while open (vit/ui/panels.py)
+WALK = ("walk", "walk_text")
+VIEWS = {WALK: lambda v: render(v.p, v.a, v.layer, v.head, v.patch, v.follow_cls)}
+
+
+MODEL_VIEWS = ("position", "distance", "filters", "model_caption")   # of the model, not the input
+
+
+def place(ctx) -> MechanismPanel:
+    return build(ctx.p)
+
+
+def components(c: MechanismPanel) -> dict:
+    return {"walk": c.walk, "walk_text": c.walk_text, "position": c.position,
+            "distance": c.distance, "filters": c.filters, "model_caption": c.model_caption}
+
+
+def open_mechanism(page, visit, opened: bool) -> dict:
+    return page.choose(visit, mechanism_open=opened)
+
+
+def follow_cls(page, visit, cls) -> dict:
+    """The panel's switch: follow [CLS] rather than the chosen patch."""
+    return page.choose(visit, follow_cls=cls)
+
+
+def mechanism_model(page, visit) -> dict:
+    """The Figure 7 views of a model (cached per model), while the panel is open."""
+    r = visit.record
+    if not r.mechanism_open:
+        return {}
+    pictures = model_images(page.predictor(r.model), page.answers.data_dir)
+    return dict(zip(MODEL_VIEWS, pictures.as_tuple()))
+
+
+def wire(w, c: MechanismPanel) -> None:
+    page = w.page
+    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
+        dep = w.on(event, functools.partial(open_mechanism, page, opened=opened), [], w.QUICK,
+                   **w.QUIET)
+        if opened:
+            w.on(dep.then, functools.partial(mechanism_model, page), [], MODEL_VIEWS, **w.QUIET)
+    w.on(c.cls.change, functools.partial(follow_cls, page), [c.cls], w.QUICK,
+         trigger_mode="always_last", **w.QUIET)

@@ -23,22 +23,20 @@ from vit.pictures.confusion import cell_at
 from vit.preprocessing.decode import BlankInputError, PreprocessError, decode
 from vit.preprocessing.layout import compact
 from vit.text import md, percent
-from vit.ui import compare_panel, draw_tab, mechanism_panel, pipeline, testset_tab, views, why_panel
+from vit.ui import draw_tab, mechanism_panel, pipeline, testset_tab, views, why_panel
 from vit.ui.canvas import colour_picture, load_value, read_drawing, seq
+from vit.ui.compare_panel import SAME_MODEL
 from vit.ui.record import ANSWER, Record, Refused, Shown, Visit
 from vit.ui.render import (
     ANSWER as ANSWER_VIEWS,
 )
 from vit.ui.render import (
     COMPARE,
+    EVERY,
     EXPLAINED,
     FOLDED_VIEWS,
-    LEARNED,
-    LENS,
-    NO_SECOND,
     PICTURES,
-    WALK,
-    WHY,
+    Given,
     answer_headline,
     answered,
     changed,
@@ -49,9 +47,10 @@ from vit.ui.uploads import pin
 
 FIRST_EXAMPLE = {"digits": "7", "objects": "Ankle boot", "photos": "ship"}   # on the canvas at load
 ANALYSIS = ANSWER_VIEWS + PICTURES            # what an analysing handler sends; the rest follows
+# What a choice on the page may send on its own lane: every view it touched but the "why" maps,
+# which wait for their own lane (a target change is one: it sends EVERY there).
+QUICK = tuple(n for n in EVERY if n not in why_panel.MAPS)
 TESTSET = ("testset_status", "confusion", "reliability", "gallery", "testset_body")
-# A model beside itself agrees with itself: nothing to compare.
-SAME_MODEL = "That is the page's own model: pick another one to see where two models differ."
 LAID_OUT_BYTES = 32 << 20     # model inputs laid out per (source, model): ~10,000 MNIST-sized ones
 # A colour picture kept per visitor, to lay out again for another model: as large as the largest
 # input a model here reads (a converted ViT-B/16: 224 px), 150 KB instead of the canvas's 480.
@@ -64,6 +63,8 @@ def user_error(message: str) -> gr.Error:
 
 
 class Page:
+    EVERY = EVERY          # for a choice on the "why" lane (why_panel.choose_target)
+
     def __init__(self, models, data_dir: Path, examples: dict[str, list[str]]):
         self.models, self.examples = models, examples      # {preprocessing style: PNG paths}
         self.answers = testset_tab.Answers(models, data_dir)
@@ -168,7 +169,7 @@ class Page:
                                           f"{knows}")
         return item, a
 
-    def _analysis(self, shown: Shown, name, judged: bool = False) -> tuple[Predictor, Analysis]:
+    def analysis(self, shown: Shown, name, judged: bool = False) -> tuple[Predictor, Analysis]:
         """The input on screen through model `name`: as it was if already that model's input
         (a test image stays exactly the test image), else laid out again from its source.
         `judged`: the verdict is shown, so a drawing's or upload's ink checks run again too
@@ -196,7 +197,7 @@ class Page:
                 return self._read("upload", item.source, p, name)
             return replace(item, model=name), None
         try:
-            p, a = self._analysis(item, name, judged=True)
+            p, a = self.analysis(item, name, judged=True)
         except PreprocessError as e:               # an upload's file gone from the cache
             return Refused(item.kind, f"### ⚠️ {e}", None, name, item.number), None
         # A test image keeps saying where it comes from (another model's test set, maybe).
@@ -204,9 +205,11 @@ class Page:
         return Shown(item.kind, item.source, a.image, name, item.number, item.caption, text), a
 
     # --- the record and its views -----------------------------------------------------------
-    def view(self, r: Record, names, known: tuple | None = None) -> dict:
-        """render() of `names` for record `r`, analysing its input on screen if a view needs it
-        (a kept forward pass: vit/inference.py's Recent). `known`: (input, analysis) in hand."""
+    def view(self, r: Record, names, known: tuple | None = None, visit: Visit | None = None) -> dict:
+        """render() of `names` for record `r`, with what its views need computed first: the
+        input on screen analysed (a kept forward pass: vit/inference.py's Recent), its maps when
+        a "why" view is named, the second model's analysis when the compare panel is open.
+        `known`: (input, analysis) in hand; `visit`: whose views' reads to note."""
         p, a = self.predictor(r.model), None
         if answered(r) and set(names) - {"status", "answered"}:
             if known is not None and known[0] is r.shown and known[1] is not None \
@@ -214,32 +217,51 @@ class Page:
                 a = known[1]
             else:
                 try:       # the answer's verdict needs the ink checks; pictures alone don't
-                    a = self._analysis(r.shown, r.model, judged="label" in names)[1]
+                    a = self.analysis(r.shown, r.model, judged="label" in names)[1]
                 except PreprocessError as e:       # an upload's file gone from the cache
                     return {n: f"⚠️ {e}" if n in ("status", "walk_text", "faithfulness") else None
                             for n in names}
-        other = None
-        if a is not None and r.compare_open and r.compare in self.models.names \
-                and set(names) & set(COMPARE):
-            # The second model's trouble (an input it can't read, weights that fail to load) is
-            # said in its own panel and never touches the page model's views.
-            try:
-                other = (SAME_MODEL if r.compare == r.model else
-                         self._analysis(r.shown, r.compare, judged=True))
-            except PreprocessError as e:
-                other = f"⚠️ {e}"
-            except (CheckpointError, gr.Error) as e:
-                other = f"⚠️ {getattr(e, 'message', None) or e}"
-        return render(r, p, a, names, self.answers.ready(r.model), other)
+        explained = other = None
+        if a is not None and a.explanation is not None and set(names) & {*why_panel.MAPS, "pipeline"}:
+            # The "why" lane computes the maps; the strip on any other lane shows them only if
+            # they are in hand already (its lead patch), and is sent again by that lane.
+            explained = p.explain(a, why_panel.target_class(p, a.probs, r.target),
+                                  kept_only=not set(names) & set(why_panel.MAPS))
+        if a is not None and r.compare_open and set(names) & set(COMPARE):
+            other = self._second(r)
+        return render(r, Given(p, a, explained, other), names,
+                      visit.reads if visit is not None else None)
+
+    def _second(self, r: Record):
+        """The second model's (model, analysis) of the input on screen, or why there is none
+        (one line). Its trouble (an input it can't read, weights that fail to load) is said in
+        its own panel and never touches the page model's views."""
+        if r.compare not in self.models.names:
+            return None
+        if r.compare == r.model:
+            return SAME_MODEL
+        try:
+            return self.analysis(r.shown, r.compare, judged=True)
+        except PreprocessError as e:
+            return f"⚠️ {e}"
+        except (CheckpointError, gr.Error) as e:
+            return f"⚠️ {getattr(e, 'message', None) or e}"
 
     def _commit(self, visit: Visit, base: Record, mine: Record, names=ANALYSIS,
                 known: tuple | None = None, also: tuple = ()) -> dict:
-        """Land `mine` (made from `base`) and send the components among `names` it changed,
-        and those in `also`."""
+        """Land `mine` (made from `base`) and send the views among `names` whose last drawing
+        read a field it changed (render.changed), and those in `also`."""
         with visit.turn():
             now = visit.commit(base, mine)
-            changes = changed(base, now, names)
-            return self.view(now, changes + tuple(n for n in also if n not in changes), known)
+            changes = changed(visit.reads, base, now, names)
+            return self.view(now, changes + tuple(n for n in also if n not in changes), known,
+                             visit)
+
+    def choose(self, visit: Visit, names=None, **changes) -> dict:
+        """A visitor's choice (a panel opened, a class to explain, a second model…): the record
+        with `changes`, and every view among `names` (default QUICK) whose drawing read them."""
+        base = visit.record
+        return self._commit(visit, base, replace(base, **changes), QUICK if names is None else names)
 
     def _show_tab(self, visit: Visit, base: Record, mine: Record, known=None) -> dict:
         """`_commit` for a tab switch: its headline always (`note_tab` changed the record's tab
@@ -380,12 +402,13 @@ class Page:
         """On the Test set tab, once it is open: the test image last picked (through the model
         in use), or until one is picked a headline saying so."""
         base, item, a = visit.record, visit.record.test, None
+        ready = self.answers.ready(base.model)
         if item is None:
-            return self._show_tab(visit, base, replace(base, tab="test"))
+            return self._show_tab(visit, base, replace(base, tab="test", test_ready=ready))
         if item.model != base.model:
             item, a = self._reread(item, base.model)
-        return self._show_tab(visit, base, replace(base.showing(item, "test"), tab="test"),
-                              (item, a))
+        return self._show_tab(visit, base, replace(base.showing(item, "test"), tab="test",
+                                                   test_ready=ready), (item, a))
 
     # --- models -----------------------------------------------------------------------------
     def choose_model(self, visit: Visit, name):
@@ -403,7 +426,8 @@ class Page:
         crossing = self._crosses(base.model, name)
         cfg = p.model.cfg
         visit.commit(base, replace(base, model=name, patch=None, layer=cfg.depth, head=1,
-                                   target=ANSWER, heads_off=()))
+                                   target=ANSWER, heads_off=(),
+                                   test_ready=self.answers.ready(name)))
         layer, head = views.slider_updates(p)
         target, heads = why_panel.model_updates(p)
         return {"card": p.card(), "layer": layer, "head": head, "target": target,
@@ -422,9 +446,9 @@ class Page:
         base = visit.record
         shown, name = base.shown, base.model
         if shown is None or shown.model == name:   # nothing to read again: the headline may
-            return self.view(base, ("status",))    # still name the model (what to draw)
+            return self.view(base, ("status",), visit=visit)    # still name the model (what to draw)
         if shown.kind == "drawing" and isinstance(shown, Shown) and self._crosses(shown.model, name):
-            return self.view(base, ("status",))   # the new model's example is on its way
+            return self.view(base, ("status",), visit=visit)   # the new model's example is on its way
         # Newer than a drawing re-read: any drawing sent after it (even one whose answer had not
         # yet replaced it when this started); than anything else: one sent during this.
         before = shown.number or visit.drawn
@@ -453,19 +477,13 @@ class Page:
         return [(x, example_name(x)) for x in self.examples[p.config.style.name]]
 
     # --- the analysis panels' controls --------------------------------------------------------
-    def rescale(self, visit: Visit, shared):
-        base = visit.record
-        return self._commit(visit, base, replace(base, shared=shared), ("grid",))
-
     def explore(self, visit: Visit, layer, head):
         """The layer and head sliders: the one-patch explorer (and a big model's attention
         picture, which shows the chosen layer's heads), and the sliders back in range if a typed
         value was out of it."""
         base = visit.record
         p = self.predictor(base.model)
-        names = ("grid", "pick", "row", "pipeline", *WALK, *COMPARE) if views.big(p) else \
-            ("pick", "row", "pipeline", *WALK, *COMPARE)
-        out = self._commit(visit, base, replace(base, layer=layer, head=head), names)
+        out = self._commit(visit, base, replace(base, layer=layer, head=head), QUICK)
         return {**out, **dict(zip(("layer", "head"), views.snapped(p, layer, head)))}
 
     def pick_patch(self, visit: Visit, evt: gr.SelectData):
@@ -500,8 +518,7 @@ class Page:
         """The chosen patch, which the strip, the explorer, the step-by-step panel and "How it
         learned" follow."""
         base = visit.record
-        return self._commit(visit, base, replace(base, patch=patch),
-                            ("pick", "row", "pipeline", *WALK, *LEARNED, *COMPARE))
+        return self._commit(visit, base, replace(base, patch=patch), QUICK)
 
     def pick_head(self, visit: Visit, evt: gr.SelectData):
         """A click on a map of the layers x heads picture opens that layer and head below (the
@@ -519,91 +536,13 @@ class Page:
     def why(self, visit: Visit):
         """The "What drove the answer" panel for the input on screen, the lead map beside the
         answer, and the strip with that map's patch."""
-        return self.view(visit.record, EXPLAINED)
-
-    def choose_target(self, visit: Visit, target):
-        base = visit.record
-        return self._commit(visit, base, replace(base, target=target),
-                            tuple(n for n in WHY if n != "ablation") + LENS)
-
-    def switch_heads(self, visit: Visit, heads):
-        base = visit.record
-        return self._commit(visit, base, replace(base, heads_off=heads), ("ablation",))
-
-    def measure(self, visit: Visit):
-        """The scoreboard of the four maps on the input on screen, and the randomisation check."""
-        r = visit.record
-        if not isinstance(r.shown, Shown):
-            return {"faithfulness": "Draw or upload something first.", "sanity": None}
-        try:
-            text, picture = why_panel.faithfulness(*self._analysis(r.shown, r.model))
-            return {"faithfulness": text, "sanity": picture}
-        except PreprocessError as e:               # an upload's file gone from the cache
-            return {"faithfulness": f"⚠️ {e}", "sanity": None}
+        return self.view(visit.record, EXPLAINED, visit=visit)
 
     def folded(self, visit: Visit):
         """The panels drawn only while open — the step-by-step walk, the logit lens, how it
         learned, the second model — for the input on screen: one handler after each analysis
         (render skips a closed panel's views)."""
-        return self.view(visit.record, FOLDED_VIEWS)
-
-    def open_mechanism(self, visit: Visit, opened: bool):
-        base = visit.record
-        return self._commit(visit, base, replace(base, mechanism_open=opened), WALK)
-
-    def open_lens(self, visit: Visit, opened: bool):
-        base = visit.record
-        return self._commit(visit, base, replace(base, lens_open=opened), LENS)
-
-    def open_compare(self, visit: Visit, opened: bool):
-        base = visit.record
-        return self._commit(visit, base, replace(base, compare_open=opened), COMPARE)
-
-    def choose_compare(self, visit: Visit, second):
-        """The second model's dropdown: a model of this page, or none ("")."""
-        base = visit.record
-        return self._commit(visit, base, replace(base, compare=second), COMPARE)
-
-    def differences(self, visit: Visit, progress=gr.Progress()):
-        """The test images the page's model gets right and the second model wrong, and back."""
-        r = visit.record
-        if r.compare not in self.models.names or r.compare == r.model:
-            return {"compare_differences_text": NO_SECOND if r.compare != r.model else SAME_MODEL,
-                    "compare_differences": None}
-        try:
-            r1 = self.answers.get(r.model, _progress(progress))
-            r2 = self.answers.get(r.compare, _progress(progress))
-        except DataError:           # its message names server folders: say it in our words
-            return {"compare_differences_text": "⚠️ The test set of these models is not on this "
-                                                "machine, so they can't be compared on it.",
-                    "compare_differences": None}
-        except CheckpointError as e:   # the models' messages name models, never server paths
-            return {"compare_differences_text": f"⚠️ {md(str(e), 300)}", "compare_differences": None}
-        text, picture = compare_panel.differences(r1, r2, (r.model, r.compare),
-                                                  self.predictor(r.model).class_names)
-        return {"compare_differences_text": text, "compare_differences": picture}
-
-    def learned_when(self, visit: Visit, at):
-        """The "How it learned" slider: how far into training (the nearest snapshot is shown)."""
-        base = visit.record
-        return self._commit(visit, base, replace(base, learned_at=at), LEARNED)
-
-    def open_learned(self, visit: Visit, opened: bool):
-        base = visit.record
-        return self._commit(visit, base, replace(base, learned_open=opened), LEARNED)
-
-    def follow_cls(self, visit: Visit, cls):
-        """The step-by-step panel's switch: follow [CLS] rather than the chosen patch."""
-        base = visit.record
-        return self._commit(visit, base, replace(base, follow_cls=cls), WALK)
-
-    def mechanism_model(self, visit: Visit):
-        """The Figure 7 views of a model (cached per model), while the panel is open."""
-        r = visit.record
-        if not r.mechanism_open:
-            return {}
-        pictures = mechanism_panel.model_images(self.predictor(r.model), self.answers.data_dir)
-        return dict(zip(("position", "distance", "filters", "model_caption"), pictures.as_tuple()))
+        return self.view(visit.record, FOLDED_VIEWS, visit=visit)
 
     # --- the API ----------------------------------------------------------------------------
     def classify(self, image):
@@ -622,8 +561,9 @@ class Page:
         base = visit.record
         self.predictor(base.model)             # an unknown model: one line, not a traceback
         status, confusion, reliability, gallery, listed, body = self.answers.view(
-            base.model, kind, true, pred, _progress(progress))
-        visit.commit(base, replace(base, test_listed=tuple(listed)))
+            base.model, kind, true, pred, testset_tab.reporter(progress))
+        visit.commit(base, replace(base, test_listed=tuple(listed),
+                                   test_ready=self.answers.ready(base.model)))
         return {"testset_status": status, "confusion": confusion, "reliability": reliability,
                 "gallery": gallery, "testset_body": body}
 
@@ -692,7 +632,7 @@ class Page:
         out = self.testset_view(visit, kind, -1, -1, progress)
         # The headline too: on the Test set tab it says whether this model's test set is here.
         # No thumbnail highlighted: the one clicked before was another model's test image.
-        return {**out, **self.view(visit.record, ("status",)), "true": choices, "pred": choices,
+        return {**out, **self.view(visit.record, ("status",), visit=visit), "true": choices, "pred": choices,
                 "gallery": gr.update(value=out["gallery"], selected_index=None)}
 
 
@@ -700,10 +640,6 @@ def _source_key(shown: Shown, name: str) -> tuple:
     """An input's identity across models: its kept source (an upload's path, or an array's bytes)."""
     src = shown.source
     return (shown.kind, src if isinstance(src, str) else array_key(np.asarray(src)), name)
-
-
-def _progress(progress):
-    return lambda done, total: progress(done / total, desc="Testing the model on the test set")
 
 
 def top_label(label: dict) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from vit.explain.faithful import AGREE, agreement, lead_map
-from vit.inference import Analysis, Predictor
+from vit.inference import Analysis, Explained, Predictor
 from vit.pictures.attention_maps import uniform_level
 from vit.ui import views
 from vit.ui.words import GLOSSARY, unsure_words
@@ -129,16 +129,16 @@ def answer_line(p: Predictor, a: Analysis) -> str:
 
 
 def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=None,
-                live: bool = False) -> dict | None:
+                live: bool = False, e: Explained | None = None) -> dict | None:
     """What the strip draws for analysis `a` of the input on screen by model `p`: the model's
     input, its grid, [CLS]'s attention in the chosen layer and head (1-based, as the sliders
     send them; clamped) and its rollout, and the top classes. `live`: the pen is still down.
-    An analysis without attention (a big model's quick answer while drawing) leaves the maps out."""
+    An analysis without attention (a big model's quick answer while drawing) leaves the maps out;
+    one not yet explained (`e`: its maps, from the "why" lane) leaves out what it rests on."""
     if a is None:
         return None
     L, H, P = views.clamp(p, layer, head, patch)
     order = np.argsort(a.probs)[::-1][:TOP]
-    e = a.explanation
     value = {
         "image": _png(a.image), "size": int(a.image.shape[0]), "grid": int(p.grid),
         "layer": L + 1, "head": H + 1, "layers": p.model.cfg.depth, "heads": p.model.cfg.heads,
@@ -152,10 +152,10 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         "head_map": None, "rollout": None, "lead": None, "share": None, "drove": None,
         "agree": None,
     }
-    if e is not None:
-        value["head_map"] = _rounded(e.cls_maps[L, H])
-        value["rollout"] = _rounded(e.rollout_map)
-    maps = None if e is None or live or views.big(p) else p.known_maps(a, int(order[0]))
+    if a.explanation is not None:
+        value["head_map"] = _rounded(a.explanation.cls_maps[L, H])
+        value["rollout"] = _rounded(a.explanation.rollout_map)
+    maps = None if a.explanation is None or e is None or live or views.big(p) else e.maps
     if maps is not None:
         # What the answer rests on, by patch, from the map measured most faithful for this model
         # (config.json's faithfulness): each patch's share, the one it rests on most, and which

@@ -10,9 +10,8 @@ from types import NoneType
 
 import numpy as np
 
-from vit.ui.why_panel import ANSWER
-
 KIND_OF = {"draw": "drawing", "upload": "upload", "test": "test"}      # a tab's kind of input
+ANSWER = -1                      # the class explained: "the model's answer"
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,7 @@ class Record:
     compare: str = ""                # the second model beside the page's ("": none)
     compare_open: bool = False       # its panel (drawn only while open)
     testset_open: bool = False
+    test_ready: bool = True          # the model's test answers are in (its test set is here)
     test_listed: tuple = ()          # the test-set indices the gallery shows, in order
 
     def input_of(self, tab: str):
@@ -116,6 +116,9 @@ class Visit:
         self.record = Record(model)
         self.drawn = 0
         self.upload_at: tuple = (None, None, 0.0)   # (file, model, time) of the last upload event
+        # {view: the record fields its last drawing read} (vit/ui/render.py): which views a
+        # change of the record touches. Bounded: one entry per view of the page.
+        self.reads: dict[str, frozenset] = {}
         self._lock = threading.RLock()
 
     def __deepcopy__(self, memo) -> Visit:

@@ -1,55 +1,23 @@
-"""The page as a pure function of its record: `render(record, p, a, names)` gives every named
-component's value for a record (vit/ui/record.py) and the analysis `a` of its input on screen
-through model `p`. `changed(before, after)` names the components whose value can differ between
-two records, so a handler sends only those. Nothing here touches Gradio's events or a server."""
+"""The page as a pure function of its record: `render(r, given, names)` gives every named
+component's value for a record (vit/ui/record.py) and what the page computed for its input on
+screen before drawing (`Given`: the model, its analysis, the explanation maps, the second model's
+analysis). Each view reads the record through `Seen`, which notes every field it reads; `changed`
+then names the views whose last reads include a field that moved — the components a change
+touches are derived from what each view reads (as MobX or Svelte do), never listed by hand.
+Every view belongs to a panel module registered in vit/ui/panels.py (its `VIEWS` and `OPEN`).
+Nothing here touches Gradio's events or a server, nor computes a map."""
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from vit.inference import Analysis, Predictor
-from vit.pictures.attention_maps import patch_grid_picture, single_map_picture, token_strip, uniform_level
+from vit.inference import Analysis, Explained, Predictor
 from vit.text import md, percent
 from vit.ui import compare_panel, lens_panel, mechanism_panel, pipeline, training_panel, views, why_panel
+from vit.ui.panels import PANELS
 from vit.ui.record import KIND_OF, Record, Shown, same
 from vit.ui.words import unsure_words
-
-PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
-WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance", "sanity", "glance_text")
-# What the "why" lane sends after each analysis: its panel, and the strip again, which then
-# carries the lead map the lane has just computed (pipeline.strip_value).
-EXPLAINED = WHY + ("pipeline",)
-WALK = ("walk", "walk_text")
-LENS = ("lens", "lens_text")
-LEARNED = ("learned", "learned_frame", "learned_text")
-COMPARE = ("compare_text", "compare_strip", "compare_maps")
-# The panels drawn only while open: their views, and the record field that says each is open.
-FOLDED = {**dict.fromkeys(WALK, "mechanism_open"), **dict.fromkeys(LENS, "lens_open"),
-          **dict.fromkeys(LEARNED, "learned_open"), **dict.fromkeys(COMPARE, "compare_open")}
-FOLDED_VIEWS = tuple(FOLDED)
-EXPLORER = ("pick", "row")                # one patch's grid and its attention row
-ANSWER = ("status", "label", "answered", "pipeline")
-EVERY = ANSWER + PICTURES + WHY + WALK + LENS + LEARNED + COMPARE
-
-# What each component's value depends on: record fields, and "shown" (the input on screen and
-# the model it is answered by).
-DEPENDS = {
-    "status": ("tab", "shown", "drawing", "upload", "test", "testset_open"),
-    "label": ("shown",),
-    "pipeline": ("shown", "layer", "head", "patch"),
-    "answered": ("drawing",),
-    "seen": ("shown",), "strip": ("shown",), "rollout": ("shown",),
-    "grid": ("shown", "shared", "layer"),
-    "pick": ("shown", "patch"),
-    "row": ("shown", "layer", "head", "patch"),
-    **{name: ("shown", "target") for name in ("relevance", "occlusion", "faithfulness", "glance",
-                                              "sanity", "glance_text")},
-    "ablation": ("shown", "heads_off"),
-    "walk": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
-    "walk_text": ("shown", "mechanism_open", "follow_cls", "layer", "head", "patch"),
-    **{name: ("shown", "lens_open", "target") for name in LENS},
-    **{name: ("shown", "learned_open", "patch", "learned_at") for name in LEARNED},
-    **{name: ("shown", "compare", "compare_open", "layer", "head", "patch") for name in COMPARE},
-}
 
 # What the answer on screen is for, as a tab that is not its input's says it.
 SHOWING = {"drawing": "your drawing", "upload": "your upload", "test": "the test image you picked"}
@@ -58,18 +26,67 @@ PROMPT = {"upload": "### Upload or paste a picture",
           "test": "### Click a test image to explain it"}
 NO_TEST_SET = "### This model's test set is not on this machine"
 NOTHING_YET = "Draw or upload something first."
-NO_SECOND = "Pick a second model above to see it beside this one."
 
 
-def _value(r: Record, field: str):
-    return (r.shown, r.model) if field == "shown" else getattr(r, field)
+FIELDS = frozenset(f.name for f in fields(Record))
 
 
-def changed(before: Record, after: Record, names=EVERY) -> tuple[str, ...]:
-    """The components among `names` whose value may differ between the two records."""
-    moved = {f for f in {f for n in names for f in DEPENDS[n]}
-             if not same(_value(before, f), _value(after, f))}
-    return tuple(n for n in names if moved.intersection(DEPENDS[n]))
+@dataclass(frozen=True)
+class Given:
+    """What the page computed for the record's input on screen before drawing it: the model
+    (`p`), its analysis (`a`, None when nothing is answered), the explanation maps (`explained`,
+    None on the answer's lane, which never waits for them) and the second model's analysis
+    (`other`: (model, analysis), a one-line reason it has none, or None)."""
+    p: Predictor
+    a: Analysis | None = None
+    explained: Explained | None = None
+    other: tuple | str | None = None
+
+
+class Seen:
+    """Record `r` as one view reads it: each record field it reads is added to `reads`, and so
+    are the fields each computed value follows (`a`: the input on screen and the model). A
+    property or method of Record runs with this as `self`, so its reads are noted too."""
+
+    def __init__(self, r: Record, given: Given):
+        self._r, self._given, self.reads = r, given, set()
+
+    def __getattr__(self, name):
+        if name in FIELDS:
+            self.reads.add(name)
+            return getattr(self._r, name)
+        attr = getattr(Record, name)
+        if isinstance(attr, property):
+            return attr.fget(self)
+        return attr.__get__(self)                  # a method, bound to this view of the record
+
+    @property
+    def p(self) -> Predictor:
+        self.reads.add("model")
+        return self._given.p
+
+    @property
+    def a(self) -> Analysis | None:
+        self.reads.add("model")
+        _ = self.shown
+        return self._given.a
+
+    @property
+    def explained(self) -> Explained | None:
+        _ = self.a, self.target
+        return self._given.explained
+
+    @property
+    def other(self):
+        _ = self.a, self.compare
+        return self._given.other
+
+
+def changed(reads: dict, before: Record, after: Record, names) -> tuple[str, ...]:
+    """The views among `names` whose last drawing (`reads`: {view: the fields it read}) read a
+    field that differs between the two records, and those never drawn."""
+    moved = {f for f in FIELDS if not same(getattr(before, f), getattr(after, f))}
+    return tuple(n for n in names if n not in reads or reads[n] & moved)
 
 
 def answered(r: Record) -> bool:
@@ -78,7 +95,7 @@ def answered(r: Record) -> bool:
     return isinstance(r.shown, Shown) and r.shown.model == r.model
 
 
-def headline(r: Record, p: Predictor, test_set_here: bool = True) -> str:
+def headline(r: Record, p: Predictor) -> str:
     """The line above the answer: the answer of the tab in view's input, or what that tab asks
     for — and then what the answer and pictures below still belong to."""
     shown, own = r.shown, r.input_of(r.tab)
@@ -86,7 +103,7 @@ def headline(r: Record, p: Predictor, test_set_here: bool = True) -> str:
         return shown.headline
     if r.tab == "draw" or r.tab not in KIND_OF:
         return rest_message(p)
-    prompt = PROMPT[r.tab] if r.tab != "test" or test_set_here else NO_TEST_SET
+    prompt = PROMPT[r.tab] if r.tab != "test" or r.test_ready else NO_TEST_SET
     if shown is None:
         return prompt
     return f"{prompt}\nUntil then, the answer and pictures below are still for {SHOWING[shown.kind]}."
@@ -120,69 +137,70 @@ def answer_headline(p: Predictor, a: Analysis) -> str:
     return f"### The model reads this as **{name}** ({percent(probs[best])})"
 
 
-def render(r: Record, p: Predictor, a: Analysis | None, names=EVERY,
-           test_set_here: bool = True, other: tuple | None = None) -> dict:
-    """{component name: value} for `names`. `a`: the analysis of `r.shown` by `p` (None when
-    there is no answered input). A view of an input not yet answered by the record's model is
-    left out (left as it is on the page); the panels in FOLDED only while they are open.
-    `other`: (second model, its analysis of the same input) when the record names one, or why
-    the second model could not answer (a one-line message)."""
-    out, live = {}, answered(r) and a is not None
-    waiting = isinstance(r.shown, Shown) and not live
-    why = walk = explored = lens = learned = compared = None
-    for name in names:
-        if name == "status":
-            out[name] = headline(r, p, test_set_here)
-        elif name == "answered":
-            out[name] = str(r.drawing.number) if r.drawing is not None and r.drawing.number else ""
-        elif waiting or (name in FOLDED and not getattr(r, FOLDED[name])):
+def render(r: Record, given: Given, names, reads: dict | None = None) -> dict:
+    """{component name: value} for `names`. A view of an input not yet answered by the record's
+    model is left out (left as it is on the page), and so is a panel's while it is closed (its
+    OPEN field). `reads`, when given, gets {view: the record fields its drawing read}."""
+    out, wanted = {}, set(names)
+    for group, show, open_field in GROUPS:
+        asked = wanted.intersection(group)
+        if not asked:
             continue
-        elif not live:
-            out[name] = (NOTHING_YET if name in ("walk_text", "lens_text", "learned_text", "compare_text")
-                         else "" if name in ("faithfulness", "ablation", "glance_text") else None)
-        elif name == "label":
-            out[name] = p.label(a.probs, a.verdict)
-        elif name == "pipeline":
-            out[name] = pipeline.strip_value(p, a, r.layer, r.head, r.patch)
-        elif name == "ablation":             # heads switched off: this text alone changes
-            out[name] = why_panel.switch_heads(p, a, r.heads_off)
-        elif name in WHY:
-            why = why or why_panel.render(p, a, r.target, r.heads_off)
-            out[name] = why[WHY.index(name)]
-        elif name in WALK:
-            walk = walk or mechanism_panel.render(p, a, r.layer, r.head, r.patch, r.follow_cls)
-            out[name] = walk[WALK.index(name)]
-        elif name in LENS:
-            lens = lens or lens_panel.render(p, a, r.target)
-            out[name] = lens[LENS.index(name)]
-        elif name in COMPARE:
-            if other is None or isinstance(other, str):
-                out[name] = (other or NO_SECOND) if name == "compare_text" else None
-                continue
-            compared = compared or compare_panel.render(p, a, *other, r.layer, r.head, r.patch,
-                                                        (r.model, r.compare))
-            out[name] = compared[COMPARE.index(name)]
-        elif name in LEARNED:
-            learned = learned or training_panel.render(p, a, r.patch, r.learned_at)
-            out[name] = learned[LEARNED.index(name)]
-        elif name in EXPLORER:                # both drawn by one call
-            explored = explored or views.explorer(p, a, r.layer, r.head, r.patch)
-            out[name] = explored[EXPLORER.index(name)]
-        else:
-            out[name] = picture(name, r, p, a)
+        v = Seen(r, given)
+        values = _draw(v, group, show, open_field)
+        if values is not None:
+            out.update((n, x) for n, x in zip(group, values) if n in asked)
+        if reads is not None:
+            reads.update(dict.fromkeys(asked, frozenset(v.reads)))
     return out
 
 
-def picture(name: str, r: Record, p: Predictor, a: Analysis) -> np.ndarray:
-    """One of the analysis panels' pictures (vit/ui/views.py) but the explorer's two."""
-    grid = p.grid
-    if name == "seen":
-        return patch_grid_picture(a.image, grid)
-    if name == "strip":
-        return token_strip(a.image, grid)
-    if name == "grid":
-        return views.attention_grid(p, a, r.shared, r.layer)
-    if name == "rollout":
-        return single_map_picture(a.image, a.explanation.rollout_map, "rollout into the final [CLS]",
-                                  uniform=uniform_level(grid))
-    raise KeyError(name)
+def _draw(v: Seen, group: tuple, show, open_field) -> tuple | None:
+    """One group of views drawn from `v`, or None to leave them as they are."""
+    if show is _status or show is _answered:
+        return show(v)
+    if open_field is not None and not getattr(v, open_field):
+        return None
+    live = answered(v) and v.a is not None
+    if not live:
+        if isinstance(v.shown, Shown):             # its model's answer is on its way
+            return None
+        return tuple(NOTHING_YET if n in TEXTS else "" if n in BLANK_TEXTS else None for n in group)
+    return show(v)
+
+
+def _status(v: Seen) -> tuple:
+    return (headline(v, v.p),)
+
+
+def _answered(v: Seen) -> tuple:
+    d = v.drawing
+    return (str(d.number) if d is not None and d.number else "",)
+
+
+# The first screen's own views; the panels' come from their modules (vit/ui/panels.py).
+FIRST = {
+    ("status",): _status,
+    ("answered",): _answered,
+    ("label",): lambda v: (v.p.label(v.a.probs, v.a.verdict),),
+    ("pipeline",): lambda v: (pipeline.strip_value(v.p, v.a, v.layer, v.head, v.patch,
+                                                   e=v.explained),),
+}
+# (views, how they are drawn from a Seen record, the record field that says their panel is open)
+GROUPS = tuple((group, show, None) for group, show in FIRST.items()) + tuple(
+    (group, show, panel.OPEN) for panel in PANELS for group, show in panel.VIEWS.items())
+EVERY = tuple(n for group, _, _ in GROUPS for n in group)
+# A view with nothing to draw yet: these say so in words, these stay empty, pictures are blank.
+TEXTS = ("walk_text", "lens_text", "learned_text", "compare_text")
+BLANK_TEXTS = ("faithfulness", "ablation", "glance_text")
+
+# The views by panel, for the events that send them.
+PICTURES, WHY, WALK = views.PICTURES, why_panel.WHY, mechanism_panel.WALK
+LENS, LEARNED, COMPARE = lens_panel.LENS, training_panel.LEARNED, compare_panel.COMPARE
+ANSWER = ("status", "label", "answered", "pipeline")
+# What the "why" lane sends after each analysis: its panel, and the strip again, which then
+# carries the lead map the lane has just computed (pipeline.strip_value).
+EXPLAINED = WHY + ("pipeline",)
+# The panels drawn only while open.
+FOLDED_VIEWS = tuple(n for group, _, open_field in GROUPS if open_field for n in group)
+NO_SECOND = compare_panel.NO_SECOND

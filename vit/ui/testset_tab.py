@@ -170,3 +170,8 @@ class Answers:
         gallery = [(digit_picture(r.images[i] / 255.0, 84), r.caption(i)) for i in shown]
         return (status, confusion_picture(conf, names, selected), self.reliability(name, r),
                 gallery, shown, gr.update(visible=True))
+
+
+def reporter(progress):
+    """A Gradio progress bar as `Answers.get` reports to it: (done, total)."""
+    return lambda done, total: progress(done / total, desc="Testing the model on the test set")

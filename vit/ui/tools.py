@@ -71,7 +71,7 @@ class Tools:
             the answer, the relevance map and the occlusion map (pictures).
         """
         p, a = self._read(image, model)
-        relevance, occlusion, *_ = why_panel.render(p, a, why_panel.ANSWER, [])
+        relevance, occlusion, *_ = why_panel.render(p, a, p.explain(a, int(a.probs.argmax())))
         return answer(p, a, model or self.page.models.default), relevance, occlusion
 
     def list_models(self) -> list[dict]:

@@ -3,6 +3,7 @@
 the panel is open."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -91,3 +92,35 @@ def render(p: Predictor, a: Analysis, patch: int | None,
     text = f"At {f.name} it answered {then}. Over training — {said}."
     return (filmstrip(a.image, frames, chosen, names, marked=i),
             filmstrip(a.image, [f], chosen, names, tile=300), text)
+
+
+OPEN = "learned_open"        # drawn only while open (vit/ui/panels.py)
+LEARNED = ("learned", "learned_frame", "learned_text")
+VIEWS = {LEARNED:
+         lambda v: render(v.p, v.a, v.patch, v.learned_at)}
+
+
+def place(ctx) -> TrainingPanel:
+    """Shown only for a model that kept snapshots (and after a model switch, for the new one)."""
+    return build(visible=ctx.models.learned(ctx.models.default))
+
+
+def components(c: TrainingPanel) -> dict:
+    return {"learned": c.picture, "learned_text": c.text, "learned_frame": c.frame,
+            "learned_panel": c.accordion}
+
+
+def open_learned(page, visit, opened: bool) -> dict:
+    return page.choose(visit, learned_open=opened)
+
+
+def learned_when(page, visit, at) -> dict:
+    """The slider: how far into training (the nearest snapshot is shown)."""
+    return page.choose(visit, learned_at=at)
+
+
+def wire(w, c: TrainingPanel) -> None:
+    w.on(c.when.change, functools.partial(learned_when, w.page), [c.when], w.QUICK,
+         trigger_mode="always_last", **w.QUIET)
+    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
+        w.on(event, functools.partial(open_learned, w.page, opened=opened), [], w.QUICK, **w.QUIET)

@@ -3,6 +3,7 @@ attention. `build()` makes the components; `attention_grid()` / `explorer()` are
 from an analysis to pictures (vit/ui/render.py draws the page with them)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -16,6 +17,7 @@ from vit.pictures.attention_maps import (
     head_at,
     patch_grid_picture,
     single_map_picture,
+    token_strip,
     uniform_level,
 )
 from vit.ui.gradio_patches import FreeSlider
@@ -202,3 +204,52 @@ def slider_updates(p: Predictor) -> tuple[dict, dict]:
     cfg = p.model.cfg
     return (gr.update(maximum=max(cfg.depth, 2), value=cfg.depth),
             gr.update(maximum=max(cfg.heads, 2), value=1))
+
+
+# Drawn from a record seen through vit/ui/render.py's Seen (vit/ui/panels.py).
+PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
+OPEN = None
+VIEWS = {
+    ("seen",): lambda v: (patch_grid_picture(v.a.image, v.p.grid),),
+    ("strip",): lambda v: (token_strip(v.a.image, v.p.grid),),
+    # A big model's picture shows the chosen layer's heads: only its grid follows the layer.
+    ("grid",): lambda v: (attention_grid(v.p, v.a, v.shared, v.layer if big(v.p) else None),),
+    ("rollout",): lambda v: (single_map_picture(v.a.image, v.a.explanation.rollout_map,
+                                                "rollout into the final [CLS]",
+                                                uniform=uniform_level(v.p.grid)),),
+    ("pick", "row"): lambda v: explorer(v.p, v.a, v.layer, v.head, v.patch),
+}
+
+
+def place(ctx) -> Panel:
+    with gr.Accordion("Every layer and head, and one patch's attention", open=False,
+                      elem_id="views"):
+        return build(ctx.p.model.cfg.depth, ctx.p.model.cfg.heads)
+
+
+def components(c: Panel) -> dict:
+    return {**dict(zip(PICTURES, (c.seen, c.strip, c.grid, c.rollout, c.pick, c.row))),
+            "layer": c.layer, "head": c.head}
+
+
+def rescale(page, visit, shared) -> dict:
+    """One colour scale for every head's map, or each its own."""
+    return page.choose(visit, shared=shared)
+
+
+# A click on a head map opens it in the explorer just below: bring that into view.
+TO_EXPLORER = ("() => document.querySelector('#pick')?.scrollIntoView({block: 'nearest', "
+               "behavior: matchMedia('(prefers-reduced-motion: reduce)').matches ? "
+               "'instant' : 'smooth'})")
+
+
+def wire(w, c: Panel) -> None:
+    """The sliders and clicks choose the page's layer, head and patch (Page.explore,
+    Page.pick_patch: the strip, the walk and the second model follow them too)."""
+    page = w.page
+    w.on(c.shared.change, functools.partial(rescale, page), [c.shared], w.QUICK, **w.QUIET)
+    for s in (c.layer, c.head):
+        w.on(s.change, page.explore, [c.layer, c.head], (*w.QUICK, "layer", "head"),
+             trigger_mode="always_last", **w.QUIET)
+    w.on(c.grid.select, page.pick_head, [], ("layer", "head"), **w.QUIET).then(None, js=TO_EXPLORER)
+    w.on(c.pick.select, page.pick_patch, [], w.QUICK, **w.QUIET)

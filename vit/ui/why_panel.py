@@ -3,6 +3,7 @@ faithful each map is on this input (deletion curves), and heads switched off. `b
 components; `render()` is a pure function from an analysed input to what they show."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -10,13 +11,13 @@ import numpy as np
 
 from vit.explain.faithful import AGREE, LEADS, agreement, lead_map
 from vit.explain.scoreboard import METHODS, RANDOM
-from vit.inference import Analysis, Predictor
+from vit.inference import Analysis, Explained, Predictor
 from vit.pictures.attention_maps import single_map_picture
 from vit.pictures.sanity import sanity_picture
 from vit.text import md, percent
+from vit.ui.record import ANSWER, Shown
 from vit.ui.words import alt, caption, term
 
-ANSWER = -1                       # the target dropdown's "the model's answer"
 OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
 FLAT = 0.05                       # no patch moving P(answer) by this much leaves a blank map...
 LOG_ODDS_TOP = 1.0                # ...so its log-odds are shown, on a scale reaching at least this
@@ -187,21 +188,19 @@ def switch_heads(p: Predictor, a: Analysis, heads) -> str:
 GLANCE = 192       # px: the small copy beside the answer, drawn at about the size it is shown
 
 
-def render(p: Predictor, a: Analysis, target, heads) -> tuple:
-    """(relevance picture, occlusion picture, faithfulness text, head-switch text, the relevance
-    picture drawn small for beside the answer — its labels then readable, not shrunk — and no
-    randomisation picture, which the button makes) for an
-    analysed input, a target class (ANSWER or a class index) and the heads switched off. The
+def render(p: Predictor, a: Analysis, e: Explained) -> tuple:
+    """The MAPS views: (relevance picture, occlusion picture, faithfulness text, the lead map
+    drawn small for beside the answer — its labels then readable, not shrunk — no randomisation
+    picture (the button makes it), and what the lead map says) for an analysed input and its
+    maps computed before (`Predictor.explain`: for the class explained and the answer). The
     deletion test is not run here (it costs ~100 forward passes): its text invites the button.
     For the answer, occlusion shows how much blanking each patch lowers its probability; for any
     other class, how much it raises that class's: what keeps the input from being read as it."""
-    image, best = a.image, int(a.probs.argmax())
-    t = target_class(p, a.probs, target)
+    image, best, t = a.image, e.answer, e.target
     raw, answer = p.class_names[t], t == best        # pictures take the name as it is;
     name = md(raw)                                   # Markdown, escaped (vit/text.py)
-    rel = p.relevance(image, t)
-    rel_pic = single_map_picture(image, rel, f"relevance for {raw}")
-    occ, title, top, note = occlusion_view(p, image, t, answer)
+    rel_pic = single_map_picture(image, e.relevance, f"relevance for {raw}")
+    occ, title, top, note = occlusion_view(p, e.occlusion, t, answer)
     occ_pic = single_map_picture(image, occ, title, top=top)
     text = (f"Explaining **{name}**"
             + ("" if answer else f" (the model's answer is {md(p.class_names[best])}: occlusion shows "
@@ -209,21 +208,20 @@ def render(p: Predictor, a: Analysis, target, heads) -> tuple:
             + "." + note + " Press the button to score which map — rollout, relevance, "
               "occlusion or raw attention — finds what the answer rests on, and which depends on "
               "what the model learned.")
-    glance, said = lead_view(p, a)
-    return rel_pic, occ_pic, text, switch_heads(p, a, heads), glance, None, said
+    glance, said = lead_view(p, a, e)
+    return rel_pic, occ_pic, text, glance, None, said
 
 
-def lead_view(p: Predictor, a: Analysis) -> tuple:
+def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     """The small picture beside the answer — the map measured most faithful for this model
     (config.json's faithfulness) for the model's answer, whatever class the panel below explains,
     drawn small so that its labels stay readable — and what it says, in words: which map it is,
     how it was measured, and whether the other maps agree on this input (so no one patch is named
     as the cause when they do not). Its maps are the ones the strip then shows (cached)."""
-    lead, t = lead_map(p.config), int(a.probs.argmax())
-    maps = p.maps(a, t)
+    lead, t, maps = lead_map(p.config), e.answer, e.maps
     raw = p.class_names[t]
     if lead == "occlusion":
-        shown, title, top, _ = occlusion_view(p, a.image, t, True)
+        shown, title, top, _ = occlusion_view(p, e.answer_occlusion, t, True)
         pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top)
     else:
         pic = single_map_picture(a.image, maps[lead], f"{lead} for {raw}", size=GLANCE)
@@ -249,17 +247,17 @@ def lead_view(p: Predictor, a: Analysis) -> tuple:
     return pic, text
 
 
-def occlusion_view(p: Predictor, image: np.ndarray, t: int,
+def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
                    answer: bool) -> tuple[np.ndarray, str, float, str]:
     """(map, title, colour-scale top, a sentence for the page or "") of how much blanking each
-    patch lowers P(answer), or raises P(another class). An answer the model is so sure of that
+    patch lowers P(answer), or raises P(another class), from class `t`'s occlusion `maps`
+    (`Predictor.occlusion_maps`). An answer the model is so sure of that
     no patch, blanked, moves its probability by FLAT would get a blank map: the drop in its
     log-odds then shows which patches it rests on, and the sentence says so. Another class keeps
     its probability map even when blank: a vivid map of log-odds rising from P ~ 0 would
     exaggerate changes nobody could see in the answer."""
     name, b = p.class_names[t], p.occlusion_block
     squares = f"; {b}x{b} squares" if b > 1 else ""
-    maps = p.occlusion_maps(image, t)
     moved = float(np.abs(maps["probability"]).max())
     if not answer or moved >= FLAT:
         shown = np.clip(maps["probability"] if answer else -maps["probability"], 0, None)
@@ -278,3 +276,58 @@ def model_updates(p: Predictor) -> tuple[dict, dict]:
     """The target and head choices for a newly chosen model."""
     return (gr.update(choices=target_choices(p), value=ANSWER),
             gr.update(choices=head_choices(p), value=[]))
+
+
+# Drawn from a record seen through vit/ui/render.py's Seen (vit/ui/panels.py): the maps from
+# what the "why" lane computed before (`Seen.explained`); none yet, the views stay as they are.
+WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance", "sanity", "glance_text")
+MAPS = tuple(n for n in WHY if n != "ablation")
+OPEN = None
+VIEWS = {
+    MAPS: lambda v: None if v.explained is None else render(v.p, v.a, v.explained),
+    ("ablation",): lambda v: (switch_heads(v.p, v.a, v.heads_off),),
+}
+
+
+def place(ctx) -> WhyPanel:
+    with gr.Accordion("What drove the answer: every map, scored", open=False, elem_id="why"):
+        return build(ctx.p)
+
+
+def components(c: WhyPanel) -> dict:
+    """Its views and controls; the lead map beside the answer ("glance") is on the first screen."""
+    return {"relevance": c.relevance, "occlusion": c.occlusion, "faithfulness": c.faithfulness,
+            "ablation": c.ablation, "target": c.target, "heads_off": c.heads, "sanity": c.sanity}
+
+
+def choose_target(page, visit, target) -> dict:
+    """The class explained: the maps are computed for it, so on the "why" lane."""
+    return page.choose(visit, page.EVERY, target=target)
+
+
+def heads_switched(page, visit, heads) -> dict:
+    """The heads ticked to switch off."""
+    return page.choose(visit, heads_off=heads)
+
+
+def measure(page, visit) -> dict:
+    """The scoreboard of the four maps on the input on screen, and the randomisation check."""
+    from vit.preprocessing.decode import PreprocessError
+    r = visit.record
+    if not isinstance(r.shown, Shown):
+        return {"faithfulness": "Draw or upload something first.", "sanity": None}
+    try:
+        text, picture = faithfulness(*page.analysis(r.shown, r.model))
+        return {"faithfulness": text, "sanity": picture}
+    except PreprocessError as e:               # an upload's file gone from the cache
+        return {"faithfulness": f"⚠️ {e}", "sanity": None}
+
+
+def wire(w, c: WhyPanel) -> None:
+    page = w.page
+    w.on(c.target.change, functools.partial(choose_target, page), [c.target], w.EVERY,
+         trigger_mode="always_last", **w.LATER)
+    w.on(c.heads.change, functools.partial(heads_switched, page), [c.heads], w.QUICK,
+         trigger_mode="always_last", **w.QUIET)
+    w.on(c.measure.click, functools.partial(measure, page), [], ("faithfulness", "sanity"),
+         api_visibility="private")
