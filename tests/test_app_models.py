@@ -286,7 +286,7 @@ def test_test_image_is_not_preprocessed_again_after_a_switch(grids_page):
     size must show exactly it, not a re-laid-out copy."""
     img = np.zeros((28, 28), np.float32)
     img[4:10, 2:6] = 1.0                     # off-centre: preprocessing would move it
-    shown = Shown("test", img, img, "mnist", caption="MNIST test image #5, true class **3**")
+    shown = Shown("test", img, img, "mnist", origin=("mnist", "MNIST", 5, "3"))
     visit = grids_page.visit()
     visit.record = Record("mnist").showing(shown, "test")
     grids_page.choose_model(visit, "grid4")
@@ -294,7 +294,7 @@ def test_test_image_is_not_preprocessed_again_after_a_switch(grids_page):
     assert np.array_equal(visit.record.shown.image, img)
     # The headline still says where the image comes from (it may be another model's test set).
     assert "This is MNIST test image #5, true class **3**." in out["status"]
-    assert visit.record.shown.caption == shown.caption
+    assert visit.record.shown.origin == shown.origin
 
 
 def test_queue_is_bounded_and_the_cache_is_cleaned(tmp_path):
@@ -526,14 +526,14 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
     below is still the drawing's; back on a tab, its input returns (read again if it changed
     meanwhile, else as it was: no pass again); an answer that lands on another tab (in flight
     when the tab changed, or a model switch re-reading it) keeps that tab's headline."""
-    from vit.ui.page import top_label
+    from vit.ui.render import top_label
     page = create_app(ROOT / "checkpoints", device="cpu").page
     visit = page.visit()
     seven = canvas_value(_example_ink("7"), seq=3)
     drawn = page.analyse_drawing(visit, seven, "mnist", True, 2, 1)
     assert "7" in drawn["status"] and top_label(drawn["label"]) == "7"
     drawing = visit.record.shown
-    assert drawing.headline == drawn["status"]
+    assert page.view(visit.record, ("status",))["status"] == drawn["status"]
 
     empty = page.to_upload_tab(visit, None, "mnist", True, 2, 1)
     assert "Upload or paste a picture" in empty["status"]
@@ -581,16 +581,17 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
     landed = page.analyse_drawing(visit, {**seven, "seq": 10}, "mnist", True, 2, 1)
     assert top_label(landed["label"]) == "7" and landed["status"].startswith("### Upload or paste")
     assert "still for your drawing" in landed["status"]
-    assert "reads this as" in visit.record.shown.headline
+    assert visit.record.shown.kind == "drawing"
     page.note_tab(visit, "test")
     page.choose_model(visit, "fashion-mnist")
     assert page.reanalyse(visit)["status"].startswith("### This model's test set is not on")
 
     # The Test set tab: a test image's own headline, or a prompt that fits the data on disk.
-    test = Shown("test", drawing.image, drawing.image, "mnist", headline="### Test image #4")
+    test = Shown("test", drawing.image, drawing.image, "mnist", origin=("mnist", "MNIST", 4, "7"))
     tested = page.visit()
     tested.record = Record("mnist").showing(test, "test", show=False)
-    assert page.to_test_tab(tested)["status"] == "### Test image #4"
+    assert page.to_test_tab(tested)["status"].startswith(
+        "### Test image #4 (true class **7**): read as **7**")
     upload = page.visit()
     page.to_upload_tab(upload, path, "mnist", True, 2, 1)
     assert "not on this machine" in page.to_test_tab(upload)["status"]

@@ -15,7 +15,7 @@ from vit.model import ViT, ViTConfig
 from vit.ui import create_app
 from vit.ui.canvas import drawing_value
 from vit.ui.gradio_patches import VerdictLabel
-from vit.ui.page import top_label
+from vit.ui.render import top_label
 
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
         "normalization": {"mean": [0.1307], "std": [0.3081]}}

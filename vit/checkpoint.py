@@ -346,8 +346,42 @@ def parse_config(obj, where: str) -> CheckpointConfig:
         raise CheckpointError(f"{where}: format is {_show(obj['format'])}, this code reads "
                               f"{FORMAT!r}")
     model = _model_config(obj["model"], where)
+    names = _class_names(obj["class_names"], model, where)
+    mean, std = _normalization(obj["normalization"], model, where)
+    dataset = obj.get("dataset")
+    if dataset is not None and not isinstance(dataset, str):
+        raise CheckpointError(f"{where}: dataset must be a string, got {_show(dataset)}")
+    _check_against_spec(model, builtin_spec(dataset), where)
+    acc = obj.get("test_accuracy")
+    if acc is not None and not (_is_number(acc) and 0 <= acc <= 1):
+        raise CheckpointError(f"{where}: test_accuracy must be a number in [0, 1], "
+                              f"got {_show(acc)}")
+    n_params = obj.get("num_parameters")
+    if n_params is not None and not (_is_int(n_params) and n_params >= 0):
+        raise CheckpointError(f"{where}: num_parameters must be an integer >= 0, "
+                              f"got {_show(n_params)}")
+    for key in ("training", "provenance", "calibration"):
+        if not isinstance(obj.get(key, {}), dict):
+            raise CheckpointError(f"{where}: {key} must be an object, got {_show(obj[key])}")
+    provenance = obj.get("provenance", {})
+    for key, kind in PROVENANCE_TYPES.items():
+        v = provenance.get(key)
+        if v is not None and not _CHECKS[kind](v):   # null: not known (a resumed run's command)
+            raise CheckpointError(f"{where}: provenance.{key} must be {kind}, got {_show(v)}")
+    calibration = _calibration(obj.get("calibration", {}), where)
+    faithful = obj.get("faithfulness", {})
+    problem = check_faithfulness(faithful, where)
+    if problem:
+        raise CheckpointError(problem)
+    return CheckpointConfig(model=model, class_names=tuple(names), mean=mean, std=std,
+                            dataset=dataset, test_accuracy=None if acc is None else float(acc),
+                            num_parameters=n_params, training=dict(obj.get("training", {})),
+                            provenance=dict(provenance), calibration=dict(calibration),
+                            faithfulness=dict(faithful))
 
-    names = obj["class_names"]
+
+def _class_names(names, model: ViTConfig, where: str) -> list:
+    """config.json's class_names: one short, non-empty, distinct string per class."""
     if not isinstance(names, (list, tuple)):
         raise CheckpointError(f"{where}: class_names must be a list of non-empty strings, "
                               f"got {_show(names)}")
@@ -371,8 +405,11 @@ def parse_config(obj, where: str) -> CheckpointConfig:
         if n in seen:
             raise CheckpointError(f"{where}: class_names has {_show(n)} twice")
         seen.add(n)
+    return names
 
-    norm = obj["normalization"]
+
+def _normalization(norm, model: ViTConfig, where: str) -> tuple:
+    """config.json's normalization: {"mean": [...], "std": [...]}, one number per channel."""
     if not isinstance(norm, dict):
         raise CheckpointError(f"{where}: normalization must be an object with mean and std, "
                               f"got {_show(norm)}")
@@ -381,30 +418,13 @@ def parse_config(obj, where: str) -> CheckpointConfig:
         if keys:
             raise CheckpointError(f"{where}: normalization {problem} "
                                   f"{', '.join(map(str, sorted(keys)))}")
-    mean = _per_channel(norm["mean"], "mean", model.channels, where, positive=False)
-    std = _per_channel(norm["std"], "std", model.channels, where, positive=True)
+    return (_per_channel(norm["mean"], "mean", model.channels, where, positive=False),
+            _per_channel(norm["std"], "std", model.channels, where, positive=True))
 
-    dataset = obj.get("dataset")
-    if dataset is not None and not isinstance(dataset, str):
-        raise CheckpointError(f"{where}: dataset must be a string, got {_show(dataset)}")
-    _check_against_spec(model, builtin_spec(dataset), where)
-    acc = obj.get("test_accuracy")
-    if acc is not None and not (_is_number(acc) and 0 <= acc <= 1):
-        raise CheckpointError(f"{where}: test_accuracy must be a number in [0, 1], "
-                              f"got {_show(acc)}")
-    n_params = obj.get("num_parameters")
-    if n_params is not None and not (_is_int(n_params) and n_params >= 0):
-        raise CheckpointError(f"{where}: num_parameters must be an integer >= 0, "
-                              f"got {_show(n_params)}")
-    for key in ("training", "provenance", "calibration"):
-        if not isinstance(obj.get(key, {}), dict):
-            raise CheckpointError(f"{where}: {key} must be an object, got {_show(obj[key])}")
-    provenance = obj.get("provenance", {})
-    for key, kind in PROVENANCE_TYPES.items():
-        v = provenance.get(key)
-        if v is not None and not _CHECKS[kind](v):   # null: not known (a resumed run's command)
-            raise CheckpointError(f"{where}: provenance.{key} must be {kind}, got {_show(v)}")
-    calibration = obj.get("calibration", {})
+
+def _calibration(calibration: dict, where: str) -> dict:
+    """config.json's calibration: a temperature in range, a rejection threshold in [0, 1], a
+    positive distance beyond which an input is far from the training data."""
     t = calibration.get("temperature")
     lo, hi = TEMPERATURE_RANGE
     if t is not None and not (_is_number(t) and math.isfinite(t) and lo <= t <= hi):
@@ -418,15 +438,7 @@ def parse_config(obj, where: str) -> CheckpointConfig:
     if far is not None and not (_is_number(far) and math.isfinite(far) and far > 0):
         raise CheckpointError(f"{where}: calibration.far_above must be a number > 0, "
                               f"got {_show(far)}")
-    faithful = obj.get("faithfulness", {})
-    problem = check_faithfulness(faithful, where)
-    if problem:
-        raise CheckpointError(problem)
-    return CheckpointConfig(model=model, class_names=tuple(names), mean=mean, std=std,
-                            dataset=dataset, test_accuracy=None if acc is None else float(acc),
-                            num_parameters=n_params, training=dict(obj.get("training", {})),
-                            provenance=dict(provenance), calibration=dict(calibration),
-                            faithfulness=dict(faithful))
+    return calibration
 
 
 def checkpoint_folder(name) -> Path:

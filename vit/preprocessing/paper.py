@@ -297,36 +297,9 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
     t, b = top[keep].min(), bottom[keep].max() + 1
     l, r = left[keep].min(), right[keep].max() + 1
 
-    # A stroke wider than the closing comes out as an outline around a hollow. Against the paper
-    # seen at a radius no stroke survives, its core is as dark as the ink, shadows are not: fill
-    # what is that dark between the outlines, and each hole in the ink that is that dark on the
-    # whole (a 0's or an 8's loop is paper, and stays). Worked out around the digit only.
     core = np.zeros((h, w), np.float32)
     if wide > radius:
-        reach = round(wide * max(h, w) / max(small.shape))
-        y0, y1, x0, x1 = max(0, t - reach), min(h, b + reach), max(0, l - reach), min(w, r + reach)
-        around = ink[y0:y1, x0:x1]
-        solid, _, _ = _darkness(grey, closed(wide))
-        solid = solid[y0:y1, x0:x1]
-        dark_ink = float(np.median(solid[around]))
-        inside = (_closing(around.astype(np.float32), reach) > 0.5) & (solid > 0.85 * dark_ink)
-        rows, starts, ends, label, n = connected_runs(~around)
-        hh, ww = around.shape
-        hole = np.ones(n, bool)
-        hole[label[(rows == 0) | (rows == hh - 1) | (starts == 0) | (ends == ww)]] = False
-        if hole.any():
-            sums = np.zeros((hh, ww + 1))
-            sums[:, 1:] = np.cumsum(solid, axis=1)
-            mean = (np.bincount(label, sums[rows, ends] - sums[rows, starts], n)
-                    / np.maximum(np.bincount(label, ends - starts, n), 1))
-            inside |= _paint(around.shape, rows, starts, ends, (hole & (mean > 0.75 * dark_ink))[label])
-        inside &= ~around
-        if inside.any():
-            top_ink = max(float(np.percentile(solid[around], 95)), 1e-3)
-            core[y0:y1, x0:x1] = np.where(inside, solid / top_ink, 0)
-            ink[y0:y1, x0:x1] |= inside
-            rows_, cols_ = np.nonzero(ink)
-            t, b, l, r = rows_.min(), rows_.max() + 1, cols_.min(), cols_.max() + 1
+        t, b, l, r = _fill_wide_strokes(ink, core, grey, closed(wide), small.shape, wide, (t, b, l, r))
 
     # The digit's crop at the detail it needs, from the photo at full size: its darkness against
     # the same paper, where the ink (grown by a pixel, for the strokes' soft edges) lies.
@@ -341,3 +314,39 @@ def _photo_ink(a: np.ndarray, detail: int = 100) -> np.ndarray | None:
     where = _pil_resize(dilate(ink.astype(np.float32), 1), crop.shape, (l, t, r, b)) > 0.01
     out = np.maximum(darkness / max(contrast, 1e-3), _pil_resize(core, crop.shape, (l, t, r, b)))
     return np.where(where, np.clip(out, 0, 1), 0).astype(np.float32)
+
+
+def _fill_wide_strokes(ink: np.ndarray, core: np.ndarray, grey: np.ndarray, seen_wide: np.ndarray,
+                       small_shape: tuple, wide: int, box: tuple) -> tuple:
+    """A stroke wider than the closing comes out as an outline around a hollow. Against the paper
+    seen at a radius no stroke survives (`seen_wide`), its core is as dark as the ink, shadows are
+    not: fill what is that dark between the outlines, and each hole in the ink that is that dark
+    on the whole (a 0's or an 8's loop is paper, and stays). Worked out around the digit only;
+    `ink` and `core` (its darkness) are filled in place. Returns the ink's box (t, b, l, r)."""
+    t, b, l, r = box
+    h, w = ink.shape
+    reach = round(wide * max(h, w) / max(small_shape))
+    y0, y1, x0, x1 = max(0, t - reach), min(h, b + reach), max(0, l - reach), min(w, r + reach)
+    around = ink[y0:y1, x0:x1]
+    solid, _, _ = _darkness(grey, seen_wide)
+    solid = solid[y0:y1, x0:x1]
+    dark_ink = float(np.median(solid[around]))
+    inside = (_closing(around.astype(np.float32), reach) > 0.5) & (solid > 0.85 * dark_ink)
+    rows, starts, ends, label, n = connected_runs(~around)
+    hh, ww = around.shape
+    hole = np.ones(n, bool)
+    hole[label[(rows == 0) | (rows == hh - 1) | (starts == 0) | (ends == ww)]] = False
+    if hole.any():
+        sums = np.zeros((hh, ww + 1))
+        sums[:, 1:] = np.cumsum(solid, axis=1)
+        mean = (np.bincount(label, sums[rows, ends] - sums[rows, starts], n)
+                / np.maximum(np.bincount(label, ends - starts, n), 1))
+        inside |= _paint(around.shape, rows, starts, ends, (hole & (mean > 0.75 * dark_ink))[label])
+    inside &= ~around
+    if not inside.any():
+        return box
+    top_ink = max(float(np.percentile(solid[around], 95)), 1e-3)
+    core[y0:y1, x0:x1] = np.where(inside, solid / top_ink, 0)
+    ink[y0:y1, x0:x1] |= inside
+    rows_, cols_ = np.nonzero(ink)
+    return rows_.min(), rows_.max() + 1, cols_.min(), cols_.max() + 1

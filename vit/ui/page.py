@@ -22,7 +22,7 @@ from vit.pictures.attention_maps import patch_at
 from vit.pictures.confusion import cell_at
 from vit.preprocessing.decode import BlankInputError, PreprocessError, decode
 from vit.preprocessing.layout import compact
-from vit.text import md, percent
+from vit.text import md
 from vit.ui import draw_tab, mechanism_panel, pipeline, testset_tab, views, why_panel
 from vit.ui.canvas import colour_picture, load_value, read_drawing, seq
 from vit.ui.compare_panel import SAME_MODEL
@@ -37,11 +37,10 @@ from vit.ui.render import (
     FOLDED_VIEWS,
     PICTURES,
     Given,
-    answer_headline,
     answered,
     changed,
     render,
-    rest_message,
+    said,
 )
 from vit.ui.uploads import pin
 
@@ -120,11 +119,11 @@ class Page:
         except PreprocessError as e:
             if kind == "drawing" and isinstance(e, BlankInputError):
                 if not inked_all_over(source):                     # an erased canvas: rest
-                    return Refused(kind, rest_message(p), None, name, number, empty=True), None
+                    return Refused(kind, "", None, name, number, empty=True), None
                 e = (f"The whole box is ink, so nothing stands out to read: Undo, or clear it and "
                      f"draw a {p.config.noun}.")
             gr.Warning(str(e))
-            return Refused(kind, f"### ⚠️ {e}", source if kind == "upload" else None, name,
+            return Refused(kind, str(e), source if kind == "upload" else None, name,
                            number), None
         # A drawing's session copy is its ink map (the same compact copy) when it has one; a
         # colour model's (a photo, maybe drawn over) its RGB picture, at most 224 px a side.
@@ -138,7 +137,7 @@ class Page:
             a = p.glance(image, ink)
         else:
             a = p.analyse_input(image, ink, live)
-        shown = Shown(kind, kept, image, name, number, headline=answer_headline(p, a))
+        shown = Shown(kind, kept, image, name, number)
         self._laid_out.put(_source_key(shown, name), image, image.nbytes)
         return shown, a
 
@@ -149,24 +148,13 @@ class Page:
             source = read_drawing(value)
         except PreprocessError as e:
             gr.Warning(str(e))
-            return Refused("drawing", f"### ⚠️ {e}", None, name, number), None
+            return Refused("drawing", str(e), None, name, number), None
         if source is None:                          # an empty or erased canvas: rest
-            return Refused("drawing", rest_message(p), None, name, number, empty=True), None
+            return Refused("drawing", "", None, name, number, empty=True), None
         item, a = self._read("drawing", source, p, name, number, live)
         example = value.get("example") if isinstance(value, dict) else None
         if a is not None and example in map(example_name, self.examples[p.config.style.name]):
-            made, again = (("a picture of a", f"Draw over it, upload your own {p.config.noun} on "
-                                               f"the Upload tab")
-                           if p.config.style.colour else
-                           ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
-            read = md(top_label(p.label(a.probs, a.verdict)))
-            # What the model knows, where its noun does not say it all ("a digit" does).
-            knows = "" if p.config.style.name == "digits" else (
-                " This model knows: " + ", ".join(md(n, 40) for n in p.class_names[:12])
-                + (", …" if len(p.class_names) > 12 else "") + ".")
-            item = replace(item, headline=f"### Example: {made} {example} — read as **{read}**\n"
-                                          f"{again}, or pick another example below the canvas."
-                                          f"{knows}")
+            item = replace(item, example=example)
         return item, a
 
     def analysis(self, shown: Shown, name, judged: bool = False) -> tuple[Predictor, Analysis]:
@@ -192,17 +180,16 @@ class Page:
         p = self.predictor(name)
         if isinstance(item, Refused):
             if item.empty:
-                return replace(item, headline=rest_message(p), model=name), None
+                return replace(item, model=name), None
             if item.kind == "upload" and item.source is not None:
                 return self._read("upload", item.source, p, name)
             return replace(item, model=name), None
         try:
             p, a = self.analysis(item, name, judged=True)
         except PreprocessError as e:               # an upload's file gone from the cache
-            return Refused(item.kind, f"### ⚠️ {e}", None, name, item.number), None
+            return Refused(item.kind, str(e), None, name, item.number), None
         # A test image keeps saying where it comes from (another model's test set, maybe).
-        text = answer_headline(p, a) + (f"\nThis is {item.caption}." if item.caption else "")
-        return Shown(item.kind, item.source, a.image, name, item.number, item.caption, text), a
+        return replace(item, image=a.image, model=name), a
 
     # --- the record and its views -----------------------------------------------------------
     def view(self, r: Record, names, known: tuple | None = None, visit: Visit | None = None) -> dict:
@@ -211,13 +198,14 @@ class Page:
         a "why" view is named, the second model's analysis when the compare panel is open.
         `known`: (input, analysis) in hand; `visit`: whose views' reads to note."""
         p, a = self.predictor(r.model), None
-        if answered(r) and set(names) - {"status", "answered"}:
+        if answered(r) and set(names) - {"answered"}:
             if known is not None and known[0] is r.shown and known[1] is not None \
                     and known[1].explanation is not None:
                 a = known[1]
             else:
                 try:       # the answer's verdict needs the ink checks; pictures alone don't
-                    a = self.analysis(r.shown, r.model, judged="label" in names)[1]
+                    a = self.analysis(r.shown, r.model,
+                                      judged=bool({"label", "status"} & set(names)))[1]
                 except PreprocessError as e:       # an upload's file gone from the cache
                     return {n: f"⚠️ {e}" if n in ("status", "walk_text", "faithfulness") else None
                             for n in names}
@@ -283,7 +271,7 @@ class Page:
         item, a = self._drawing(value, p, name, live=True)
         if visit.note_drawing(number):
             return {}
-        return {"status": item.headline, "label": p.label(a.probs, a.verdict) if a else None,
+        return {"status": said(p, item, a), "label": p.label(a.probs, a.verdict) if a else None,
                 "answered": seq(value),
                 "pipeline": pipeline.strip_value(p, a, r.layer, r.head, r.patch, live=True)}
 
@@ -598,16 +586,8 @@ class Page:
         except (TypeError, ValueError, IndexError, KeyError, DataError):
             raise user_error("That test image is no longer listed; pick another.") from None
         a = p.analyse_input(image.astype(np.float32))
-        best = int(a.probs.argmax())
-        verdict = "✓ right" if best == r.labels[i] else "✗ wrong"
-        status = (f"### Test image #{i} (true class **{md(p.class_names[r.labels[i]])}**): read as "
-                  f"**{md(p.class_names[best])}** ({percent(a.probs[best])}) — {verdict}")
-        if not a.is_class:
-            status += (f"\n{md(a.verdict.reason, 400)} A drawing like it would be answered "
-                       f"\"{p.not_label}\".")
-        true = md(p.class_names[r.labels[i]])
-        item = Shown("test", a.image, a.image, name, caption=f"{md(p.config.title)} test image "
-                     f"#{i}, true class **{true}**", headline=status)
+        item = Shown("test", a.image, a.image, name,
+                     origin=(name, p.config.title, i, p.class_names[r.labels[i]]))
         mine = replace(base.showing(item, "test"), tab="test", shared=shared, layer=layer,
                        head=head)
         return self._commit(visit, base, mine, known=(item, a))
@@ -640,14 +620,6 @@ def _source_key(shown: Shown, name: str) -> tuple:
     """An input's identity across models: its kept source (an upload's path, or an array's bytes)."""
     src = shown.source
     return (shown.kind, src if isinstance(src, str) else array_key(np.asarray(src)), name)
-
-
-def top_label(label: dict) -> str:
-    """The top of a Label value (Predictor.label): a verdict such as "not a digit", or the most
-    probable class."""
-    if isinstance(label.get("confidences"), list) and "label" in label:
-        return str(label["label"])
-    return max(label, key=label.get)
 
 
 def shrunk(rgb: np.ndarray, side: int) -> np.ndarray:

@@ -25,19 +25,20 @@ class Shown:
     image: np.ndarray                # what the model saw, float32 in [0, 1]
     model: str                       # the model it was laid out for
     number: int = 0                  # a drawing's number from the canvas (0: not a drawing)
-    caption: str = ""                # a test image's origin: data set, number and true class
-    headline: str = ""               # its answer's headline
+    example: str = ""                # the example it is, by name ("": the visitor's own)
+    # A test image's origin: (its model, data set title, index, true class name); () otherwise.
+    origin: tuple = ()
 
 
 @dataclass(frozen=True)
 class Refused:
-    """An input the model could not read, or an empty canvas: the line that says so."""
+    """An input the model could not read (`reason`, one plain line), or an empty canvas."""
     kind: str
-    headline: str
+    reason: str = ""
     source: object = None            # an upload's path, to read again for another model
     model: str = ""
     number: int = 0                  # a drawing's number from the canvas
-    empty: bool = False              # an empty canvas: its line says what to draw
+    empty: bool = False              # an empty canvas: the headline says what to draw
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from vit.inference import Analysis, Explained, Predictor
 from vit.text import md, percent
 from vit.ui import compare_panel, lens_panel, mechanism_panel, pipeline, training_panel, views, why_panel
 from vit.ui.panels import PANELS
-from vit.ui.record import KIND_OF, Record, Shown, same
+from vit.ui.record import KIND_OF, Record, Refused, Shown, same
 from vit.ui.words import unsure_words
 
 # What the answer on screen is for, as a tab that is not its input's says it.
@@ -95,18 +95,73 @@ def answered(r: Record) -> bool:
     return isinstance(r.shown, Shown) and r.shown.model == r.model
 
 
-def headline(r: Record, p: Predictor) -> str:
+def headline(r: Record, p: Predictor, a: Analysis | None) -> str | None:
     """The line above the answer: the answer of the tab in view's input, or what that tab asks
-    for — and then what the answer and pictures below still belong to."""
+    for — and then what the answer and pictures below still belong to. None (left as it is):
+    the input's answer by the record's model is on its way."""
     shown, own = r.shown, r.input_of(r.tab)
     if shown is not None and (r.tab == "draw" or own is shown):
-        return shown.headline
+        if isinstance(shown, Shown) and (shown.model != r.model or a is None):
+            return None
+        return said(p, shown, a)
     if r.tab == "draw" or r.tab not in KIND_OF:
         return rest_message(p)
     prompt = PROMPT[r.tab] if r.tab != "test" or r.test_ready else NO_TEST_SET
     if shown is None:
         return prompt
     return f"{prompt}\nUntil then, the answer and pictures below are still for {SHOWING[shown.kind]}."
+
+
+def said(p: Predictor, item: Shown | Refused, a: Analysis | None) -> str:
+    """The headline of an input as model `p` read it (`a`: its analysis): the answer — an
+    example's or a test image's in their own words — or why it could not be read."""
+    if isinstance(item, Refused):
+        return rest_message(p) if item.empty else f"### ⚠️ {item.reason}"
+    if item.origin and item.origin[0] == item.model:
+        return test_headline(p, a, item.origin)
+    if item.example:
+        return example_headline(p, a, item.example)
+    text = answer_headline(p, a)
+    if item.origin:           # another model's test image keeps saying where it comes from
+        _, title, i, true = item.origin
+        text += f"\nThis is {md(title)} test image #{i}, true class **{md(true)}**."
+    return text
+
+
+def test_headline(p: Predictor, a: Analysis, origin: tuple) -> str:
+    """A test image of the model's own test set: its answer, right or wrong."""
+    _, _, i, true = origin
+    best = int(a.probs.argmax())
+    verdict = "✓ right" if p.class_names[best] == true else "✗ wrong"
+    text = (f"### Test image #{i} (true class **{md(true)}**): read as "
+            f"**{md(p.class_names[best])}** ({percent(a.probs[best])}) — {verdict}")
+    if not a.is_class:
+        text += (f"\n{md(a.verdict.reason, 400)} A drawing like it would be answered "
+                 f"\"{p.not_label}\".")
+    return text
+
+
+def example_headline(p: Predictor, a: Analysis, example: str) -> str:
+    """An example put on the canvas: what it is, what the model read, and what to do next."""
+    made, again = (("a picture of a", f"Draw over it, upload your own {p.config.noun} on "
+                                      f"the Upload tab")
+                   if p.config.style.colour else
+                   ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
+    read = md(top_label(p.label(a.probs, a.verdict)))
+    # What the model knows, where its noun does not say it all ("a digit" does).
+    knows = "" if p.config.style.name == "digits" else (
+        " This model knows: " + ", ".join(md(n, 40) for n in p.class_names[:12])
+        + (", …" if len(p.class_names) > 12 else "") + ".")
+    return (f"### Example: {made} {md(example)} — read as **{read}**\n"
+            f"{again}, or pick another example below the canvas.{knows}")
+
+
+def top_label(label: dict) -> str:
+    """The top of a Label value (Predictor.label): a verdict such as "not a digit", or the most
+    probable class."""
+    if isinstance(label.get("confidences"), list) and "label" in label:
+        return str(label["label"])
+    return max(label, key=label.get)
 
 
 def rest_message(p: Predictor) -> str:
@@ -169,8 +224,9 @@ def _draw(v: Seen, group: tuple, show, open_field) -> tuple | None:
     return show(v)
 
 
-def _status(v: Seen) -> tuple:
-    return (headline(v, v.p),)
+def _status(v: Seen) -> tuple | None:
+    text = headline(v, v.p, v.a)
+    return None if text is None else (text,)
 
 
 def _answered(v: Seen) -> tuple:
