@@ -13,6 +13,8 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from vit.text import percent
+
 CMAP = "inferno"
 GRID_COLOUR = (0, 150, 255)
 MARK_COLOUR = (0, 255, 120)
@@ -359,12 +361,13 @@ def head_at(x: float, y: float, L: int, H: int, image_size: int, tile: int = 112
 
 def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: int = 336,
                        marked: int | None = None, uniform: float | None = None,
-                       top: float | None = None) -> np.ndarray:
+                       top: float | None = None, probability: bool = False) -> np.ndarray:
     """One (G, G) map over the image, with the patch grid, a colour bar, and optionally one patch
     outlined (the patch whose attention row this is). `uniform`: the level of evenly spread
     weights, for maps of attention: the scale then reaches at least VIVID times it, the bar marks
     it and the title gives the map's maximum. `top`: the scale's top, for maps with an absolute
-    meaning of their own (a probability drop)."""
+    meaning of their own (a probability drop). `probability`: the map is of probabilities, and
+    its bar says so in the page's one format ("92.0 %", as its title), not as a fraction."""
     peak = float(grid_map.max())
     G = grid_map.shape[0]
     if top is None:
@@ -375,7 +378,8 @@ def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: 
         _mark(out, marked, G)
     if uniform is not None:
         title = f"{title} (max {number(peak)})"
-    return np.concatenate([out, _colorbar(out.shape[1], top, title, uniform)], axis=0)
+    label = percent(top) if probability else top
+    return np.concatenate([out, _colorbar(out.shape[1], label, title, uniform)], axis=0)
 
 
 def patch_at(x: float, y: float, size: int, grid: int) -> int:

@@ -201,7 +201,7 @@ def render(p: Predictor, a: Analysis, e: Explained) -> tuple:
     name = md(raw)                                   # Markdown, escaped (vit/text.py)
     rel_pic = single_map_picture(image, e.relevance, f"relevance for {raw}")
     occ, title, top, note = occlusion_view(p, e.occlusion, t, answer)
-    occ_pic = single_map_picture(image, occ, title, top=top)
+    occ_pic = single_map_picture(image, occ, title, top=top, probability=not note)  # no note: P
     text = (f"Explaining **{name}**"
             + ("" if answer else f" (the model's answer is {md(p.class_names[best])}: occlusion shows "
                                  f"which patches, blanked, would make it more of a {name})")
@@ -221,8 +221,8 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     lead, t, maps = lead_map(p.config), e.answer, e.maps
     raw = p.class_names[t]
     if lead == "occlusion":
-        shown, title, top, _ = occlusion_view(p, e.answer_occlusion, t, True)
-        pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top)
+        shown, title, top, note = occlusion_view(p, e.answer_occlusion, t, True)
+        pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top, probability=not note)
     else:
         pic = single_map_picture(a.image, maps[lead], f"{lead} for {raw}", size=GLANCE)
     rho = agreement(lead, maps)
