@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from vit.checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from vit.storage import atomic_write, out_problem
+from vit.storage import atomic_write, out_problem, save_json
 
 OPSET = 18
 PRODUCER = "vit-explorer"
@@ -51,6 +51,40 @@ class Normalised(nn.Module):
 
     def forward(self, pictures: torch.Tensor) -> torch.Tensor:
         return self.model((pictures - self.mean) / self.std)
+
+
+class PageModel(Normalised):
+    """What the page draws while the pen moves, for one picture: pictures (1, C, S, S) in [0, 1]
+    -> logits (1, classes), every layer's and head's [CLS] attention row (1, L, H, T: token 0 is
+    [CLS] itself) and the attention rollout into the final [CLS] (T,), computed as the server's
+    vit/explain/attention.py computes them (heads averaged, 0.5 A + 0.5 I, rows renormalised,
+    layers composed)."""
+
+    def forward(self, pictures: torch.Tensor):
+        tokens, attn = self.model.forward_features((pictures - self.mean) / self.std,
+                                                   return_attention=True)
+        logits = self.model.forward_head(tokens)
+        T = attn.shape[-1]
+        eye = torch.eye(T, dtype=attn.dtype)
+        result = eye
+        for layer in range(attn.shape[1]):
+            a = 0.5 * attn[0, layer].mean(0) + 0.5 * eye
+            result = (a / a.sum(-1, keepdim=True)) @ result
+        return logits, attn[:, :, :, 0, :], result[0]
+
+
+PAGE_FILE = "page.onnx"       # beside a checkpoint's weights: the model the page runs itself
+
+
+def weights_sha256(folder) -> str:
+    """The SHA-256 of a checkpoint's weights file: a page model says which weights it was made
+    from, and the app serves it only with those weights."""
+    import hashlib
+    h = hashlib.sha256()
+    with open(Path(folder) / "model.safetensors", "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def contract(ck: Checkpoint) -> dict[str, str]:
@@ -126,11 +160,67 @@ def export(folder, out) -> Path:
     return out
 
 
+def export_page(folder) -> Path:
+    """Write checkpoint `folder`'s page model (PageModel) as `folder/page.onnx`, atomically, with
+    the contract's metadata and the weights' SHA-256 (`vit.weights_sha256`). Raises
+    CheckpointError or ExportError with one line."""
+    try:
+        import onnx
+    except ImportError:
+        raise ExportError("ONNX export needs the onnx package: pip install onnx") from None
+    ck = open_checkpoint(folder, "cpu")
+    cfg = ck.model.cfg
+    example = torch.rand(1, cfg.channels, cfg.image_size, cfg.image_size)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            buffer = io.BytesIO()
+            torch.onnx.export(PageModel(ck).eval(), (example,), buffer, input_names=["pictures"],
+                              output_names=["logits", "cls_attention", "rollout"],
+                              opset_version=OPSET, dynamo=False)
+        proto = onnx.load_from_string(buffer.getvalue())
+    except Exception as e:
+        raise ExportError(f"could not export {folder}: {str(e).splitlines()[0]}") from None
+    meta = {**contract(ck), "vit.weights_sha256": weights_sha256(folder),
+            "vit.outputs": json.dumps({"logits": "(1, classes)", "cls_attention": "(1, L, H, T)",
+                                       "rollout": "(T,)"})}
+    for key, value in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    proto.producer_name = PRODUCER
+    onnx.checker.check_model(proto)
+    out = Path(folder) / PAGE_FILE
+    data = proto.SerializeToString()
+    atomic_write(out, lambda tmp: Path(tmp).write_bytes(data))
+    # What the app checks before it lets the page run this file (vit/ui/inpage.py): the weights
+    # it was made from, and its own bytes.
+    import hashlib
+    save_json(Path(folder) / "page.json", {
+        "weights_sha256": meta["vit.weights_sha256"],
+        "onnx_sha256": hashlib.sha256(data).hexdigest(),
+        "command": f"python -m vit.export {Path(folder).name} --page", "opset": OPSET})
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m vit.export", description=__doc__.split("\n")[0])
     p.add_argument("checkpoint", help="checkpoint folder (config.json + model.safetensors)")
-    p.add_argument("--out", required=True, help="the .onnx file to write")
+    p.add_argument("--out", help="the .onnx file to write")
+    p.add_argument("--page", action="store_true",
+                   help=f"write the model the page runs itself (logits, [CLS] attention, rollout) "
+                        f"as CHECKPOINT/{PAGE_FILE}")
     args = p.parse_args(argv)
+    if args.page:
+        try:
+            path = export_page(args.checkpoint)
+        except (CheckpointError, ExportError, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB): the page's own model")
+        return 0
+    if not args.out:
+        print("error: name the .onnx file to write with --out (or --page)", file=sys.stderr)
+        return 2
     problem = onnx_out_problem(args.out)         # before the checkpoint is read
     if problem:
         print(f"error: {problem}", file=sys.stderr)

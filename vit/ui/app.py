@@ -46,6 +46,7 @@ from vit.ui.gradio_patches import (
     small_sessions,
     tolerant_clicks,
 )
+from vit.ui.inpage import InPage
 from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, QUICK, TESTSET, Page
@@ -93,6 +94,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     examples = {style: write_examples(Path(examples_dir) / style, style) for style in STYLES}
     pin(p for paths in examples.values() for p in paths)      # never deleted to make room
     page = Page(models, data_dir, examples)
+    # The model in the visitor's browser while the pen moves (vit/ui/inpage.py); VIT_INPAGE=0:
+    # every update from the server, as before.
+    inpage = InPage(models, disabled=os.environ.get("VIT_INPAGE", "1").strip() == "0")
     with gr.Blocks(title="ViT Explorer", delete_cache=CACHE_LIFETIME) as demo:
         ui = layout(page, models, data_dir)
         wire = Wiring(page, models, ui)
@@ -108,6 +112,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=CONCURRENCY,
                api_open=False)
     demo.limits = limits
+    demo.inpage = inpage
     demo.page = page                    # for tests and notebooks: the handlers over these models
     return demo
 
@@ -343,4 +348,11 @@ def launch(demo: gr.Blocks, **kwargs):
     kwargs.setdefault("mcp_server", os.environ.get("VIT_MCP", "1").strip() != "0")
     return demo.launch(css=CSS, js=JS, show_error=True, max_file_size=MAX_FILE_BYTES, run_history=False,
                        state_session_capacity=limits.sessions,
-                       app_kwargs={"middleware": limits.middleware()}, **kwargs)
+                       app_kwargs={"middleware": _inpage(demo) + limits.middleware()}, **kwargs)
+
+
+def _inpage(demo) -> list:
+    """The in-page model's files (vit/ui/inpage.py), answered before anything else."""
+    from starlette.middleware import Middleware
+    inpage = getattr(demo, "inpage", None)
+    return [Middleware(inpage.middleware())] if inpage is not None else []

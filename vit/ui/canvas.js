@@ -67,6 +67,9 @@ function send(final) {
 }
 
 function soon() {                      // throttled update while the pen moves
+  // The page runs the model itself where it can (inpage.js): then nothing goes to the server
+  // until the pen lifts, and every animation frame is answered.
+  if (window.vitInPage && window.vitInPage.frame(canvas)) return;
   const wait = THROTTLE_MS - (performance.now() - lastSent);
   if (wait <= 0) send(false);
   else if (!timer) timer = setTimeout(() => send(false), wait);

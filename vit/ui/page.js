@@ -112,6 +112,26 @@
   }
   new MutationObserver(tidy).observe(document.body, {childList: true, subtree: true});
   tidy();
+  // The model in this page while the pen moves (vit/ui/inpage.py, inpage.js), unless the address
+  // says ?inpage=0 (to compare with the server's updates) or the server offers none.
+  // Where it can't run, a line under the strip says that the server answers while drawing.
+  function serverAnswers(why) {
+    const strip = document.querySelector("#pipeline .pipe");
+    if (!strip) { setTimeout(() => serverAnswers(why), 500); return; }
+    const el = document.getElementById("inpage-note") || strip.appendChild(document.createElement("div"));
+    el.id = "inpage-note";
+    el.textContent = "While you draw, the server answers (" + why + ").";
+  }
+  if (new URLSearchParams(location.search).get("inpage") !== "0") {
+    fetch("/vit/inpage/manifest.json").then(r => r.json()).then(m => {
+      if (!m.script) { serverAnswers(m.problem || "no model runs in this page"); return; }
+      const s = document.createElement("script");
+      s.src = m.script.url; s.integrity = m.script.integrity; s.crossOrigin = "anonymous";
+      s.onload = () => window.vitInPage && window.vitInPage.start(m);
+      s.onerror = () => serverAnswers("the in-page model could not load");
+      document.head.appendChild(s);
+    }).catch(() => serverAnswers("the in-page model could not load"));
+  }
   let seen = null;
   try { seen = localStorage.getItem(KEY); } catch (e) { seen = "done"; }
   if (!seen) {

@@ -273,7 +273,8 @@ class Page:
             return {}
         return {"status": said(p, item, a), "label": p.label(a.probs, a.verdict) if a else None,
                 "answered": seq(value),
-                "pipeline": pipeline.strip_value(p, a, r.layer, r.head, r.patch, live=True)}
+                "pipeline": pipeline.strip_value(p, a, r.layer, r.head, r.patch, live=True,
+                                                 model=name)}
 
     def analyse_drawing(self, visit: Visit, value, name, shared, layer, head):
         """The canvas's PNG when the pen lifts: the answer and every picture. The drawing is the

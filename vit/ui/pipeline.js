@@ -228,8 +228,10 @@ function drawAll() {
   drawSeen(); drawPatches(); drawTokens(); drawAttention(); drawAnswer(); say();
 }
 
-function load() {
-  const v = props.value;
+function load() { show(props.value); }
+
+// Draws a value: the server's (props.value), or the page's own while the pen moves (inpage.js).
+function show(v) {
   // A new layer or head chosen (a head map clicked, the sliders, the menus): show that head.
   if (v && typeof v === "object" && "grid" in v && data && (v.layer !== data.layer || v.head !== data.head))
     mode = "head";
@@ -345,4 +347,8 @@ document.addEventListener("keydown", e => {
 
 watch("value", load);
 load();
+// The first screen's strip (not the compare panel's): what inpage.js draws into, and reads the
+// model and the chosen layer, head and patch from.
+if (element.closest("#pipeline") || element.querySelector("#pipeline") || element.id === "pipeline")
+  window.vitStrip = {show: show, reload: load, value: () => data};
 element.dataset.ready = "1";

@@ -129,7 +129,7 @@ def answer_line(p: Predictor, a: Analysis) -> str:
 
 
 def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=None,
-                live: bool = False, e: Explained | None = None) -> dict | None:
+                live: bool = False, e: Explained | None = None, model: str | None = None) -> dict | None:
     """What the strip draws for analysis `a` of the input on screen by model `p`: the model's
     input, its grid, [CLS]'s attention in the chosen layer and head (1-based, as the sliders
     send them; clamped) and its rollout, and the top classes. `live`: the pen is still down.
@@ -140,6 +140,7 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
     L, H, P = views.clamp(p, layer, head, patch)
     order = np.argsort(a.probs)[::-1][:TOP]
     value = {
+        "model": model,             # the page runs this model itself while the pen moves (inpage.js)
         "image": _png(a.image), "size": int(a.image.shape[0]), "grid": int(p.grid),
         "layer": L + 1, "head": H + 1, "layers": p.model.cfg.depth, "heads": p.model.cfg.heads,
         "patch": int(P) if patch is not None else None,

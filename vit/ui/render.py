@@ -240,7 +240,7 @@ FIRST = {
     ("answered",): _answered,
     ("label",): lambda v: (v.p.label(v.a.probs, v.a.verdict),),
     ("pipeline",): lambda v: (pipeline.strip_value(v.p, v.a, v.layer, v.head, v.patch,
-                                                   e=v.explained),),
+                                                   e=v.explained, model=v.model),),
 }
 # (views, how they are drawn from a Seen record, the record field that says their panel is open)
 GROUPS = tuple((group, show, None) for group, show in FIRST.items()) + tuple(

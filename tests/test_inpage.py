@@ -1,0 +1,280 @@
+"""The model in the visitor's browser (vit/ui/inpage.py, inpage.js): its files, checked and
+served from a fixed table; the page model equal to the server's model; in Chromium, the page's
+own logits and attention equal to the server's, no request while the pen moves, and the
+server's updates when the runtime can't load."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vit.data.examples import render_digit
+from vit.export import PAGE_FILE, export_page
+from vit.inference import Predictor
+from vit.ui import inpage
+from vit.ui.inpage import PREFIX, InPage
+from vit.ui.models import Models
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLED = ("mnist", "mnist-small", "fashion-mnist", "cifar10")
+
+
+@pytest.fixture(scope="module")
+def models():
+    return Models(ROOT / "checkpoints", "cpu")
+
+
+def serve(app, method: str, path: str) -> tuple[int, dict, bytes]:
+    """One request through the middleware alone: (status, headers, body)."""
+    sent = []
+
+    async def inner(scope, receive, send):          # what the rest of the app would answer
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b"app"})
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    async def send(m):
+        sent.append(m)
+    asyncio.run(app(inner)({"type": "http", "method": method, "path": path}, receive, send))
+    return sent[0]["status"], dict(sent[0]["headers"]), sent[1]["body"]
+
+
+def test_every_bundled_model_runs_in_the_page_and_its_files_are_served_by_hash(models):
+    site = InPage(models)
+    m = site.manifest
+    assert m["problem"] is None and set(m["models"]) == set(BUNDLED)
+    assert m["labels"] and m["default"] == "mnist"
+    serve_ = site.middleware()
+    for entry in [*m["runtime"].values(), *m["models"].values()]:
+        status, headers, body = serve(serve_, "GET", entry["url"])
+        assert status == 200 and hashlib.sha256(body).hexdigest() == entry["sha256"]
+        assert headers[b"cache-control"] == b"public, max-age=31536000, immutable"
+    wasm = m["runtime"]["ort-wasm-simd-threaded.wasm"]["url"]
+    assert serve(serve_, "GET", wasm)[1][b"content-type"] == b"application/wasm"
+    assert serve(serve_, "HEAD", wasm)[2] == b""
+    status, headers, body = serve(serve_, "GET", PREFIX + "manifest.json")
+    assert status == 200 and json.loads(body)["models"].keys() == m["models"].keys()
+    assert headers[b"cache-control"] == b"no-cache"
+    # Nothing else under the prefix, whatever is asked; everything else goes on to the app.
+    for path in (PREFIX + "../../etc/passwd", PREFIX + "x/ort.wasm.min.js", PREFIX,
+                 PREFIX + "models/mnist.onnx"):
+        assert serve(serve_, "GET", path)[0] == 404
+    assert serve(serve_, "POST", PREFIX + "manifest.json")[0] == 404
+    assert serve(serve_, "GET", "/config")[0] == 299
+    assert str(ROOT) not in json.dumps(m)                       # no server path in the manifest
+
+
+def test_a_page_model_made_from_other_weights_is_not_offered(tmp_path, models):
+    for name in ("mnist", "mnist-small"):
+        shutil.copytree(ROOT / "checkpoints" / name, tmp_path / name)
+    made = json.loads((tmp_path / "mnist" / "page.json").read_text())
+    (tmp_path / "mnist" / "page.json").write_text(json.dumps({**made, "weights_sha256": "0" * 64}))
+    (tmp_path / "mnist-small" / PAGE_FILE).write_bytes(b"not the exported model")
+    site = InPage(Models(tmp_path, "cpu"))
+    assert site.manifest["models"] == {}
+    export_page(tmp_path / "mnist")                              # made again: offered again
+    assert list(InPage(Models(tmp_path, "cpu")).manifest["models"]) == ["mnist"]
+
+
+def test_a_runtime_file_that_is_not_the_pinned_one_turns_the_page_model_off(tmp_path, models,
+                                                                           monkeypatch):
+    for name in inpage.RUNTIME:
+        shutil.copy(inpage.VENDOR / name, tmp_path / name)
+    with open(tmp_path / "ort.wasm.min.js", "ab") as f:
+        f.write(b"//")
+    monkeypatch.setattr(inpage, "VENDOR", tmp_path)
+    site = InPage(models)
+    assert "not the pinned file" in site.manifest["problem"]
+    assert "runtime" not in site.manifest and site.manifest["models"] == {}
+    assert InPage(models, disabled=True).manifest["problem"] == "turned off (VIT_INPAGE=0)"
+
+
+def _inputs(p: Predictor, tmp_path: Path) -> dict:
+    """A drawing and an upload (a file on disk) through the server's own reading."""
+    from PIL import Image
+    if p.config.style.colour:
+        rng = np.random.default_rng(0)
+        photo = (rng.random((48, 64, 3)) * 255).astype(np.uint8)
+        Image.fromarray(photo).save(tmp_path / "upload.png")
+        drawn = np.zeros((400, 400, 3), np.uint8) + 255
+        drawn[100:300, 150:250] = (200, 30, 30)
+    else:
+        drawn = 255 - np.asarray(render_digit("4", 400, 26), np.uint8)
+        Image.fromarray(np.asarray(render_digit("2", 200, 10), np.uint8)).save(tmp_path / "upload.png")
+    return {"drawing": p.analyse(drawn), "upload": p.analyse(str(tmp_path / "upload.png"))}
+
+
+def _model_input(a) -> list[float]:
+    x = a.image[None] if a.image.ndim == 2 else a.image.transpose(2, 0, 1)
+    return x.astype(np.float32).ravel().tolist()
+
+
+def _same(p: Predictor, a, got: dict) -> float:
+    """The largest difference between the page's outputs and the server's analysis."""
+    e, G = a.explanation, p.grid
+    L, H = e.cls_maps.shape[:2]
+    cls = np.asarray(got["cls"]).reshape(L, H, G * G + 1)[:, :, 1:].reshape(e.cls_maps.shape)
+    return max(np.abs(np.asarray(got["logits"]) - e.logits).max(),
+               np.abs(cls - e.cls_maps).max(),
+               np.abs(np.asarray(got["rollout"])[1:].reshape(G, G) - e.rollout_map).max())
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_the_page_model_is_the_servers_model(name, tmp_path):
+    """The exported graph (Python's onnxruntime here; Chromium's below) against the server's
+    torch analysis of the same input: logits, every head's [CLS] row and the rollout."""
+    ort = pytest.importorskip("onnxruntime")
+    p = Predictor(ROOT / "checkpoints" / name, "cpu")
+    session = ort.InferenceSession(str(ROOT / "checkpoints" / name / PAGE_FILE))
+    for a in _inputs(p, tmp_path).values():
+        x = np.asarray(_model_input(a), np.float32).reshape(1, -1, p.size, p.size)
+        logits, cls, roll = session.run(None, {"pictures": x})
+        assert _same(p, a, {"logits": logits[0], "cls": cls[0], "rollout": roll}) <= 1e-4
+
+
+# --- in Chromium --------------------------------------------------------------------------------
+NO_TOUR = "localStorage.setItem('vit-explorer-tour', 'done')"
+
+
+def _page(browser, url, **options):
+    pg = browser.new_page(viewport={"width": 1280, "height": 800}, **options)
+    pg.add_init_script(NO_TOUR)
+    pg.goto(url, wait_until="load")
+    pg.wait_for_function("() => window.vitStrip && window.vitStrip.value()", timeout=60_000)
+    return pg
+
+
+def _ready(pg, name="mnist"):
+    pg.wait_for_function(f"() => window.vitInPage && window.vitInPage.ready && "
+                         f"window.vitInPage.sessions['{name}'] && "
+                         f"window.vitInPage.sessions['{name}'].session", timeout=60_000)
+
+
+def _stroke(pg, points=((0.28, 0.2), (0.72, 0.2), (0.42, 0.85)), steps=25):
+    box = pg.locator("#drawpad canvas").bounding_box()
+    at = [(box["x"] + x * box["width"], box["y"] + y * box["height"]) for x, y in points]
+    pg.mouse.move(*at[0])
+    pg.mouse.down()
+    for (x0, y0), (x1, y1) in zip(at, at[1:]):
+        for i in range(1, steps + 1):
+            pg.mouse.move(x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps)
+            pg.wait_for_timeout(16)
+
+
+@pytest.mark.browser
+def test_in_chromium_the_pages_logits_and_attention_are_the_servers(browser, app_server, tmp_path):
+    pg = _page(browser, app_server[1])
+    _ready(pg)
+    worst = {}
+    for name in BUNDLED:
+        p = Predictor(ROOT / "checkpoints" / name, "cpu")
+        for kind, a in _inputs(p, tmp_path).items():
+            got = pg.evaluate("([n, x]) => window.vitInPage.run(n, x)", [name, _model_input(a)])
+            worst[(name, kind)] = _same(p, a, got)
+    print("largest difference, page vs server:", {f"{n} {k}": f"{v:.1e}" for (n, k), v in worst.items()})
+    assert max(worst.values()) <= 1e-4, worst
+    assert pg.evaluate("window.vitInPage.stats().threads") == 1      # not cross-origin isolated
+    pg.close()
+
+
+@pytest.mark.browser
+def test_while_the_pen_moves_the_page_answers_itself_and_asks_the_server_nothing(browser, app_server):
+    pg = _page(browser, app_server[1])
+    _ready(pg)
+    pg.click("#drawpad [data-act=clear]")
+    pg.wait_for_timeout(3000)                         # the clear's own answers are in
+    asked = []
+    pg.on("request", lambda r: asked.append(r.url))
+    _stroke(pg)
+    during = list(asked)
+    stats = pg.evaluate("window.vitInPage.stats()")
+    live = pg.evaluate("JSON.stringify(window.vitStrip.value())")
+    stale = pg.get_attribute("#status", "data-stale")
+    pg.mouse.up()
+    assert during == [] and stats["frames"] >= 20, (during, stats)
+    value = json.loads(live)
+    assert value["inpage"] and value["answer"] == "7" and len(value["rollout"]) == 49
+    assert "this browser answers itself" in pg.inner_text("#inpage-note")
+    assert stale is not None                  # the headline is the last answer, dimmed
+    # The pen lifts: the server answers the finished drawing, and its answer replaces the page's.
+    pg.wait_for_function("() => (v => v && !v.inpage && v.live === false)(window.vitStrip.value())",
+                         timeout=30_000)
+    pg.wait_for_function("() => !document.querySelector('#status').hasAttribute('data-stale')")
+    assert any("queue/join" in u for u in asked[len(during):])
+    assert "7" in pg.inner_text("#status")
+    pg.close()
+
+
+@pytest.mark.browser
+def test_with_the_runtime_blocked_the_server_answers_while_drawing_and_the_page_says_so(browser, app_server):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.route("**/vit/inpage/**", lambda route: route.abort())
+    pg = context.new_page()
+    pg.add_init_script(NO_TOUR)
+    pg.goto(app_server[1], wait_until="load")
+    pg.wait_for_function("() => window.vitStrip && window.vitStrip.value()", timeout=60_000)
+    pg.wait_for_selector("#inpage-note", timeout=30_000)
+    assert "the server answers" in pg.inner_text("#inpage-note")
+    pg.click("#drawpad [data-act=clear]")
+    pg.wait_for_timeout(3000)
+    asked = []
+    pg.on("request", lambda r: asked.append(r.url))
+    _stroke(pg)
+    pg.wait_for_timeout(1000)
+    live = [u for u in asked if "queue/join" in u]
+    assert live, "the pen's updates went to the server"
+    pg.wait_for_function("() => (v => v && v.live === true && !v.inpage)(window.vitStrip.value())",
+                         timeout=30_000)
+    pg.mouse.up()
+    context.close()
+
+
+STROKES = {   # a hand's strokes, in canvas fractions
+    "7": [((0.28, 0.2), (0.72, 0.2), (0.42, 0.85))],
+    "1": [((0.5, 0.15), (0.5, 0.85))],
+    "4": [((0.6, 0.85), (0.6, 0.15), (0.25, 0.6), (0.75, 0.6))],
+    "0": [tuple((0.5 + 0.22 * np.cos(t), 0.5 + 0.33 * np.sin(t)) for t in np.linspace(0, 6.3, 24))],
+    "small 2": [((0.42, 0.45), (0.5, 0.4), (0.58, 0.45), (0.42, 0.6), (0.6, 0.6))],
+}
+
+
+@pytest.mark.browser
+def test_the_pages_layout_of_a_drawing_is_the_servers(browser, app_server):
+    """inpage.js lays a drawing out as vit/preprocessing/layout.py does (the steps a drawing on
+    this canvas meets); the server's answer at the pen's lift stays the authority, so what the
+    page shows while drawing must read the same."""
+    import base64
+    import io
+
+    from PIL import Image
+    pg = _page(browser, app_server[1])
+    _ready(pg)
+    p = Predictor(ROOT / "checkpoints" / "mnist", "cpu")
+    entry = pg.evaluate("window.vitInPage.m.models.mnist")
+    worst = {}
+    for digit, strokes in STROKES.items():
+        pg.click("#drawpad [data-act=clear]")
+        for stroke in strokes:
+            _stroke(pg, stroke, steps=8)
+            pg.mouse.up()
+        got = pg.evaluate("""(e) => { const c = document.querySelector('#drawpad canvas');
+            return {png: c.toDataURL('image/png'), x: Array.from(window.vitInPage.greyInput(c, e))}; }""",
+                          entry)
+        drawn = Image.open(io.BytesIO(base64.b64decode(got["png"].split(",", 1)[1])))
+        server = p.read(drawn)[0]
+        page = np.asarray(got["x"], np.float32).reshape(server.shape)
+        a, b = p.analyse_input(server), p.analyse_input(page)
+        worst[digit] = (float(np.abs(page - server).mean()), float(np.abs(page - server).max()),
+                        int(a.probs.argmax()) == int(b.probs.argmax()),
+                        float(np.abs(a.probs - b.probs).max()))
+    print("page vs server layout (mean, max grey difference; same answer; largest P change):", worst)
+    assert all(same for _, _, same, _ in worst.values()), worst
+    assert max(most for _, most, _, _ in worst.values()) <= 1e-4, worst
+    pg.close()

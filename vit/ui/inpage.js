@@ -1,0 +1,417 @@
+// The model in the visitor's browser (vit/ui/inpage.py serves this, page.js loads it). While the
+// pen moves, canvas.js hands each frame here instead of sending it to the server: the drawing is
+// laid out as the server lays it out (vit/preprocessing/layout.py, the steps that matter for a
+// drawing on this canvas), the model runs in onnxruntime-web's WebAssembly build, and the strip
+// is drawn from its logits, [CLS] attention and rollout. At most one frame runs at a time; the
+// newest frame waits for it and every older one is dropped, never queued. When the pen lifts the
+// server answers as always, and its answer replaces these (it also checks the ink: "not a digit").
+// Every file is checked against the SHA-256 the server's manifest gives before it is used; in a
+// page that is not a secure context (no crypto.subtle) nothing runs here and the server answers.
+(() => {
+  const S = {m: null, ready: false, sessions: {}, busy: false, scheduled: false, pending: null,
+             since: 0, frames: 0, ms: [], loads: {}, problem: null, lastName: null};
+  window.vitInPage = S;
+
+  function hex(buf) {
+    return [...new Uint8Array(buf)].map(b => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  async function verified(url, sha) {
+    const r = await fetch(url);
+    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+    const bytes = await r.arrayBuffer();
+    if (!(self.crypto && crypto.subtle)) throw new Error("not a secure context: files can't be checked");
+    if (hex(await crypto.subtle.digest("SHA-256", bytes)) !== sha) throw new Error(`${url} failed its check`);
+    return bytes;
+  }
+
+  function script(entry) {
+    return new Promise((ok, no) => {
+      const s = document.createElement("script");
+      s.src = entry.url; s.integrity = entry.integrity; s.crossOrigin = "anonymous";
+      s.onload = ok; s.onerror = () => no(new Error("the runtime's script did not load"));
+      document.head.appendChild(s);
+    });
+  }
+
+  // A line under the strip: who answers while the pen moves.
+  function say(text) {
+    const strip = document.querySelector("#pipeline .pipe");
+    if (!strip) return;
+    let el = document.getElementById("inpage-note");
+    if (!el) {
+      el = document.createElement("div");
+      el.id = "inpage-note";
+      strip.appendChild(el);
+    }
+    el.textContent = text;
+  }
+
+  function fail(e) {
+    S.problem = String(e && e.message || e);
+    S.ready = false;
+    say("While you draw, the server answers (this browser can't run the model: " + S.problem + ").");
+  }
+
+  S.start = async function (m) {
+    S.m = m;
+    try {
+      const rt = m.runtime;
+      const [, mjs, wasm] = await Promise.all([
+        script(rt["ort.wasm.min.js"]),
+        verified(rt["ort-wasm-simd-threaded.mjs"].url, rt["ort-wasm-simd-threaded.mjs"].sha256),
+        verified(rt["ort-wasm-simd-threaded.wasm"].url, rt["ort-wasm-simd-threaded.wasm"].sha256)]);
+      // Threads need a cross-origin isolated page (SharedArrayBuffer); a Space is not one.
+      ort.env.wasm.numThreads = self.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1;
+      ort.env.wasm.wasmBinary = wasm;
+      ort.env.wasm.wasmPaths = {mjs: URL.createObjectURL(new Blob([mjs], {type: "text/javascript"}))};
+      S.ready = true;
+      // The model on screen loads before the pen goes down, and again after a switch.
+      const follow = () => { if (S.ready) model(chosen()); };
+      follow();
+      setInterval(follow, 500);
+    } catch (e) { fail(e); }
+  };
+
+  // A model's session, loaded once (its file is cached by the browser for a year).
+  function model(name) {
+    if (S.sessions[name]) return S.sessions[name];
+    const entry = S.m && S.m.models[name];
+    const s = S.sessions[name] = {entry: entry, session: null};
+    if (!entry) say("While you draw, the server answers (this model does not run in the page).");
+    if (!entry || !S.ready) return s;
+    const t0 = performance.now();
+    verified(entry.url, entry.sha256)
+      .then(bytes => ort.InferenceSession.create(bytes, {executionProviders: ["wasm"],
+                                                        graphOptimizationLevel: "all"}))
+      .then(session => {
+        s.session = session;
+        S.loads[name] = performance.now() - t0;
+        if (chosen() === name) say("While you draw, this browser answers itself; when you lift the pen, the server's answer replaces it.");
+      })
+      .catch(fail);
+    return s;
+  }
+
+  function current() { return (window.vitStrip && window.vitStrip.value()) || {}; }
+
+  // The model chosen in the page's menu (its label, as the manifest names it), else the default.
+  function chosen() {
+    const el = document.querySelector("#model input");
+    return (el && S.m.labels[el.value]) || S.m.default;
+  }
+
+  // canvas.js: a frame of the drawing. True when this page answers it (then nothing is sent).
+  S.frame = function (canvas) {
+    if (!S.ready) return false;
+    const name = chosen();
+    const s = model(name);
+    if (!s.session) return false;
+    if (!S.pending) S.since = performance.now();
+    S.pending = {canvas: canvas, name: name};
+    if (!S.scheduled && !S.busy) { S.scheduled = true; requestAnimationFrame(run); }
+    return true;
+  };
+
+  async function run() {
+    S.scheduled = false;
+    const job = S.pending, since = S.since;
+    S.pending = null;
+    if (!job) return;
+    S.busy = true;
+    try {
+      const value = await answer(job.canvas, job.name);
+      if (value && chosen() === job.name) {
+        window.vitStrip.show(value);
+        // The headline is the server's last answer: dimmed until the pen lifts and it answers.
+        document.querySelector("#status")?.setAttribute("data-stale", "");
+        S.shown = true;
+        S.frames += 1;
+        S.ms.push(performance.now() - since);
+        if (S.ms.length > 2000) S.ms.shift();
+      }
+    } catch (e) { fail(e); }
+    S.busy = false;
+    if (S.pending && !S.scheduled) { S.scheduled = true; requestAnimationFrame(run); }
+  }
+
+  async function answer(canvas, name) {
+    const s = S.sessions[name], e = s.entry;
+    const x = e.style.colour ? colourInput(canvas, e.size) : greyInput(canvas, e);
+    if (!x) return null;                                   // nothing drawn yet
+    const shape = [1, e.channels, e.size, e.size];
+    const out = await s.session.run({pictures: new ort.Tensor("float32", x, shape)});
+    return stripValue(e, name, x, out.logits.data, out.cls_attention.data, out.rollout.data);
+  }
+
+  // What pipeline.js draws, as vit/ui/pipeline.py's strip_value gives it (live: no lead map).
+  function stripValue(e, name, x, logits, cls, roll) {
+    const C = e.classes.length, T = e.grid * e.grid + 1, t = e.temperature || 1;
+    const top = Math.max(...Array.from(logits, v => v / t));
+    const ex = Array.from(logits, v => Math.exp(v / t - top)), sum = ex.reduce((a, b) => a + b, 0);
+    const probs = ex.map(v => v / sum);
+    const order = [...probs.keys()].sort((a, b) => probs[b] - probs[a]);
+    const now = current();
+    const L = Math.min(Math.max((now.layer || e.layers) - 1, 0), e.layers - 1);
+    const H = Math.min(Math.max((now.head || 1) - 1, 0), e.heads - 1);
+    const row = cls.subarray((L * e.heads + H) * T + 1, (L * e.heads + H) * T + T);
+    const refused = e.reject_below != null && probs[order[0]] < e.reject_below;
+    const first = e.classes[order[0]], second = e.classes[order[1]];
+    const answer = refused ? e.not_label.charAt(0).toUpperCase() + e.not_label.slice(1)
+      : probs[order[0]] < 0.6 ? `Probably ${article(first)}${first}; maybe ${article(second)}${second}` : first;
+    return {model: name, image: png(x, e), size: e.size, grid: e.grid, layer: L + 1, head: H + 1,
+            layers: e.layers, heads: e.heads, patch: now.patch === undefined ? null : now.patch,
+            classes: order.slice(0, 5).map(i => [e.classes[i], probs[i]]), answer: answer,
+            refused: refused, live: true, colour: e.style.colour, even: 1 / T,
+            head_map: Array.from(row), rollout: Array.from(roll.subarray(1)), lead: null,
+            share: null, drove: null, agree: null, inpage: true};
+  }
+
+  // As vit/ui/words.py says it: "a 7", "an 8", "a T-shirt".
+  function article(name) {
+    const s = name.replace(/^[* ]+|[* ]+$/g, "").toLowerCase();
+    if (!s) return "a ";
+    if (/\d/.test(s[0])) return s[0] === "8" || s === "11" || s === "18" ? "an " : "a ";
+    return "aeio".includes(s[0]) || (s[0] === "u" && !/^(uni|use|usu)/.test(s)) ? "an " : "a ";
+  }
+
+  const small = document.createElement("canvas");
+  function png(x, e) {
+    small.width = small.height = e.size;
+    const c = small.getContext("2d"), im = c.createImageData(e.size, e.size), n = e.size * e.size;
+    for (let i = 0; i < n; i++) {
+      for (let k = 0; k < 3; k++)
+        im.data[4 * i + k] = Math.round(255 * x[e.channels === 3 ? k * n + i : i]);
+      im.data[4 * i + 3] = 255;
+    }
+    c.putImageData(im, 0, 0);
+    return small.toDataURL("image/png");
+  }
+
+  // --- the drawing laid out as vit/preprocessing/layout.py lays it out -----------------------
+  const INK = 0.25, RIM = 1, STROKES = [1.25, 4.2], STROKE_TARGET = 2.2;
+
+  function pyRound(v) {                   // Python's round(): halves to even
+    const f = Math.floor(v), d = v - f;
+    return d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f;
+  }
+
+  function greyInput(canvas, e) {
+    const W = canvas.width, H = canvas.height;
+    const d = canvas.getContext("2d", {willReadFrequently: true}).getImageData(0, 0, W, H).data;
+    let ink = new Float32Array(W * H), hist = new Uint32Array(256);
+    for (let i = 0; i < W * H; i++) { const a = d[4 * i + 3]; ink[i] = a / 255; hist[a]++; }
+    // Contrast: background (1st percentile) -> 0, the strong ink's 90th percentile -> 1.
+    const lo = percentile(hist, 0, 0.01) / 255;
+    let hi = 255; while (hi > 0 && !hist[hi]) hi--;
+    if (hi / 255 - lo < 0.08) return null;
+    const cut = Math.floor(255 * (lo + INK * (hi / 255 - lo))) + 1;
+    const top = Math.max(percentile(hist, cut, 0.9) / 255, lo + 1e-6);
+    for (let i = 0; i < ink.length; i++) ink[i] = Math.min(Math.max((ink[i] - lo) / (top - lo), 0), 1);
+    let [crop, h, w, cw] = cropToInk(ink, W, H);
+    if (!crop) return null;
+    const box = Math.max(1, pyRound(e.size * e.style.box));
+    if (Math.max(h, w) > 4 * box) {          // worked on at 4x the final size, as the server does
+      const inner = sub(crop, cw, RIM, RIM, w, h), side = 4 * box, f = side / Math.max(h, w);
+      const nh = Math.max(1, pyRound(h * f)), nw = Math.max(1, pyRound(w * f));
+      const shrunk = area(inner, w, h, nw, nh);
+      crop = pad(shrunk, nw, nh, RIM); h = nh; w = nw; cw = nw + 2 * RIM;
+    }
+    let scale = box / Math.max(h, w);
+    if (e.style.strokes) {
+      const width = strokeWidth(crop, cw, h + 2 * RIM) * scale;
+      if (width < STROKES[0] || width > STROKES[1]) {
+        const goal = width < STROKES[0] ? STROKE_TARGET : STROKES[1];
+        const r = pyRound(Math.abs(goal - width) / 2 / scale), grow = width < STROKES[0];
+        if (r >= 1) {
+          const src = grow ? pad(crop, cw, h + 2 * RIM, r) : crop;
+          const sw = grow ? cw + 2 * r : cw, sh = grow ? h + 2 * RIM + 2 * r : h + 2 * RIM;
+          const changed = morph(src, sw, sh, r, grow);
+          if (grow || sum(changed) > 0.35 * sum(crop)) {
+            const again = cropToInk(changed, sw, sh);
+            if (again[0]) { [crop, h, w, cw] = again; scale = box / Math.max(h, w); }
+          }
+        }
+      }
+    }
+    let [small, nh, nw] = rescale(crop, cw, h + 2 * RIM, scale);
+    if (e.style.strokes) {
+      const s = Math.min(Math.max(Math.abs(Math.log(scale)) / Math.log(2), 0), 1);
+      const a = s * 0.05, b = 1 - s * 0.2;
+      small = small.map(v => Math.min(Math.max((v - a) / (b - a), 0), 1));
+    }
+    const S = e.size, out = new Float32Array(S * S);
+    let t0, l0;
+    if (e.style.by_mass) {
+      let tot = 0, cy = 0, cx = 0;
+      for (let y = 0; y < nh; y++) for (let x = 0; x < nw; x++) {
+        const v = small[y * nw + x]; tot += v; cy += v * y; cx += v * x;
+      }
+      if (tot <= 0) return null;
+      t0 = pyRound(S / 2 - cy / tot); l0 = pyRound(S / 2 - cx / tot);
+    } else {
+      t0 = pyRound(S / 2 - 1 - h * scale / 2); l0 = pyRound(S / 2 - 1 - w * scale / 2);
+    }
+    for (let y = 0; y < nh; y++) for (let x = 0; x < nw; x++) {
+      const yy = y + t0, xx = x + l0;
+      if (yy >= 0 && yy < S && xx >= 0 && xx < S) out[yy * S + xx] = small[y * nw + x];
+    }
+    return out;
+  }
+
+  function percentile(hist, from, q) {
+    let n = 0; for (let i = from; i < 256; i++) n += hist[i];
+    if (!n) return from;
+    const want = q * (n - 1);
+    let seen = 0;
+    for (let i = from; i < 256; i++) { seen += hist[i]; if (seen > want) return i; }
+    return 255;
+  }
+
+  function sum(a) { let s = 0; for (const v of a) s += v; return s; }
+
+  function sub(a, aw, x0, y0, w, h) {
+    const out = new Float32Array(w * h);
+    for (let y = 0; y < h; y++) out.set(a.subarray((y + y0) * aw + x0, (y + y0) * aw + x0 + w), y * w);
+    return out;
+  }
+
+  function pad(a, w, h, p) {
+    const W = w + 2 * p, out = new Float32Array(W * (h + 2 * p));
+    for (let y = 0; y < h; y++) out.set(a.subarray(y * w, y * w + w), (y + p) * W + p);
+    return out;
+  }
+
+  // The ink's box (pixels above INK) with a rim of RIM pixels: [crop, h, w, crop's width].
+  function cropToInk(a, W, H) {
+    let y0 = H, y1 = -1, x0 = W, x1 = -1;
+    for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) if (a[y * W + x] > INK) {
+      if (y < y0) y0 = y; if (y > y1) y1 = y; if (x < x0) x0 = x; if (x > x1) x1 = x;
+    }
+    if (y1 < 0) return [null, 0, 0, 0];
+    const h = y1 - y0 + 1, w = x1 - x0 + 1, cw = w + 2 * RIM, out = new Float32Array(cw * (h + 2 * RIM));
+    for (let y = -RIM; y < h + RIM; y++) for (let x = -RIM; x < w + RIM; x++) {
+      const sy = y + y0, sx = x + x0;
+      if (sy >= 0 && sy < H && sx >= 0 && sx < W) out[(y + RIM) * cw + x + RIM] = a[sy * W + sx];
+    }
+    return [out, h, w, cw];
+  }
+
+  // torch's "area" interpolation: each output pixel the mean of its input span.
+  function area(a, w, h, nw, nh) {
+    const out = new Float32Array(nw * nh);
+    for (let y = 0; y < nh; y++) {
+      const ya = Math.floor(y * h / nh), yb = Math.ceil((y + 1) * h / nh);
+      for (let x = 0; x < nw; x++) {
+        const xa = Math.floor(x * w / nw), xb = Math.ceil((x + 1) * w / nw);
+        let s = 0;
+        for (let yy = ya; yy < yb; yy++) for (let xx = xa; xx < xb; xx++) s += a[yy * w + xx];
+        out[y * nw + x] = s / ((yb - ya) * (xb - xa));
+      }
+    }
+    return out;
+  }
+
+  function strokeWidth(a, w, h) {
+    let n = 0, edges = 0;
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
+      const m = a[y * w + x] > INK;
+      n += m;
+      if (x + 1 < w && m !== (a[y * w + x + 1] > INK)) edges++;
+      if (y + 1 < h && m !== (a[(y + 1) * w + x] > INK)) edges++;
+    }
+    return 2 * n / Math.max(1, edges);
+  }
+
+  function morph(a, w, h, r, grow) {           // max (or min) over a (2r+1)^2 square, as max_pool2d
+    const tmp = new Float32Array(w * h), out = new Float32Array(w * h), pick = grow ? Math.max : Math.min;
+    const edge = grow ? -Infinity : Infinity;
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
+      let v = edge;
+      for (let k = Math.max(0, x - r); k <= Math.min(w - 1, x + r); k++) v = pick(v, a[y * w + k]);
+      tmp[y * w + x] = v;
+    }
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
+      let v = edge;
+      for (let k = Math.max(0, y - r); k <= Math.min(h - 1, y + r); k++) v = pick(v, tmp[k * w + x]);
+      out[y * w + x] = v;
+    }
+    return out;
+  }
+
+  // layout.py's _rescale: the box inside its rim resized by exactly `scale` (PIL's bilinear,
+  // averaging when it shrinks), its corner on a pixel corner, the rim one output pixel wide.
+  function rescale(x, w, h, scale) {
+    const k = 1, nh = Math.max(1, Math.ceil((h - 2 * RIM) * scale - 1e-6)) + 2 * k;
+    const nw = Math.max(1, Math.ceil((w - 2 * RIM) * scale - 1e-6)) + 2 * k;
+    const p = Math.ceil((k + 1) / scale) + 1, start = p + RIM - k / scale;
+    const src = pad(x, w, h, p), sw = w + 2 * p, sh = h + 2 * p;
+    const rows = resample1d(src, sw, sh, nw, start, start + nw / scale, true);
+    const out = resample1d(rows, nw, sh, nh, start, start + nh / scale, false);
+    return [out.map(v => Math.min(Math.max(v, 0), 1)), nh, nw];
+  }
+
+  // One axis of PIL's BILINEAR resample over [b0, b1) of the input (horizontal or vertical).
+  function resample1d(a, w, h, n, b0, b1, horizontal) {
+    const len = horizontal ? w : h, other = horizontal ? h : w;
+    const out = new Float32Array(horizontal ? n * h : w * n);
+    const step = (b1 - b0) / n, fs = Math.max(step, 1), support = fs;
+    for (let i = 0; i < n; i++) {
+      const c = b0 + (i + 0.5) * step;
+      const lo = Math.max(0, Math.floor(c - support + 0.5)), hi = Math.min(len, Math.floor(c + support + 0.5));
+      const wts = [];
+      let tot = 0;
+      for (let j = lo; j < hi; j++) {
+        const t = Math.abs((j - c + 0.5) / fs), v = t < 1 ? 1 - t : 0;
+        wts.push(v); tot += v;
+      }
+      for (let o = 0; o < other; o++) {
+        let s = 0;
+        for (let j = lo; j < hi; j++) s += wts[j - lo] * (horizontal ? a[o * w + j] : a[j * w + o]);
+        const v = tot ? s / tot : 0;
+        if (horizontal) out[o * n + i] = v; else out[i * w + o] = v;
+      }
+    }
+    return out;
+  }
+
+  // A colour model: the canvas over white, its centre square shrunk to the model's size.
+  function colourInput(canvas, size) {
+    small.width = small.height = size;
+    const c = small.getContext("2d", {willReadFrequently: true});
+    c.fillStyle = "#fff"; c.fillRect(0, 0, size, size);
+    c.imageSmoothingEnabled = true; c.imageSmoothingQuality = "high";
+    const side = Math.min(canvas.width, canvas.height);
+    c.drawImage(canvas, (canvas.width - side) / 2, (canvas.height - side) / 2, side, side, 0, 0, size, size);
+    const d = c.getImageData(0, 0, size, size).data, n = size * size, x = new Float32Array(3 * n);
+    for (let i = 0; i < n; i++) for (let k = 0; k < 3; k++) x[k * n + i] = d[4 * i + k] / 255;
+    return x;
+  }
+
+  // When the server's answer for the lifted pen arrives (the page echoes its drawing number in
+  // #answered), its strip is drawn again, even when its value is the one it had before the pen
+  // went down (Gradio then sends no change), and the headline is current again.
+  function watchAnswers() {
+    const answered = document.querySelector("#answered");
+    if (!answered) { setTimeout(watchAnswers, 500); return; }
+    new MutationObserver(() => {
+      document.querySelector("#status")?.removeAttribute("data-stale");
+      // (its strip's value lands beside the echo, maybe just after it)
+      if (S.shown) { S.shown = false; setTimeout(() => window.vitStrip && window.vitStrip.reload(), 150); }
+    }).observe(answered, {childList: true, subtree: true, characterData: true, attributes: true});
+  }
+  watchAnswers();
+
+  S.greyInput = greyInput;          // for tests: the layout, apart from the model
+  S.stats = () => ({frames: S.frames, ms: S.ms.slice(), loads: S.loads, problem: S.problem,
+                    ready: S.ready, threads: S.ready ? ort.env.wasm.numThreads : 0});
+  // For the parity test: the model alone, on a given input.
+  S.run = async function (name, x) {
+    const s = model(name);
+    for (let i = 0; i < 400 && !s.session; i++) await new Promise(r => setTimeout(r, 25));
+    const e = s.entry, out = await s.session.run(
+      {pictures: new ort.Tensor("float32", Float32Array.from(x), [1, e.channels, e.size, e.size])});
+    return {logits: Array.from(out.logits.data), cls: Array.from(out.cls_attention.data),
+            rollout: Array.from(out.rollout.data)};
+  };
+})();

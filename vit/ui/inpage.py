@@ -1,0 +1,150 @@
+"""The model in the visitor's browser: while the pen moves, the page computes the answer and the
+strip itself (vit/ui/inpage.js, with onnxruntime-web's WebAssembly build) and sends the server
+nothing; when the pen lifts, the server answers as always and its answer replaces the page's.
+
+What the server offers for that, under PREFIX, and nothing else there:
+- `manifest.json`: which models the page may run itself, with what each needs to lay out a
+  drawing and read its answer, and where and with which SHA-256 each file is;
+- the runtime, pinned: onnxruntime-web 1.30.0's `ort.wasm.min.js`, `ort-wasm-simd-threaded.mjs`
+  and `.wasm` (vit/ui/vendor/onnxruntime-web, copied unchanged from the npm package; RUNTIME
+  holds their SHA-256, checked when the app starts, and the page checks them again before use);
+- `inpage.js`, and each page model: `page.onnx` beside a checkpoint's weights (`python -m
+  vit.export CHECKPOINT --page`), offered only when its `page.json` names the weights it was
+  made from and they are the weights being served.
+
+Every URL holds its file's hash, so a browser keeps each file for a year and asks again only for
+a new one. Nothing here reads a path a client sent: the files are a fixed table made at start.
+No network is needed: the files come from this repository, so `python app.py` offline serves
+them too. Where any of it is missing or fails its check, the page says so and the pen's
+updates go to the server as before.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+from vit.export import PAGE_FILE, weights_sha256
+
+log = logging.getLogger("vit.ui")
+HERE = Path(__file__).parent
+VENDOR = HERE / "vendor" / "onnxruntime-web"
+PREFIX = "/vit/inpage/"
+RUNTIME = {
+    "ort.wasm.min.js": "faece07e84faa9001f5104bbe4e5c70861d06cb2376a0dea1fa0ad33a67adc81",
+    "ort-wasm-simd-threaded.mjs": "e13f7f94fc51b4ca72b12faeb1ee95f4ace6dfbc8939bc718aabdc0a27c4299b",
+    "ort-wasm-simd-threaded.wasm": "3398c10d07d229bd91b364548e130e0e51a8e5704b88c7c083ebbeb78842dee2",
+}
+# Beyond this many parameters a model stays on the server: a converted ViT-B/16 (86 M) is a
+# 340 MB download and seconds a frame in a page.
+MAX_PAGE_PARAMETERS = 5_000_000
+TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "application/wasm",
+         ".onnx": "application/octet-stream", ".json": "application/json"}
+FOREVER = "public, max-age=31536000, immutable"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _sri(data: bytes) -> str:
+    """A Subresource Integrity value (what a <script integrity=…> checks)."""
+    return "sha384-" + base64.b64encode(hashlib.sha384(data).digest()).decode()
+
+
+class InPage:
+    """The files the page needs to run models itself, checked once, by URL path."""
+
+    def __init__(self, models, disabled: bool = False):
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.problem = "turned off (VIT_INPAGE=0)" if disabled else None
+        manifest = {"models": {}}
+        if not disabled:
+            manifest.update(self._runtime())
+        if self.problem is None:
+            for name in models.names:
+                entry = self._model(name, models)
+                if entry is not None:
+                    manifest["models"][name] = entry
+        # The page's menu shows a model's label: which model it names, and the one shown first.
+        manifest["labels"] = {label: name for label, name in models.choices()}
+        manifest["default"] = models.default
+        manifest["problem"] = self.problem
+        self.manifest = manifest
+        self.files[PREFIX + "manifest.json"] = (json.dumps(manifest).encode(), "no-cache")
+
+    def _add(self, name: str, data: bytes) -> str:
+        """Serve `data` at a URL holding its hash; return that URL."""
+        url = f"{PREFIX}{_sha256(data)[:16]}/{name}"
+        self.files[url] = (data, FOREVER)
+        return url
+
+    def _runtime(self) -> dict:
+        out = {}
+        for name, want in RUNTIME.items():
+            try:
+                data = (VENDOR / name).read_bytes()
+            except OSError:
+                self.problem = f"the in-page runtime's {name} is missing"
+                return {}
+            if _sha256(data) != want:
+                self.problem = f"the in-page runtime's {name} is not the pinned file"
+                return {}
+            out[name] = {"url": self._add(name, data), "sha256": want, "integrity": _sri(data)}
+        script = (HERE / "inpage.js").read_bytes()
+        return {"runtime": out, "script": {"url": self._add("inpage.js", script),
+                                           "integrity": _sri(script)}}
+
+    def _model(self, name: str, models) -> dict | None:
+        """A model's entry in the manifest, or None when the page can't run it (said in the log)."""
+        folder, config = models.folders.get(name), models.configs[name]
+        if not isinstance(folder, Path):
+            return None                       # a Hub model: no page model beside it
+        if (config.num_parameters or 0) > MAX_PAGE_PARAMETERS:
+            return None
+        try:
+            data = (folder / PAGE_FILE).read_bytes()
+            made = json.loads((folder / "page.json").read_text())
+            fresh = made.get("weights_sha256") == weights_sha256(folder)
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not fresh or made.get("onnx_sha256") != _sha256(data):
+            log.warning("model %s: its page model was made from other weights; it is answered "
+                        "by the server while drawing (python -m vit.export %s --page)", name, name)
+            return None
+        cfg, style = config.model, config.style
+        p = models.get(name)
+        return {"url": self._add(f"{name}.onnx", data), "sha256": made["onnx_sha256"],
+                "bytes": len(data), "size": cfg.image_size, "channels": cfg.channels,
+                "grid": cfg.image_size // cfg.patch_size, "layers": cfg.depth, "heads": cfg.heads,
+                "classes": list(config.class_names), "temperature": config.temperature,
+                "reject_below": config.reject_below, "not_label": p.not_label,
+                "style": {"name": style.name, "colour": style.colour, "box": style.box,
+                          "by_mass": style.by_mass, "strokes": style.strokes}}
+
+    def middleware(self):
+        """An ASGI middleware class answering GET and HEAD under PREFIX from the table (404 for
+        anything else there) and passing every other request on."""
+        files = self.files
+
+        class Serve:
+            def __init__(self, app):
+                self.app = app
+
+            async def __call__(self, scope, receive, send):
+                path = scope.get("path", "") if scope.get("type") == "http" else ""
+                if not path.startswith(PREFIX):
+                    return await self.app(scope, receive, send)
+                found = files.get(path) if scope.get("method") in ("GET", "HEAD") else None
+                body, cache = found or (b"Not found", "no-store")
+                kind = TYPES.get(Path(path).suffix, "text/plain") if found else "text/plain"
+                await send({"type": "http.response.start", "status": 200 if found else 404,
+                            "headers": [(b"content-type", kind.encode()),
+                                        (b"content-length", str(len(body)).encode()),
+                                        (b"cache-control", cache.encode()),
+                                        (b"x-content-type-options", b"nosniff")]})
+                await send({"type": "http.response.body",
+                            "body": b"" if scope.get("method") == "HEAD" else body})
+        return Serve
