@@ -34,18 +34,7 @@
     });
   }
 
-  // A line under the strip: who answers while the pen moves.
-  function say(text) {
-    const strip = document.querySelector("#pipeline .pipe");
-    if (!strip) return;
-    let el = document.getElementById("inpage-note");
-    if (!el) {
-      el = document.createElement("div");
-      el.id = "inpage-note";
-      strip.appendChild(el);
-    }
-    el.textContent = text;
-  }
+  function say(text) { if (window.vitNote) window.vitNote(text); }
 
   function fail(e) {
     S.problem = String(e && e.message || e);

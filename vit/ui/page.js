@@ -114,15 +114,24 @@
   tidy();
   // The model in this page while the pen moves (vit/ui/inpage.py, inpage.js), unless the address
   // says ?inpage=0 (to compare with the server's updates) or the server offers none.
-  // Where it can't run, a line under the strip says that the server answers while drawing.
-  function serverAnswers(why) {
-    const strip = document.querySelector("#pipeline .pipe");
-    if (!strip) { setTimeout(() => serverAnswers(why), 500); return; }
-    const el = document.getElementById("inpage-note") || strip.appendChild(document.createElement("div"));
-    el.id = "inpage-note";
-    el.textContent = "While you draw, the server answers (" + why + ").";
-  }
-  if (new URLSearchParams(location.search).get("inpage") !== "0") {
+  // A line under the canvas says who answers while the pen moves: this browser, or the server
+  // (and why). Under the canvas, not in the pinned answer: on a phone that stays small.
+  window.vitNote = function note(text) {
+    const pad = document.querySelector("#drawpad");
+    if (!pad) { setTimeout(() => note(text), 500); return; }
+    let el = document.getElementById("inpage-note");
+    if (!el) {
+      el = document.createElement("p");
+      el.id = "inpage-note";
+      pad.insertAdjacentElement("afterend", el);
+    }
+    el.textContent = text;
+  };
+  const serverAnswers = why => window.vitNote("While you draw, the server answers (" + why + ").");
+  let started = false;
+  function startInPage() {
+    if (started) return;
+    started = true;
     fetch("/vit/inpage/manifest.json").then(r => r.json()).then(m => {
       if (!m.script) { serverAnswers(m.problem || "no model runs in this page"); return; }
       const s = document.createElement("script");
@@ -131,6 +140,15 @@
       s.onerror = () => serverAnswers("the in-page model could not load");
       document.head.appendChild(s);
     }).catch(() => serverAnswers("the in-page model could not load"));
+  }
+  // After the page's first answer, when the browser is idle: the runtime (3.7 MB compressed) and
+  // the model never hold up the page's opening; the server answers until they are ready.
+  if (new URLSearchParams(location.search).get("inpage") !== "0") {
+    const idle = () => (window.requestIdleCallback || (f => setTimeout(f, 200)))(startInPage, {timeout: 2000});
+    const first = setInterval(() => {
+      if (window.vitStrip && window.vitStrip.value()) { clearInterval(first); idle(); }
+    }, 300);
+    setTimeout(() => { clearInterval(first); idle(); }, 20000);
   }
   let seen = null;
   try { seen = localStorage.getItem(KEY); } catch (e) { seen = "done"; }
