@@ -162,6 +162,8 @@ def drawing_value(tmp_path, digit="4", angle=0.0):
 def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid, size):
     """A --patch-size 7 or 14 checkpoint crashed the app (clicked patch 24, token strip tiles)."""
     page, visit = grids_page, grids_page.visit()
+    views.open_views(page, visit, True)              # the folded panels, opened: drawn from now on
+    why_panel.open_why(page, visit, True)
     out = page.analyse_drawing(visit, drawing_value(tmp_path), name, True, 2, 1)
     shown = visit.record.shown
     assert "reads this as" in out["status"] and len(out["label"]) == 10
@@ -214,6 +216,7 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
 
 def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
     visit = grids_page.visit()
+    why_panel.open_why(grids_page, visit, True)
     label = grids_page.analyse_drawing(visit, drawing_value(tmp_path), "grid4", True, 2, 1)["label"]
     answer = label["label"] if "confidences" in label else max(label, key=label.get)
     for target in (None, "x", 99, -7, 1e30, [1], {"a": 1}):
@@ -222,9 +225,9 @@ def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
     heads = why_panel.heads_switched(grids_page, visit, ["9,9", "a,b", "0", None, "0,0", "0,0"])["ablation"]
     assert "With 1 head off" in heads
     assert "Nothing switched off" in why_panel.heads_switched(grids_page, visit, "0,0")["ablation"]
-    assert grids_page.why(grids_page.visit()) == {"relevance": None, "occlusion": None,
-                                                  "faithfulness": "", "ablation": "", "glance": None,
-                                                  "sanity": None, "glance_text": "", "pipeline": None}
+    # Nothing on screen: the answer's map says nothing; the folded panel is not drawn.
+    assert grids_page.why(grids_page.visit()) == {"glance": None, "glance_text": "",
+                                                  "pipeline": None}
 
 
 def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):
@@ -432,6 +435,7 @@ def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path
     save_checkpoint(root / "deep", ViT(ViTConfig(dim=16, depth=7, heads=8, mlp_dim=16)), META)
     page = create_app(root, device="cpu").page
     visit = page.visit()
+    views.open_views(page, visit, True)
     grid = page.analyse_drawing(visit, drawing_value(tmp_path), "deep", True, 3, 1)["grid"]
     shown = visit.record.shown
     full = attention_grid_picture(shown.image, np.zeros((7, 8, 7, 7)))
@@ -446,7 +450,9 @@ def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path
     other = page.explore(visit, 6, 1)["grid"]
     assert other.shape == grid.shape and not np.array_equal(other, grid)
     assert page.explore(visit, 3, 1)["grid"] is not None
-    assert page.explore(page.visit(), 3, 1)["grid"] is None          # nothing on screen
+    fresh = page.visit()
+    views.open_views(page, fresh, True)
+    assert page.explore(fresh, 3, 1).get("grid") is None             # nothing on screen
 
 
 def views_hit(p, x, y):

@@ -8,7 +8,7 @@ import pytest
 
 from vit.data.examples import render_digit
 from vit.testset import Results
-from vit.ui import compare_panel, create_app
+from vit.ui import compare_panel, create_app, views
 from vit.ui import page as page_module
 from vit.ui.canvas import drawing_value
 from vit.ui.render import COMPARE, NO_SECOND
@@ -23,6 +23,7 @@ def page():
 def seven(page):
     visit = page.visit()
     ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
+    views.open_views(page, visit, True)
     page.analyse_drawing(visit, drawing_value(ink), "mnist", True, 6, 1)
     page.why(visit), page.folded(visit)          # as the page's lanes follow every analysis
     # Opening the panel sends its views alone: no other view reads whether it is open.

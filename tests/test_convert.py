@@ -114,7 +114,7 @@ def test_the_command_writes_a_checkpoint_the_app_opens(tmp_path, capsys):
     rgb = (np.random.default_rng(0).random((300, 400, 3)) * 255).astype(np.uint8)
     Image.fromarray(rgb).save(tmp_path / "photo.png")
     visit = page.visit()
-    visit.record = replace(visit.record, patch=100)
+    visit.record = replace(visit.record, patch=100, views_open=True)
     out = page.analyse_upload(visit, str(tmp_path / "photo.png"), "vit-tiny", True, 12, 3)
     assert "reads this as" in out["status"] or "Not one of" in out["status"]
     assert all(isinstance(out[p], np.ndarray) for p in PICTURES)

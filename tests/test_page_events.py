@@ -159,6 +159,9 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
     when = fn_named(demo, "learned_when").inputs[0]
     compare_accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
                                     if getattr(f.fn, "__name__", "") == "open_compare")]
+    why_accordion, views_accordion = (blocks[next(f.targets[0][0] for f in demo.fns.values()
+                                                  if getattr(f.fn, "__name__", "") == name)]
+                                      for name in ("open_why", "open_views"))
     component = _components(demo)
     visitors = itertools.count()
 
@@ -250,6 +253,14 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
         @rule(event=st.sampled_from(["expand", "collapse"]))
         def the_compare_panel(self, event):
             self.page.fire(compare_accordion, event)
+
+        @rule(event=st.sampled_from(["expand", "collapse"]))
+        def every_map_scored(self, event):
+            self.page.fire(why_accordion, event)
+
+        @rule(event=st.sampled_from(["expand", "collapse"]))
+        def every_layer_and_head(self, event):
+            self.page.fire(views_accordion, event)
 
         @rule(name=st.sampled_from(["", "mnist", "fashion-mnist", "cifar10"]))
         def pick_a_second_model(self, name):

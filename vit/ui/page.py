@@ -242,6 +242,11 @@ class Page:
         with visit.turn():
             now = visit.commit(base, mine)
             changes = changed(visit.reads, base, now, names)
+            # A view this change touched that another lane draws is stale until that lane draws
+            # it: forgetting what it read makes any later change (or that lane) draw it again.
+            for n in changed(visit.reads, base, now, EVERY):
+                if n not in names:
+                    visit.reads.pop(n, None)
             return self.view(now, changes + tuple(n for n in also if n not in changes), known,
                              visit)
 

@@ -56,6 +56,8 @@ class Record:
     head: int | None = None
     target: int = ANSWER             # "What drove it": the class explained
     heads_off: tuple = ()            # "What drove it": the heads switched off ("layer,head")
+    why_open: bool = False           # "What drove the answer: every map, scored" (drawn only while open)
+    views_open: bool = False         # "Every layer and head" (drawn only while open)
     mechanism_open: bool = False
     follow_cls: bool = False         # the step-by-step panel follows [CLS], not the patch
     lens_open: bool = False          # "Where the answer forms" (drawn only while open)

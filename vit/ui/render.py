@@ -241,6 +241,7 @@ FIRST = {
     ("label",): lambda v: (v.p.label(v.a.probs, v.a.verdict),),
     ("pipeline",): lambda v: (pipeline.strip_value(v.p, v.a, v.layer, v.head, v.patch,
                                                    e=v.explained, model=v.model),),
+    why_panel.BESIDE: why_panel.glance,
 }
 # (views, how they are drawn from a Seen record, the record field that says their panel is open)
 GROUPS = tuple((group, show, None) for group, show in FIRST.items()) + tuple(
@@ -257,6 +258,7 @@ ANSWER = ("status", "label", "answered", "pipeline")
 # What the "why" lane sends after each analysis: its panel, and the strip again, which then
 # carries the lead map the lane has just computed (pipeline.strip_value).
 EXPLAINED = WHY + ("pipeline",)
-# The panels drawn only while open.
-FOLDED_VIEWS = tuple(n for group, _, open_field in GROUPS if open_field for n in group)
+# The panels drawn only while open, after each analysis (the "why" lane sends its own).
+FOLDED_VIEWS = tuple(n for group, _, open_field in GROUPS if open_field for n in group
+                     if n not in WHY)
 NO_SECOND = compare_panel.NO_SECOND

@@ -4,7 +4,7 @@ from an analysis to pictures (vit/ui/render.py draws the page with them)."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 import numpy as np
@@ -127,6 +127,7 @@ def grid_hit(p: Predictor, x: float, y: float) -> tuple[int | None, int | None] 
 
 @dataclass
 class Panel:
+    accordion: gr.Accordion | None
     seen: gr.Image
     strip: gr.Image
     shared: gr.Checkbox
@@ -195,7 +196,7 @@ def build(depth: int, heads: int) -> Panel:
                         alt_text=alt("pick"), elem_id="pick")
         row = gr.Image(label="That patch's attention", interactive=False, height=380,
                        alt_text=alt("row"), elem_id="row")
-    return Panel(seen, strip, shared, grid, rollout, layer, head, pick, row)
+    return Panel(None, seen, strip, shared, grid, rollout, layer, head, pick, row)
 
 
 def slider_updates(p: Predictor) -> tuple[dict, dict]:
@@ -208,7 +209,8 @@ def slider_updates(p: Predictor) -> tuple[dict, dict]:
 
 # Drawn from a record seen through vit/ui/render.py's Seen (vit/ui/panels.py).
 PICTURES = ("seen", "strip", "grid", "rollout", "pick", "row")
-OPEN = None
+# Drawn only while open: six pictures cost ~130 ms of the server's CPU to send at every answer.
+OPEN = "views_open"
 VIEWS = {
     ("seen",): lambda v: (patch_grid_picture(v.a.image, v.p.grid),),
     ("strip",): lambda v: (token_strip(v.a.image, v.p.grid),),
@@ -223,13 +225,17 @@ VIEWS = {
 
 def place(ctx) -> Panel:
     with gr.Accordion("Every layer and head, and one patch's attention", open=False,
-                      elem_id="views"):
-        return build(ctx.p.model.cfg.depth, ctx.p.model.cfg.heads)
+                      elem_id="views") as accordion:
+        return replace(build(ctx.p.model.cfg.depth, ctx.p.model.cfg.heads), accordion=accordion)
 
 
 def components(c: Panel) -> dict:
     return {**dict(zip(PICTURES, (c.seen, c.strip, c.grid, c.rollout, c.pick, c.row))),
             "layer": c.layer, "head": c.head}
+
+
+def open_views(page, visit, opened: bool) -> dict:
+    return page.choose(visit, views_open=opened)
 
 
 def rescale(page, visit, shared) -> dict:
@@ -247,6 +253,8 @@ def wire(w, c: Panel) -> None:
     """The sliders and clicks choose the page's layer, head and patch (Page.explore,
     Page.pick_patch: the strip, the walk and the second model follow them too)."""
     page = w.page
+    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
+        w.on(event, functools.partial(open_views, page, opened=opened), [], w.QUICK, **w.QUIET)
     w.on(c.shared.change, functools.partial(rescale, page), [c.shared], w.QUICK, **w.QUIET)
     for s in (c.layer, c.head):
         w.on(s.change, page.explore, [c.layer, c.head], (*w.QUICK, "layer", "head"),

@@ -4,7 +4,7 @@ components; `render()` is a pure function from an analysed input to what they sh
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 import numpy as np
@@ -27,6 +27,7 @@ STEPS = 16                        # points of a deletion curve (17 images each, 
 
 @dataclass
 class WhyPanel:
+    accordion: gr.Accordion | None
     target: gr.Dropdown
     heads: gr.CheckboxGroup
     relevance: gr.Image
@@ -98,7 +99,7 @@ def build(p: Predictor) -> WhyPanel:
                 "changes.")
     heads = gr.CheckboxGroup(head_choices(p), label="Heads switched off", elem_id="heads")
     ablation = gr.Markdown(elem_id="ablation")
-    return WhyPanel(target, heads, relevance, occlusion, measure, faithfulness, ablation, sanity)
+    return WhyPanel(None, target, heads, relevance, occlusion, measure, faithfulness, ablation, sanity)
 
 
 def target_class(p: Predictor, probs: np.ndarray, target) -> int:
@@ -281,23 +282,43 @@ def model_updates(p: Predictor) -> tuple[dict, dict]:
 # Drawn from a record seen through vit/ui/render.py's Seen (vit/ui/panels.py): the maps from
 # what the "why" lane computed before (`Seen.explained`); none yet, the views stay as they are.
 WHY = ("relevance", "occlusion", "faithfulness", "ablation", "glance", "sanity", "glance_text")
-MAPS = tuple(n for n in WHY if n != "ablation")
-OPEN = None
+MAPS = tuple(n for n in WHY if n != "ablation")      # the views drawn from the maps
+BESIDE = ("glance", "glance_text")     # the lead map beside the answer: the first screen's
+SCORED = ("relevance", "occlusion", "faithfulness", "sanity")
+# Drawn only while open: each picture costs ~20 ms of the server's CPU to send (PNG, cache
+# file), and most visitors never open the panel.
+OPEN = "why_open"
 VIEWS = {
-    MAPS: lambda v: None if v.explained is None else render(v.p, v.a, v.explained),
+    SCORED: lambda v: None if v.explained is None else _scored(render(v.p, v.a, v.explained)),
     ("ablation",): lambda v: (switch_heads(v.p, v.a, v.heads_off),),
 }
 
 
+def _scored(views: tuple) -> tuple:
+    """render()'s views (MAPS order) -> SCORED's."""
+    return tuple(views[MAPS.index(n)] for n in SCORED)
+
+
+def glance(v) -> tuple | None:
+    """The first screen's lead map and its words, from the maps computed before."""
+    return None if v.explained is None else lead_view(v.p, v.a, v.explained)
+
+
 def place(ctx) -> WhyPanel:
-    with gr.Accordion("What drove the answer: every map, scored", open=False, elem_id="why"):
-        return build(ctx.p)
+    with gr.Accordion("What drove the answer: every map, scored", open=False,
+                      elem_id="why") as accordion:
+        return replace(build(ctx.p), accordion=accordion)
 
 
 def components(c: WhyPanel) -> dict:
     """Its views and controls; the lead map beside the answer ("glance") is on the first screen."""
     return {"relevance": c.relevance, "occlusion": c.occlusion, "faithfulness": c.faithfulness,
             "ablation": c.ablation, "target": c.target, "heads_off": c.heads, "sanity": c.sanity}
+
+
+def open_why(page, visit, opened: bool) -> dict:
+    """Opened, it is drawn from the maps the "why" lane keeps: on that lane."""
+    return page.choose(visit, page.EVERY, why_open=opened)
 
 
 def choose_target(page, visit, target) -> dict:
@@ -325,6 +346,8 @@ def measure(page, visit) -> dict:
 
 def wire(w, c: WhyPanel) -> None:
     page = w.page
+    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
+        w.on(event, functools.partial(open_why, page, opened=opened), [], w.EVERY, **w.LATER)
     w.on(c.target.change, functools.partial(choose_target, page), [c.target], w.EVERY,
          trigger_mode="always_last", **w.LATER)
     w.on(c.heads.change, functools.partial(heads_switched, page), [c.heads], w.QUICK,
