@@ -114,16 +114,17 @@
   tidy();
   // The model in this page while the pen moves (vit/ui/inpage.py, inpage.js), unless the address
   // says ?inpage=0 (to compare with the server's updates) or the server offers none.
-  // A line under the canvas says who answers while the pen moves: this browser, or the server
-  // (and why). Under the canvas, not in the pinned answer: on a phone that stays small.
+  // A line says who answers while the pen moves: this browser, or the server (and why). Under
+  // the strip; on a phone under the canvas, so that the pinned answer stays small.
   window.vitNote = function note(text) {
-    const pad = document.querySelector("#drawpad");
-    if (!pad) { setTimeout(() => note(text), 500); return; }
+    const phone = matchMedia("(max-width: 700px)").matches;
+    const at = document.querySelector(phone ? "#drawpad" : "#pipeline .pipe");
+    if (!at) { setTimeout(() => note(text), 500); return; }
     let el = document.getElementById("inpage-note");
     if (!el) {
       el = document.createElement("p");
       el.id = "inpage-note";
-      pad.insertAdjacentElement("afterend", el);
+      if (phone) at.insertAdjacentElement("afterend", el); else at.appendChild(el);
     }
     el.textContent = text;
   };
