@@ -216,16 +216,23 @@ def main() -> None:
     ap.add_argument("--crowd-seconds", type=float, default=20)
     ap.add_argument("--server-ns", default="2,4,6,8,12")
     ap.add_argument("--page-ns", default="8,16,24,32,48")
+    ap.add_argument("--app", default="app.py",
+                    help="the app.py to start: another checkout's (a `git worktree` of an older "
+                         "commit) measures its server path in the same way ('before')")
+    ap.add_argument("--paths", default="server,page", help="which paths to measure")
     args = ap.parse_args()
-    proc, base, took = start(["app.py"], env={"VIT_WARM": "0", "VIT_UPLOADS_PER_MINUTE": "100000"})
+    paths = args.paths.split(",")
+    proc, base, took = start([args.app], env={"VIT_WARM": "0", "VIT_UPLOADS_PER_MINUTE": "100000"})
     try:
         from playwright.sync_api import sync_playwright
-        print(f"app.py on {base} (started in {took:.1f} s), headless Chromium, stroke "
+        print(f"{args.app} on {base} (started in {took:.1f} s), headless Chromium, stroke "
               f"{args.seconds:g} s at the display's frame rate")
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium",
                                         args=["--headless", "--no-sandbox", "--disable-gpu"])
             for name, url in (("server", base + "?inpage=0"), ("page", base)):
+                if name not in paths:
+                    continue
                 r = visit(browser, url, args.seconds, proc.pid)
                 print(f"  {name:6}  updates/s {r['updates']:5.1f}  pen->strip p50 {r['p50']:6.1f} ms "
                       f"p90 {r['p90']:6.1f} ms (n={r['n']})  requests while drawing "
@@ -239,6 +246,8 @@ def main() -> None:
         fns = {d["api_name"]: d["id"] for d in config["dependencies"]
                if d.get("api_name") in ("follow_drawing", "analyse_drawing", "why", "folded")}
         for name, ns in (("server", args.server_ns), ("page", args.page_ns)):
+            if name not in paths:
+                continue
             best = 0
             for n in map(int, ns.split(",")):
                 lifts, failed = crowd(base, fns, n, name == "page", args.crowd_seconds)

@@ -25,7 +25,7 @@ def seven(page):
     ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
     views.open_views(page, visit, True)
     page.analyse_drawing(visit, drawing_value(ink), "mnist", True, 6, 1)
-    page.why(visit), page.folded(visit)          # as the page's lanes follow every analysis
+    page.why(visit)                              # as the page's lane follows every analysis
     # Opening the panel sends its views alone: no other view reads whether it is open.
     assert compare_panel.open_compare(page, visit, True) == {"compare_text": NO_SECOND, "compare_strip": None,
                                               "compare_maps": None}

@@ -297,7 +297,7 @@ def _components(demo) -> dict:
     """render()'s names -> the page's components, read from the events' keyed outputs."""
     out = {}
     fns = {getattr(f.fn, "__name__", ""): f for f in demo.fns.values()}
-    for fn, names in (("analyse_drawing", page_module.ANALYSIS), ("why", render.WHY),
-                      ("folded", render.FOLDED_VIEWS)):
+    for fn, names in (("analyse_drawing", page_module.ANALYSIS),
+                      ("why", render.EXPLAINED + render.FOLDED_VIEWS)):
         out.update(zip(names, fns[fn].outputs))
     return out

@@ -528,15 +528,11 @@ class Page:
         return {k: v + 1 for k, v in zip(("layer", "head"), hit) if v is not None}
 
     def why(self, visit: Visit):
-        """The "What drove the answer" panel for the input on screen, the lead map beside the
-        answer, and the strip with that map's patch."""
-        return self.view(visit.record, EXPLAINED, visit=visit)
-
-    def folded(self, visit: Visit):
-        """The panels drawn only while open — the step-by-step walk, the logit lens, how it
-        learned, the second model — for the input on screen: one handler after each analysis
-        (render skips a closed panel's views)."""
-        return self.view(visit.record, FOLDED_VIEWS, visit=visit)
+        """After each analysis, for the input on screen: the lead map beside the answer, the
+        strip with that map's patch, "What drove the answer" — and the panels drawn only while
+        open (the step-by-step walk, the logit lens, how it learned, the second model; render
+        skips a closed panel's views)."""
+        return self.view(visit.record, EXPLAINED + FOLDED_VIEWS, visit=visit)
 
     # --- the API ----------------------------------------------------------------------------
     def classify(self, image):
