@@ -634,7 +634,7 @@ def test_a_value_outside_a_components_choices_is_one_line(app_server):
     and the whole value's repr (the fixture checks the log for tracebacks at the end)."""
     said = join(app_server[1], "testset_view", ["x" * 50_000, -1, -1])
     assert "not one of its choices" in said and "xxxxxxxxxx" not in said
-    said = join(app_server[1], "switch_heads", [["zz"] * 1000])
+    said = join(app_server[1], "heads_switched", [["zz"] * 1000])
     assert "not one of its choices" in said
 
 

@@ -67,10 +67,10 @@ def test_where_the_answer_settles_in_words():
 
 def test_the_panel_names_the_class_and_its_block(analysed):
     p, a = analysed
-    picture, words = lens_panel.render(p, a, -1)          # -1: the model's answer
+    picture, words = lens_panel.render(p, a, -1, p.lens(a.image))          # -1: the model's answer
     answer = p.class_names[int(a.probs.argmax())]
     assert picture.ndim == 3 and f"**{answer}**" in words
     assert "patch tokens would answer" in words
     other = (int(a.probs.argmax()) + 1) % len(p.class_names)
-    _, other_words = lens_panel.render(p, a, other)
+    _, other_words = lens_panel.render(p, a, other, p.lens(a.image))
     assert f"**{p.class_names[other]}**" in other_words

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import gradio as gr
 import numpy as np
 
+from vit.explain.logit_lens import LogitLens
 from vit.inference import Analysis, Predictor
 from vit.pictures.logit_lens import lens_picture
 from vit.text import md, percent
@@ -46,9 +47,8 @@ def build() -> LensPanel:
     return LensPanel(accordion, picture, text)
 
 
-def summary(p: Predictor, a: Analysis, target: int) -> str:
+def summary(p: Predictor, lens: LogitLens, target: int) -> str:
     """In words: where [CLS] settles on the class, and where its patches speak for it most."""
-    lens = p.lens(a.image)
     name, depth = md(p.class_names[target]), lens.depth
     at = lens.forms_at(target)
     if at is None:
@@ -68,15 +68,16 @@ def summary(p: Predictor, a: Analysis, target: int) -> str:
             f"(row {row + 1}, column {col + 1}), at {percent(float(last.max()))}.")
 
 
-def render(p: Predictor, a: Analysis, target) -> tuple[np.ndarray, str]:
-    """(the picture, its words) for the analysed input and the page's target class."""
+def render(p: Predictor, a: Analysis, target, lens: LogitLens) -> tuple[np.ndarray, str]:
+    """(the picture, its words) for the analysed input, the page's target class and the input's
+    logit lens (`Predictor.lens`, computed before)."""
     t = target_class(p, a.probs, target)
-    return lens_picture(a.image, p.lens(a.image), t, p.class_names), summary(p, a, t)
+    return lens_picture(a.image, lens, t, p.class_names), summary(p, lens, t)
 
 
 OPEN = "lens_open"           # drawn only while open (vit/ui/panels.py)
 LENS = ("lens", "lens_text")
-VIEWS = {LENS: lambda v: render(v.p, v.a, v.target)}
+VIEWS = {LENS: lambda v: render(v.p, v.a, v.target, v.lens)}
 
 
 def place(ctx) -> LensPanel:

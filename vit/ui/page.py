@@ -35,6 +35,7 @@ from vit.ui.render import (
     EVERY,
     EXPLAINED,
     FOLDED_VIEWS,
+    LENS,
     PICTURES,
     Given,
     answered,
@@ -217,7 +218,10 @@ class Page:
                                   kept_only=not set(names) & set(why_panel.MAPS))
         if a is not None and r.compare_open and set(names) & set(COMPARE):
             other = self._second(r)
-        return render(r, Given(p, a, explained, other), names,
+        lens = p.lens(a.image) if a is not None and r.lens_open and set(names) & set(LENS) else None
+        off = why_panel.parse_heads(p, r.heads_off) if a is not None and "ablation" in names else []
+        ablated = p.ablate(a.image, off) if off and r.why_open else None
+        return render(r, Given(p, a, explained, other, lens, ablated), names,
                       visit.reads if visit is not None else None)
 
     def _second(self, r: Record):

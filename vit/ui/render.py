@@ -1,9 +1,10 @@
 """The page as a pure function of its record: `render(r, given, names)` gives every named
 component's value for a record (vit/ui/record.py) and what the page computed for its input on
 screen before drawing (`Given`: the model, its analysis, the explanation maps, the second model's
-analysis). Each view reads the record through `Seen`, which notes every field it reads; `changed`
-then names the views whose last reads include a field that moved — the components a change
-touches are derived from what each view reads (as MobX or Svelte do), never listed by hand.
+analysis, the logit lens, the answer with heads switched off). Each view reads the record
+through `Seen`, which notes every field it reads; `changed` then names the views whose last
+reads include a field that moved — the components a change touches are derived from what each
+view reads (as MobX or Svelte do), never listed by hand.
 Every view belongs to a panel module registered in vit/ui/panels.py (its `VIEWS` and `OPEN`).
 Nothing here touches Gradio's events or a server, nor computes a map."""
 from __future__ import annotations
@@ -41,6 +42,8 @@ class Given:
     a: Analysis | None = None
     explained: Explained | None = None
     other: tuple | str | None = None
+    lens: object = None                 # its logit lens (vit/explain/logit_lens.py), when drawn
+    ablated: np.ndarray | None = None   # its probabilities with the ticked heads switched off
 
 
 class Seen:
@@ -75,6 +78,16 @@ class Seen:
     def explained(self) -> Explained | None:
         _ = self.a, self.target
         return self._given.explained
+
+    @property
+    def lens(self):
+        _ = self.a
+        return self._given.lens
+
+    @property
+    def ablated(self) -> np.ndarray | None:
+        _ = self.a, self.heads_off
+        return self._given.ablated
 
     @property
     def other(self):

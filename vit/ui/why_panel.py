@@ -173,12 +173,13 @@ def verdict(aucs: dict[str, float]) -> str:
     return f"{best.capitalize()} found the patches the answer rests on best: believe it first."
 
 
-def switch_heads(p: Predictor, a: Analysis, heads) -> str:
-    """What the model reads with the ticked heads switched off, against every head on."""
+def switch_heads(p: Predictor, a: Analysis, heads, after: np.ndarray | None) -> str:
+    """What the model reads with the ticked heads switched off (`after`: its probabilities
+    then, `Predictor.ablate`, computed before), against every head on."""
     off = parse_heads(p, heads)
-    if not off:
+    if not off or after is None:
         return "Nothing switched off: tick heads above."
-    probs, after = a.probs, p.ablate(a.image, off)
+    probs = a.probs
     b, c = int(probs.argmax()), int(after.argmax())
     n = f"{len(off)} head{'s' if len(off) > 1 else ''}"
     change = "the same answer" if c == b else "a **different** answer"
@@ -290,7 +291,7 @@ SCORED = ("relevance", "occlusion", "faithfulness", "sanity")
 OPEN = "why_open"
 VIEWS = {
     SCORED: lambda v: None if v.explained is None else _scored(render(v.p, v.a, v.explained)),
-    ("ablation",): lambda v: (switch_heads(v.p, v.a, v.heads_off),),
+    ("ablation",): lambda v: (switch_heads(v.p, v.a, v.heads_off, v.ablated),),
 }
 
 
