@@ -209,7 +209,7 @@ def not_blank(pic):
 def test_render_for_cls_and_a_corner_patch(analysed, name):
     p, a = analysed[name]
     for patch, cls in ((None, True), (0, False), (p.grid ** 2 - 1, False)):
-        pic, text = panel.render(p, a, 1, 1, patch, cls)
+        pic, text = panel.render(p, a, panel.walk_of(p, a, 1, 1, patch, cls))
         assert pic.shape == (590, WALK_WIDTH, 3)
         not_blank(pic)
         assert text.startswith("**[CLS], layer 1" if cls else f"**Patch {patch + 1}, layer 1")
@@ -220,7 +220,7 @@ def test_render_every_layer_and_head_and_its_text_names_the_top_token(analysed):
     cfg = p.model.cfg
     for layer in range(1, cfg.depth + 1):
         for head in range(1, cfg.heads + 1):
-            pic, text = panel.render(p, a, layer, head, 17)
+            pic, text = panel.render(p, a, panel.walk_of(p, a, layer, head, 17))
             w = walk_through(p.model, p.tensor(a.image), 17, layer - 1, head - 1)
             top = int(w.weights.argmax())
             assert f"layer {layer}, head {head}" in text
@@ -235,7 +235,7 @@ def test_render_clamps_what_a_client_sends(analysed):
     assert views.clamp(p, 99, 99, 10 ** 6) == (cfg.depth - 1, cfg.heads - 1, N - 1)
     assert views.clamp(p, -4, 0, -3) == (0, 0, 0)
     assert views.clamp(p, "x", None, "y") == (cfg.depth - 1, 0, (p.grid // 2) * p.grid + p.grid // 2)
-    pic, text = panel.render(p, a, 99, 99, 10 ** 6)
+    pic, text = panel.render(p, a, panel.walk_of(p, a, 99, 99, 10 ** 6))
     assert f"Patch {N}, layer {cfg.depth}, head {cfg.heads}" in text
     not_blank(pic)
 
@@ -301,7 +301,7 @@ def test_the_panel_has_no_layer_or_head_of_its_own(analysed):
         mp = panel.build(p)
     assert mp.walk.elem_id == "mech-walk"
     assert not [b for b in demo.blocks.values() if isinstance(b, gr.Slider)]
-    _, text = panel.render(p, a, 2, 3, 10)
+    _, text = panel.render(p, a, panel.walk_of(p, a, 2, 3, 10))
     assert "patch 11, layer 2, head 3" in text.lower()
 
 

@@ -155,15 +155,19 @@ def walk_text(w: WalkThrough) -> str:
             f"{where}, computed here by hand from the model's weights.")
 
 
-def render(p: Predictor, a: Analysis, layer, head, patch, cls=False) -> tuple[np.ndarray, str]:
-    """(walk-through picture, its text) for an analysed input, the 1-based layer and head
-    the page shares (the explorer's sliders), the chosen patch (0-based; None: the centre) and
-    whether to follow [CLS] instead. Values out of range are clamped; anything else falls back
-    to the last layer, head 1, the centre (views.clamp)."""
+def walk_of(p: Predictor, a: Analysis, layer, head, patch, cls=False) -> WalkThrough:
+    """The numbers of one token's trip through one head (a forward pass to that layer), for an
+    analysed input, the 1-based layer and head the page shares (the explorer's sliders), the
+    chosen patch (0-based; None: the centre) and whether to follow [CLS] instead. Values out of
+    range are clamped; anything else falls back to the last layer, head 1, the centre
+    (views.clamp). Computed before the panel is drawn (vit/ui/page.py `view`)."""
     layer, head, patch = views.clamp(p, layer, head, patch)
-    w = _walk_through(p.model, p.tensor(a.image), CLS if cls else patch, layer, head)
-    pic = walk_through_picture(w, a.image, p.model.cfg.patch_size, stem_rim(p.model))
-    return pic, walk_text(w)
+    return _walk_through(p.model, p.tensor(a.image), CLS if cls else patch, layer, head)
+
+
+def render(p: Predictor, a: Analysis, w: WalkThrough) -> tuple[np.ndarray, str]:
+    """(walk-through picture, its text) for an analysed input and its walk (`walk_of`)."""
+    return walk_through_picture(w, a.image, p.model.cfg.patch_size, stem_rim(p.model)), walk_text(w)
 
 
 # --- per model: Figure 7 ---------------------------------------------------------------------
@@ -272,7 +276,7 @@ def _model_images(p: Predictor, data_dir) -> ModelPictures:
 
 OPEN = "mechanism_open"      # drawn only while open (vit/ui/panels.py)
 WALK = ("walk", "walk_text")
-VIEWS = {WALK: lambda v: render(v.p, v.a, v.layer, v.head, v.patch, v.follow_cls)}
+VIEWS = {WALK: lambda v: render(v.p, v.a, v.walk)}
 
 
 MODEL_VIEWS = ("position", "distance", "filters", "model_caption")   # of the model, not the input

@@ -23,7 +23,7 @@ from vit.pictures.confusion import cell_at
 from vit.preprocessing.decode import BlankInputError, PreprocessError, decode
 from vit.preprocessing.layout import compact
 from vit.text import md
-from vit.ui import draw_tab, mechanism_panel, pipeline, testset_tab, views, why_panel
+from vit.ui import draw_tab, mechanism_panel, pipeline, testset_tab, training_panel, views, why_panel
 from vit.ui.canvas import colour_picture, load_value, read_drawing, seq
 from vit.ui.compare_panel import SAME_MODEL
 from vit.ui.record import ANSWER, Record, Refused, Shown, Visit
@@ -35,8 +35,10 @@ from vit.ui.render import (
     EVERY,
     EXPLAINED,
     FOLDED_VIEWS,
+    LEARNED,
     LENS,
     PICTURES,
+    WALK,
     Given,
     answered,
     changed,
@@ -218,11 +220,24 @@ class Page:
                                   kept_only=not set(names) & set(why_panel.MAPS))
         if a is not None and r.compare_open and set(names) & set(COMPARE):
             other = self._second(r)
-        lens = p.lens(a.image) if a is not None and r.lens_open and set(names) & set(LENS) else None
-        off = why_panel.parse_heads(p, r.heads_off) if a is not None and "ablation" in names else []
-        ablated = p.ablate(a.image, off) if off and r.why_open else None
-        return render(r, Given(p, a, explained, other, lens, ablated), names,
-                      visit.reads if visit is not None else None)
+        return render(r, Given(p, a, explained, other, *self._panels_numbers(r, p, a, names)),
+                      names, visit.reads if visit is not None else None)
+
+    @staticmethod
+    def _panels_numbers(r: Record, p: Predictor, a: Analysis | None, names) -> tuple:
+        """What the open panels among `names` draw, computed before render (each a forward pass,
+        kept per input): the logit lens, the answer with the ticked heads off, the walk through
+        one head, the input through the training snapshots."""
+        if a is None:
+            return None, None, None, None
+        wanted = set(names)
+        lens = p.lens(a.image) if r.lens_open and wanted & set(LENS) else None
+        off = why_panel.parse_heads(p, r.heads_off) if r.why_open and "ablation" in wanted else []
+        walk = (mechanism_panel.walk_of(p, a, r.layer, r.head, r.patch, r.follow_cls)
+                if r.mechanism_open and wanted & set(WALK) else None)
+        frames = (training_panel.frames_of(p, a, r.patch)
+                  if r.learned_open and wanted & set(LEARNED) else None)
+        return lens, p.ablate(a.image, off) if off else None, walk, frames
 
     def _second(self, r: Record):
         """The second model's (model, analysis) of the input on screen, or why there is none

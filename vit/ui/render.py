@@ -44,6 +44,8 @@ class Given:
     other: tuple | str | None = None
     lens: object = None                 # its logit lens (vit/explain/logit_lens.py), when drawn
     ablated: np.ndarray | None = None   # its probabilities with the ticked heads switched off
+    walk: object = None                 # one token's trip through one head (mechanism_panel)
+    frames: list | None = None          # it through the training snapshots (training_panel)
 
 
 class Seen:
@@ -88,6 +90,16 @@ class Seen:
     def ablated(self) -> np.ndarray | None:
         _ = self.a, self.heads_off
         return self._given.ablated
+
+    @property
+    def walk(self):
+        _ = self.a, self.layer, self.head, self.patch, self.follow_cls
+        return self._given.walk
+
+    @property
+    def frames(self):
+        _ = self.a, self.patch
+        return self._given.frames
 
     @property
     def other(self):

@@ -72,14 +72,25 @@ def nearest(frames: list, at) -> int:
     return min(range(len(frames)), key=lambda i: (abs(done[i] - at), -i))
 
 
-def render(p: Predictor, a: Analysis, patch: int | None,
-           at=100) -> tuple[np.ndarray | None, np.ndarray | None, str]:
-    """(the filmstrip or None, the frame nearest `at` % of training drawn large or None, the
-    words) for the analysed input; `patch`: the page's chosen patch (0-based), or None for the
-    centre."""
-    chosen = patch if isinstance(patch, int) and 0 <= patch < p.grid ** 2 else \
+def chosen_patch(p: Predictor, patch) -> int:
+    """The page's chosen patch (0-based), or the centre."""
+    return patch if isinstance(patch, int) and 0 <= patch < p.grid ** 2 else \
         (p.grid // 2) * p.grid + p.grid // 2
-    frames = p.over_training(a.image, chosen)
+
+
+def frames_of(p: Predictor, a: Analysis, patch) -> list:
+    """The input through the training snapshots (forward passes, kept per input and patch):
+    computed before the panel is drawn (vit/ui/page.py `view`)."""
+    return p.over_training(a.image, chosen_patch(p, patch))
+
+
+def render(p: Predictor, a: Analysis, patch: int | None, at=100,
+           frames: list | None = None) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+    """(the filmstrip or None, the frame nearest `at` % of training drawn large or None, the
+    words) for the analysed input and its `frames` (`frames_of`); `patch`: the page's chosen
+    patch (0-based), or None for the centre."""
+    chosen = chosen_patch(p, patch)
+    frames = frames_of(p, a, patch) if frames is None else frames
     if not frames:
         return None, None, (UNREADABLE if snapshots.listed(p.checkpoint.folder) else NONE)
     names = p.class_names
@@ -96,8 +107,7 @@ def render(p: Predictor, a: Analysis, patch: int | None,
 
 OPEN = "learned_open"        # drawn only while open (vit/ui/panels.py)
 LEARNED = ("learned", "learned_frame", "learned_text")
-VIEWS = {LEARNED:
-         lambda v: render(v.p, v.a, v.patch, v.learned_at)}
+VIEWS = {LEARNED: lambda v: render(v.p, v.a, v.patch, v.learned_at, v.frames)}
 
 
 def place(ctx) -> TrainingPanel:
