@@ -6,8 +6,10 @@ What the server offers for that, under PREFIX, and nothing else there:
 - `manifest.json`: which models the page may run itself, with what each needs to lay out a
   drawing and read its answer, and where and with which SHA-256 each file is;
 - the runtime, pinned: onnxruntime-web 1.30.0's `ort.wasm.min.js`, `ort-wasm-simd-threaded.mjs`
-  and `.wasm` (vit/ui/vendor/onnxruntime-web, copied unchanged from the npm package; RUNTIME
-  holds their SHA-256, checked when the app starts, and the page checks them again before use);
+  and `.wasm` (vit/ui/vendor/onnxruntime-web, copied unchanged from the npm package, the
+  WebAssembly gzipped: 3.7 MB, where a Hugging Face Space's repository takes no file over 10 MB
+  without LFS; RUNTIME holds their SHA-256 — the .wasm's of its unzipped bytes — checked when the
+  app starts, and the page checks them again before use);
 - `inpage.js`, and each page model: `page.onnx` beside a checkpoint's weights (`python -m
   vit.export CHECKPOINT --page`), offered only when its `page.json` names the weights it was
   made from and they are the weights being served.
@@ -27,6 +29,7 @@ import json
 import logging
 from pathlib import Path
 
+from vit.explain.ood import not_label
 from vit.export import PAGE_FILE, weights_sha256
 
 log = logging.getLogger("vit.ui")
@@ -77,27 +80,33 @@ class InPage:
         self.manifest = manifest
         self.files[PREFIX + "manifest.json"] = (json.dumps(manifest).encode(), "no-cache")
 
-    def _add(self, name: str, data: bytes) -> str:
+    def _add(self, name: str, data: bytes, zipped: bytes | None = None) -> str:
         """Serve `data` at a URL holding its hash; return that URL. Code is also kept gzipped
-        (the runtime's 14.2 MB of WebAssembly are 3.7 MB so) for the browsers that take it."""
+        (`zipped`, or made here) for the browsers that take it."""
         url = f"{PREFIX}{_sha256(data)[:16]}/{name}"
         self.files[url] = (data, FOREVER)
         if Path(name).suffix in (".js", ".mjs", ".wasm"):
-            self.gzipped[url] = gzip.compress(data, 6, mtime=0)
+            self.gzipped[url] = zipped or gzip.compress(data, 6, mtime=0)
         return url
 
     def _runtime(self) -> dict:
         out = {}
         for name, want in RUNTIME.items():
             try:
-                data = (VENDOR / name).read_bytes()
-            except OSError:
+                zipped = None
+                if (VENDOR / (name + ".gz")).exists():     # kept gzipped: a Space's repository
+                    zipped = (VENDOR / (name + ".gz")).read_bytes()   # takes no file over 10 MB
+                    data = gzip.decompress(zipped)
+                else:
+                    data = (VENDOR / name).read_bytes()
+            except (OSError, EOFError, gzip.BadGzipFile):
                 self.problem = f"the in-page runtime's {name} is missing"
                 return {}
             if _sha256(data) != want:
                 self.problem = f"the in-page runtime's {name} is not the pinned file"
                 return {}
-            out[name] = {"url": self._add(name, data), "sha256": want, "integrity": _sri(data)}
+            out[name] = {"url": self._add(name, data, zipped), "sha256": want,
+                         "integrity": _sri(data)}
         script = (HERE / "inpage.js").read_bytes()
         return {"runtime": out, "script": {"url": self._add("inpage.js", script),
                                            "integrity": _sri(script)}}
@@ -120,12 +129,11 @@ class InPage:
                         "by the server while drawing (python -m vit.export %s --page)", name, name)
             return None
         cfg, style = config.model, config.style
-        p = models.get(name)
         return {"url": self._add(f"{name}.onnx", data), "sha256": made["onnx_sha256"],
                 "bytes": len(data), "size": cfg.image_size, "channels": cfg.channels,
                 "grid": cfg.image_size // cfg.patch_size, "layers": cfg.depth, "heads": cfg.heads,
                 "classes": list(config.class_names), "temperature": config.temperature,
-                "reject_below": config.reject_below, "not_label": p.not_label,
+                "reject_below": config.reject_below, "not_label": not_label(config),
                 "style": {"name": style.name, "colour": style.colour, "box": style.box,
                           "by_mass": style.by_mass, "strokes": style.strokes}}
 
