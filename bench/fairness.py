@@ -25,9 +25,10 @@ from bench.app_latency import start
 from bench.attack import drawing
 
 
-def join(base: str, fn: int, data: list, who: str) -> tuple[str, float]:
-    """One event: ("ok" | "refused: …" | "error: …", seconds to its answer)."""
-    sid = uuid.uuid4().hex[:16]
+def join(base: str, fn: int, data: list, who: str, sid: str | None = None) -> tuple[str, float]:
+    """One event (of session `sid`, else a new one): ("ok" | "refused: …" | "error: …", seconds
+    to its answer)."""
+    sid = sid or uuid.uuid4().hex[:16]
     body = json.dumps({"data": [*data, None], "fn_index": fn, "event_data": None,
                        "session_hash": sid, "trigger_id": None}).encode()
     headers = {"Content-Type": "application/json", "X-Forwarded-For": who}

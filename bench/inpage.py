@@ -32,6 +32,7 @@ import uuid
 
 from bench.app_latency import start
 from bench.attack import drawing
+from bench.fairness import join
 
 # The pen's path: a 7, in canvas fractions; the probe moves along it once per animation frame.
 PATH = [(0.28, 0.2), (0.72, 0.2), (0.42, 0.85)]
@@ -155,25 +156,12 @@ def visit(browser, url: str, seconds: float, pid: int) -> dict:
 
 # --- the crowd ------------------------------------------------------------------------------
 def event(base: str, fn: int, data: list, sid: str, who: str) -> float:
-    """One event of a visitor's session: seconds until its answer (raises on failure)."""
-    body = json.dumps({"data": [*data, None], "fn_index": fn, "event_data": None,
-                       "session_hash": sid, "trigger_id": None}).encode()
-    t = time.perf_counter()
-    urllib.request.urlopen(urllib.request.Request(
-        base + "gradio_api/queue/join", body, {"Content-Type": "application/json",
-                                               "X-Forwarded-For": who}), timeout=60).read()
-    stream = urllib.request.Request(f"{base}gradio_api/queue/data?session_hash={sid}",
-                                    headers={"X-Forwarded-For": who})
-    for line in urllib.request.urlopen(stream, timeout=60):
-        if line.startswith(b"data:"):
-            msg = json.loads(line[5:])
-            if msg.get("msg") == "process_completed":
-                if not msg.get("success"):
-                    raise RuntimeError(str(msg.get("output"))[:100])
-                return time.perf_counter() - t
-            if msg.get("msg") == "queue_full":
-                raise RuntimeError("queue full")
-    raise RuntimeError("no answer")
+    """One event of a visitor's session (bench/fairness.py's raw queue protocol): seconds until
+    its answer; raises on anything but an answer."""
+    said, took = join(base, fn, data, who, sid)
+    if said != "ok":
+        raise RuntimeError(said)
+    return took
 
 
 def crowd(base: str, fns: dict, n: int, inpage: bool, seconds: float) -> tuple[list, int]:
