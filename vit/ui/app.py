@@ -41,8 +41,10 @@ from vit.ui.gradio_patches import (
     hide_server_paths,
     mcp_tools,
     never_rewrite_cached_images,
+    no_summaries,
     raise_file_limit,
     short_errors,
+    skips_cost_nothing,
     small_sessions,
     tolerant_clicks,
 )
@@ -74,7 +76,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     Process-wide settings (torch's CPU threads: VIT_THREADS) are the caller's: app.py sets
     them. Raises StartupError."""
     for patch in (never_rewrite_cached_images, hide_server_paths, small_sessions, short_errors,
-                  tolerant_clicks):
+                  tolerant_clicks, skips_cost_nothing, no_summaries):
         patch()
     mcp_tools(TOOL_NAMES)
     limits = Limits.from_env()

@@ -49,7 +49,8 @@ refused before Gradio sees them: vit/ui/routes.py.
 8. Every session (any `session_hash` a client makes up) got a copy of the whole page's config
    (~170 KB) and kept every value a client sent in it (a 4 MB "drawing", a 100 KB model name),
    for deep links, which this app does not offer. `small_sessions` keeps neither; what a session
-   holds is its gr.State value (vit/ui/record.py) and the components a handler updated.
+   holds is its gr.State value (vit/ui/record.py) and the components a handler updated. (Each
+   update also rebuilt the component's config for deep links, ~2 ms of server CPU an output.)
    Remove when deep links can be switched off (tests/test_attacks.py
    `test_a_session_keeps_no_copy_of_the_page…`).
 9. `show_error=True` sends `str(exception)` to the client: a validation error echoed a 100 KB
@@ -77,9 +78,21 @@ refused before Gradio sees them: vit/ui/routes.py.
    `tolerant_clicks` makes them None (a click at no place: one line, vit/ui/boundary.py).
    Remove when gr.SelectData reads its fields with defaults (tests/test_attacks.py
    `test_a_click_of_any_shape_is_one_line`).
+13. An output a handler leaves as it is (`gr.skip()`, or one a dict return does not name, as
+   every handler here returns) is rebuilt by Gradio as if it were updated: a new component from
+   its constructor arguments, for every such output of every event (a lift's events name ~30
+   outputs and change a few). `skips_cost_nothing` sends those as they are, unbuilt.
+   Remove when Gradio passes a skip through untouched (tests/test_app_events.py
+   `test_an_output_left_as_it_is_is_not_rebuilt`).
+14. The queue summarises every event's timings into a pandas table of up to 10,000 events after
+   each event, for the monitoring dashboard, which this app serves only with VIT_MONITORING=1.
+   `no_summaries` computes it only then.
+   Remove when Gradio summarises only for an open dashboard (same test file,
+   `test_the_queue_keeps_no_summary_nobody_reads`).
 """
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import tempfile
@@ -261,10 +274,73 @@ def small_sessions() -> None:
         init(self, blocks)
         self.config_values = {}              # read only by deep links
 
+    def __setitem__(self, key, value):       # Gradio's, without the config for deep links
+        block = self.blocks_config.blocks.get(key)
+        if isinstance(block, gr.State):
+            self._state_ttl[key] = (block.time_to_live, datetime.datetime.now())
+            self.state_data[key] = value
+        else:
+            self.blocks_config.blocks[key] = value
+
     SessionState.__init__ = __init__
+    SessionState.__setitem__ = __setitem__
     SessionState._update_config = lambda self, key: None
     SessionState._update_value_in_config = lambda self, key, value: None
     _patched.add("sessions")
+
+
+SKIP = {"__type__": "update"}               # gr.skip(), and what Gradio sends for it
+
+
+def skips_cost_nothing() -> None:
+    """Patch 13 (idempotent)."""
+    if "skips" in _patched:
+        return
+    import copy
+
+    from gradio.blocks import Block, convert_component_dict_to_list
+    postprocess = gr.Blocks.postprocess_data
+
+    def skipped(v) -> bool:
+        return isinstance(v, dict) and v == SKIP
+
+    async def postprocess_data(self, block_fn, predictions, state):
+        outputs = list(block_fn.outputs)
+        if (isinstance(predictions, dict) and predictions and len(outputs) > 1
+                and all(isinstance(k, Block) and k in outputs for k in predictions)):
+            predictions = convert_component_dict_to_list(outputs, predictions)
+        if (block_fn.batch or block_fn.is_validator_function or len(outputs) < 2
+                or not isinstance(predictions, list) or len(predictions) != len(outputs)
+                or not any(map(skipped, predictions))):
+            return await postprocess(self, block_fn, predictions, state)
+        kept = [i for i, v in enumerate(predictions) if not skipped(v)]
+        sent = []
+        if kept:                        # Gradio's own work for the outputs that change
+            fn = copy.copy(block_fn)
+            fn.outputs = [outputs[i] for i in kept]
+            values = [predictions[i] for i in kept]
+            sent = await postprocess(self, fn, values if len(kept) > 1 else values[0], state)
+        done = iter(sent)
+        return [dict(SKIP) if skipped(v) else next(done) for v in predictions]
+
+    gr.Blocks.postprocess_data = postprocess_data
+    _patched.add("skips")
+
+
+def no_summaries() -> None:
+    """Patch 14 (idempotent): with VIT_MONITORING unset the summary stays empty."""
+    if "summaries" in _patched:
+        return
+    from gradio.queueing import Queue
+    summarise = Queue.compute_analytics_summary
+
+    def compute_analytics_summary(self, records):
+        if os.environ.get("VIT_MONITORING", "0").strip() == "1":
+            return summarise(self, records)
+        return self.cached_event_analytics_summary
+
+    Queue.compute_analytics_summary = compute_analytics_summary
+    _patched.add("summaries")
 
 
 MAX_ERROR_CHARS = 300

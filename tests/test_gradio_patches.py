@@ -1,0 +1,51 @@
+"""What vit/ui/gradio_patches.py changes about Gradio's per-event work (patches 8, 13, 14): each
+test fails with Gradio 6.31 as it is."""
+import asyncio
+
+import gradio as gr
+from gradio.state_holder import SessionState
+
+from vit.ui.gradio_patches import SKIP, no_summaries, skips_cost_nothing, small_sessions
+
+
+def three_boxes():
+    with gr.Blocks() as blocks:
+        a, b, c = gr.Textbox("a"), gr.Textbox("b"), gr.Textbox("c")
+        b.change(lambda x: x, b, [a, b, c])
+    return blocks, (a, b, c), blocks.fns[0]
+
+
+def test_an_output_left_as_it_is_is_not_rebuilt():
+    """A dict return naming one output of three: the other two went through Gradio's update path
+    (a new component built from its arguments, every event); now they are sent as skips."""
+    small_sessions()
+    skips_cost_nothing()
+    blocks, (a, b, c), fn = three_boxes()
+    state = SessionState(blocks)
+    sent = asyncio.run(blocks.postprocess_data(fn, {b: "new"}, state))
+    assert sent == [SKIP, "new", SKIP]
+    assert state.blocks_config.blocks[a._id] is a and state.blocks_config.blocks[c._id] is c
+    # A real update still goes through Gradio's own path and changes the session's copy.
+    sent = asyncio.run(blocks.postprocess_data(fn, {a: gr.update(visible=False), c: "z"}, state))
+    assert sent[0]["visible"] is False and sent[1] == SKIP and sent[2] == "z"
+    assert state.blocks_config.blocks[a._id] is not a and state.blocks_config.blocks[a._id].visible is False
+    # Nothing named at all, and gr.skip() in a tuple, both leave every output as it is.
+    assert asyncio.run(blocks.postprocess_data(fn, gr.skip(), state)) == [SKIP] * 3
+    assert asyncio.run(blocks.postprocess_data(fn, ("x", gr.skip(), "y"), state)) == ["x", SKIP, "y"]
+
+
+def test_the_queue_keeps_no_summary_nobody_reads(monkeypatch):
+    """After every event the queue built a pandas table of up to 10,000 events' timings, read
+    only by the monitoring dashboard."""
+    from gradio.queueing import Queue
+    no_summaries()
+    queue = Queue.__new__(Queue)
+    queue.cached_event_analytics_summary = {"functions": {}}
+    queue.events_recorded = queue.event_count_at_last_cache = 5
+    queue.events_recorded_per_fn, queue.ANAYLTICS_CACHE_FREQUENCY = {}, 1
+    queue.events_recorded += 1
+    records = [{"function": "f", "status": "success", "process_time": 0.1}] * 3
+    monkeypatch.delenv("VIT_MONITORING", raising=False)
+    assert queue.compute_analytics_summary(records) == {"functions": {}}
+    monkeypatch.setenv("VIT_MONITORING", "1")
+    assert queue.compute_analytics_summary(records)["functions"]["f"]["total_requests"] == 3
