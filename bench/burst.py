@@ -1,12 +1,12 @@
 """What a burst of requests costs the next visitor.
 
-    python -m bench.burst [--requests 80] [--queue-size 16]
+    python -m bench.burst [--requests 80] [--queue-size 64]
 
 Starts `python app.py` on a loopback port. A second process sends --requests drawing analyses at
 once (the canvas endpoint, a 500x500 PNG of ink) and then either leaves at once ("leaves":
 nobody will read the answers) or waits for them ("stays"). Six seconds later a new visitor sends
 one drawing; the script prints how long it waited, or that it was told the server is busy.
-`--queue-size` sets VIT_QUEUE_SIZE (the app's default is 16; Gradio's own is unbounded). Note
+`--queue-size` sets VIT_QUEUE_SIZE (the app's default is 64; Gradio's own is unbounded). Note
 that on a 2-core machine the flooding client competes with the server for the CPU.
 """
 from __future__ import annotations
@@ -62,7 +62,7 @@ def visit(url: str, layer: str) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=80)
-    p.add_argument("--queue-size", type=int, default=16)
+    p.add_argument("--queue-size", type=int, default=64)
     args = p.parse_args()
     from vit.data.examples import render_digit
     layer = os.path.join(tempfile.mkdtemp(), "layer.png")

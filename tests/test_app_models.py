@@ -301,13 +301,17 @@ def test_test_image_is_not_preprocessed_again_after_a_switch(grids_page):
 
 
 def test_queue_is_bounded_and_the_cache_is_cleaned(tmp_path):
-    """A burst of requests is refused beyond 16 queued (`python -m bench.burst` measures what the
-    next visitor waits: 13.6 s with Gradio's queue of 64, 7.1 s with 16), and Gradio's upload and
-    picture cache is cleaned of files older than an hour every 30 minutes."""
+    """A burst of requests is refused beyond 64 queued (about a second of work; a crowd of 48
+    drawing at once was refused with 16, `python -m bench.inpage --crowd`), one visitor holds at
+    most 8 of them (`python -m bench.fairness`), and Gradio's upload and picture cache is cleaned
+    of files older than an hour every 30 minutes."""
+    from vit.ui.limits import Limits
     root = tmp_path / "ck"
     tiny(root / "mnist")
     demo = create_app(root, device="cpu")
-    assert demo._queue.max_size == 16 and demo.delete_cache == (1800, 3600)
+    assert demo._queue.max_size == 64 and demo.delete_cache == (1800, 3600)
+    (gate, *_) = Limits.from_env().middleware()
+    assert gate.kwargs["per_visitor"] == 8
 
 
 def test_a_click_at_nan_or_infinity_changes_nothing(grids_page, tmp_path):

@@ -4,7 +4,7 @@
 | setting                 | default | bounds                                                    |
 |-------------------------|---------|-----------------------------------------------------------|
 | VIT_SESSIONS            | 2000    | visitors' sessions kept in memory (oldest dropped first)  |
-| VIT_QUEUE_SIZE          | 16      | events waiting for a worker; more are told "busy"         |
+| VIT_QUEUE_SIZE          | 64      | events waiting for a worker; more are told "busy"         |
 | VIT_CONNECTIONS         | 2000    | open HTTP connections; more get 503 at once (and never    |
 |                         |         | more than the process's open-file limit allows)           |
 | VIT_UPLOADS_PER_MINUTE  | 30      | uploads per visitor (address; not this machine) a minute  |
@@ -20,8 +20,8 @@ file's worth); any other request's body at most `MAX_REQUEST_BYTES`; a body must
 (vit/ui/uploads.py `paced`); a connection that sends no complete request within
 `FIRST_REQUEST_SECONDS` is closed; uploads and pictures are deleted an hour after they were made
 (checked every half hour); a session id is at most 64 characters of [A-Za-z0-9_-]; a session
-leaves at most `MAX_WAITING` answers unread; a visitor holds at most half of VIT_QUEUE_SIZE's
-waiting places; an event names one of the page's events. Decoding: vit/preprocessing/
+leaves at most `MAX_WAITING` answers unread; a visitor holds at most `PER_VISITOR_WAITING` of
+VIT_QUEUE_SIZE's waiting places (at most half); an event names one of the page's events. Decoding: vit/preprocessing/
 `open_image`. Values inside a request: vit/ui/boundary.py.
 """
 from __future__ import annotations
@@ -40,6 +40,7 @@ from vit.ui.uploads import UploadLimits, local, paced, plain, visitor_of
 
 MAX_REQUEST_BYTES = 2_000_000       # a drawing's PNG is a few KB; a photo on the canvas ~0.5 MB
 FIRST_REQUEST_SECONDS = 10
+PER_VISITOR_WAITING = 8            # events one visitor may have waiting (a page sends ≤ 3 at once)
 CACHE_LIFETIME = (1800, 3600)       # Gradio's delete_cache: (every, older than), in seconds
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -67,7 +68,9 @@ def threads_from_env() -> int:
 @dataclass(frozen=True)
 class Limits:
     sessions: int = 2000
-    queue_size: int = 16
+    # ~1 s of events at ~20 ms of CPU each on 2 cores (docs/benchmarks.md, "A crowd"): at 16 a
+    # crowd of 48 drawing at once was turned away while each lift was answered in ~30 ms.
+    queue_size: int = 64
     connections: int = 2000
     uploads_per_minute: int = 30
     uploads_in_flight: int = 4
@@ -91,8 +94,9 @@ class Limits:
         """For `launch(app_kwargs={"middleware": …})`: outermost first."""
         from starlette.middleware import Middleware
         uploads.TRUSTED_HOPS = self.trusted_proxies         # who a visitor is, process-wide
-        # One visitor may hold half the queue's waiting places, never all of them.
-        return [Middleware(RequestLimits, per_visitor=max(2, self.queue_size // 2)),
+        # One visitor may hold a few of the queue's waiting places, never all of them.
+        per_visitor = min(PER_VISITOR_WAITING, max(2, self.queue_size // 2))
+        return [Middleware(RequestLimits, per_visitor=per_visitor),
                 Middleware(UploadLimits, per_visitor=self.uploads_per_minute,
                            in_flight=self.uploads_in_flight,
                            cache_bytes=self.upload_cache_mb * 1_000_000,
