@@ -39,7 +39,14 @@ from vit.training.config import (
     memory_problem,
 )
 from vit.training.prepared import cache_root
-from vit.training.records import checkpoint_meta, describe_device, git_commit, plot_curves, write_metrics
+from vit.training.records import (
+    checkpoint_meta,
+    describe_device,
+    git_commit,
+    plot_curves,
+    source_tree,
+    write_metrics,
+)
 from vit.training.seeds import STREAM_DROPOUT, mix_seed
 from vit.training.session import Session, _autocast, _to, check_in_sync, lr_at, new_session
 from vit.training.state import (
@@ -282,9 +289,11 @@ def start_or_resume(s: Session, saved: SavedState | None, argv: list[str] | None
                     file=sys.stderr, flush=True)
     run.config = {"train": asdict(s.tc) | {"out": str(out)}, "model": s.model.cfg.to_dict()}
     # The code this process runs is the code at start-up: record that commit, not HEAD at save time.
-    commit = git_commit()
+    commit, tree = git_commit(), source_tree()
     if commit not in run.commits:
         run.commits.append(commit)
+    if tree not in run.sources:
+        run.sources.append(tree)
     # A run started on a GPU and resumed on a CPU says so: "device" must not name the last alone.
     here = describe_device(s.device) + (f" × {s.d.world} processes" if s.d.enabled else "")
     if not run.devices or not run.devices[-1].startswith(here + " from epoch"):

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import fnmatch
+import hashlib
+import os
+import re
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
@@ -31,6 +35,7 @@ def checkpoint_meta(s: Session, run: RunState, test_acc: float, epoch: int) -> d
                          if k not in RUNTIME_FIELDS or k == "eval_batch_size"},
             "provenance": {"command": run.command, "commit": commits[0],
                            **({"resumed_with_commits": commits[1:]} if len(commits) > 1 else {}),
+                           **({"source_trees": run.sources} if run.sources else {}),
                            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                            "epochs": epoch, "seed": s.tc.seed,
                            "wall_time_seconds": round(run.wall_seconds, 1),
@@ -77,7 +82,14 @@ def plot_curves(rows: list[dict], path: Path) -> None:
 
 
 def git_commit() -> str:
-    """HEAD's hash, with '-dirty' when tracked files differ from it ('unknown' outside git)."""
+    """The commit whose code runs: $VIT_COMMIT when the command names it (a GPU machine's copy
+    of the working tree may carry a .git older than its files, whose HEAD would be wrong), else
+    HEAD's hash with '-dirty' when vit/ differs from it ('unknown' outside git)."""
+    named = os.environ.get("VIT_COMMIT", "").strip()
+    if named:
+        if not re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", named):
+            raise ValueError(f"VIT_COMMIT must be a commit's hex hash, not {named[:60]!r}")
+        return named
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
@@ -87,6 +99,38 @@ def git_commit() -> str:
         return head + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def source_tree(folder: Path | None = None) -> str:
+    """The git tree hash of the vit/ package as it is on disk, computed without git: equal to
+    `git rev-parse COMMIT:vit` for the commit that holds exactly this code, whatever .git (if
+    any) the machine has. What .gitignore leaves out of vit/ is left out (UNTRACKED)."""
+    folder = folder or Path(__file__).resolve().parent.parent
+    entries = []
+    for path in folder.iterdir():
+        if _untracked(path):
+            continue
+        if path.is_dir():
+            if not any(p.is_file() and not _untracked(p) for p in path.rglob("*")):
+                continue                          # git keeps no empty folder
+            mode, digest, key = b"40000", bytes.fromhex(source_tree(path)), path.name + "/"
+        else:
+            data = path.read_bytes()
+            mode = b"100755" if path.stat().st_mode & 0o100 else b"100644"
+            digest, key = _git_hash(b"blob", data), path.name
+        entries.append((key, mode + b" " + path.name.encode() + b"\0" + digest))
+    return _git_hash(b"tree", b"".join(e for _, e in sorted(entries))).hex()
+
+
+UNTRACKED = ("__pycache__", "*.pyc", "*.pyi", "*.tmp")      # .gitignore's patterns that meet vit/
+
+
+def _untracked(path: Path) -> bool:
+    return path.is_symlink() or any(fnmatch.fnmatch(path.name, p) for p in UNTRACKED)
+
+
+def _git_hash(kind: bytes, data: bytes) -> bytes:
+    return hashlib.sha1(kind + b" %d\0" % len(data) + data).digest()
 
 
 def describe_device(device: torch.device) -> str:

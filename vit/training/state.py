@@ -56,6 +56,9 @@ class RunState:
     best_acc: float = -1.0                               # best validation accuracy so far
     command: str = ""                                    # how the run was started
     commits: list[str] = field(default_factory=list)     # code it ran, one entry per version
+    # The same code by content (records.source_tree), one entry per version: what identifies it
+    # where .git is missing or older than the files (a GPU machine's copy of a working tree).
+    sources: list[str] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)     # where it ran, one entry per change
     config: dict = field(default_factory=dict)           # {"train": {...}, "model": {...}}
     train_images: int = 0
@@ -82,7 +85,7 @@ class RunState:
                 raise ValueError(f"{name} is {v!r}, not a number")
         if not (isinstance(run.metrics, list) and all(isinstance(r, dict) for r in run.metrics)):
             raise ValueError("metrics is not a list of rows")
-        for name in ("commits", "devices"):
+        for name in ("commits", "sources", "devices"):
             v = getattr(run, name)
             if not (isinstance(v, list) and all(isinstance(c, str) for c in v)):
                 raise ValueError(f"{name} is not a list of strings")
