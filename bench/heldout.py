@@ -1,0 +1,141 @@
+"""How the digit models read digits nobody here made or generated: held-out families, measured
+through the app's own path (`Predictor.analyse`: preprocessing, calibrated probabilities,
+"not a digit"), none of them ever used for training or for tuning anything.
+
+    python -m bench.heldout [--models mnist mnist-small] [--split all|tune|report]
+
+- **Other writers' scans** (UCI optdigits, the copy that ships with scikit-learn: 1,797 digits
+  by 13 writers who are not MNIST's, scanned from NIST forms and reduced to 8x8 cells of 17 grey
+  levels). Shown as a person would upload such a scan: dark ink on white paper, enlarged 4x, 8x
+  and 16x, blocky (nearest) and smoothed (bicubic).
+- **Printed digits** in every typeface that ships with the packages the app installs (DejaVu;
+  matplotlib's STIX and Computer Modern; the KaTeX fonts inside gradio): 0-9 set large, and set
+  at 16 px and enlarged 6x (a small printed number photographed or scanned).
+
+For a model of other classes (the clothing model) the same pictures are outside its classes,
+and the figure is how often it says "not a piece of clothing".
+
+`--split tune` reads only the first half of each family (optdigits by index; fonts by name, in
+alphabetical order), `report` only the second: change anything against `tune`, report `report`.
+Prints, per family and model: how many were refused with an error, answered "not a digit", and
+read right. Needs scikit-learn for optdigits (`pip install scikit-learn`); without it that
+family is skipped and says so.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from bench.real_inputs import read_all, show
+from vit.inference import Predictor
+
+ROOT = Path(__file__).resolve().parent.parent
+ENLARGED = ((4, Image.NEAREST), (8, Image.NEAREST), (16, Image.NEAREST),
+            (8, Image.BICUBIC), (16, Image.BICUBIC))
+
+
+def optdigits() -> tuple[np.ndarray, np.ndarray] | None:
+    """(1797, 8, 8) ink in [0, 1] and labels, or None without scikit-learn."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        return None
+    d = load_digits()
+    return d.images / 16.0, d.target
+
+
+def scan(cells: np.ndarray, factor: int, how) -> Image.Image:
+    """An 8x8 ink map as an enlarged scan: dark ink on white paper."""
+    small = Image.fromarray(np.uint8(255 - 255 * cells), "L")
+    return small.resize((8 * factor, 8 * factor), how)
+
+
+def fonts() -> list[Path]:
+    """Every TrueType face shipped with matplotlib and gradio, and the system's DejaVu, that
+    draws all ten digits as digits (symbol and size-variant faces left out), by name."""
+    import gradio
+    import matplotlib
+    places = [Path(matplotlib.__file__).parent / "mpl-data" / "fonts" / "ttf",
+              Path(gradio.__file__).parent / "templates", Path("/usr/share/fonts")]
+    skip = ("Siz", "Size", "NonUni", "cmex", "cmsy", "cmmi", "Math-", "AMS", "LastResort",
+            "Fraktur", "Script", "Caligraphic", "DejaVuMath")
+    # One face per look: gradio ships KaTeX twice, matplotlib another DejaVu.
+    by_look = {}
+    for place in places:
+        for face in sorted(place.rglob("*.ttf")) if place.exists() else ():
+            if not any(s in face.name for s in skip):
+                look = _digits(face)
+                if look is not None and face.name not in {f.name for f in by_look.values()}:
+                    by_look.setdefault(look, face)
+    return sorted(by_look.values(), key=lambda p: p.name)
+
+
+def _digits(face: Path) -> bytes | None:
+    """The ten digits as `face` draws them, or None where they are not ten different glyphs
+    (a face without digits draws one box for all)."""
+    glyphs = [np.asarray(printed(face, d, False).resize((40, 40))).tobytes() for d in range(10)]
+    if len(set(glyphs)) < 10 or any(min(g) >= 128 for g in glyphs):
+        return None
+    return hashlib.sha256(b"".join(glyphs)).digest()
+
+
+def printed(face: Path, digit: int, small: bool) -> Image.Image:
+    """Digit `digit` in `face`, black on white: set at 160 px, or at 16 px and enlarged 6x."""
+    size = 16 if small else 160
+    font = ImageFont.truetype(str(face), size)
+    side = int(size * 1.6)
+    im = Image.new("L", (side, side), 255)
+    d = ImageDraw.Draw(im)
+    left, top, right, bottom = d.textbbox((0, 0), str(digit), font=font)
+    d.text(((side - right + left) / 2 - left, (side - bottom + top) / 2 - top), str(digit),
+           fill=0, font=font)
+    return im.resize((side * 6, side * 6), Image.BICUBIC) if small else im
+
+
+def half(items: list, split: str) -> list:
+    """The first half ("tune"), the second ("report") or all."""
+    middle = len(items) // 2
+    return items[:middle] if split == "tune" else items[middle:] if split == "report" else items
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", nargs="+", default=["mnist", "mnist-small", "fashion-mnist"])
+    p.add_argument("--split", choices=("all", "tune", "report"), default="all")
+    p.add_argument("--checkpoints", default=str(ROOT / "checkpoints"))
+    args = p.parse_args(argv)
+    opt = optdigits()
+    faces = half(fonts(), args.split)
+    for name in args.models:
+        started = time.perf_counter()
+        predictor = Predictor(str(Path(args.checkpoints) / name), "cpu")
+        # For a model of other classes (clothing) these are pictures outside them: what counts
+        # is how often it says "not one of these".
+        digits = predictor.config.class_names == tuple(str(d) for d in range(10))
+        print(f"{name} (test accuracy {100 * predictor.config.test_accuracy:.2f} %), "
+              f"split {args.split}{'' if digits else ', every input outside its classes'}:")
+        if opt is None:
+            print("  other writers' scans: skipped (pip install scikit-learn for optdigits)")
+        else:
+            idx = half(list(range(len(opt[1]))), args.split)
+            cells, labels = opt[0][idx], opt[1][idx]
+            for factor, how in ENLARGED:
+                kind = "blocky" if how == Image.NEAREST else "smoothed"
+                show(f"optdigits x{factor} {kind}",
+                     read_all(predictor, [scan(c, factor, how) for c in cells],
+                              labels if digits else None))
+        labels = np.tile(np.arange(10), len(faces)) if digits else None
+        for small in (False, True):
+            show(f"printed, {len(faces)} faces, " + ("16 px x6" if small else "160 px"),
+                 read_all(predictor, [printed(f, d, small) for f in faces for d in range(10)],
+                          labels))
+        print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Digits nobody here made or generated (bench/heldout.py), read by the bundled MNIST model
+through the app's own path: other writers' scans (UCI optdigits, shipped with scikit-learn) and
+printed digits in every typeface shipped with the app's own packages. Neither family was ever
+used for training or tuning. The floors are today's figures less a point: issue 40's goal for
+the scans (97 %, none refused) is not met yet (docs/reliability.md)."""
+import numpy as np
+import pytest
+from conftest import ROOT
+from PIL import Image
+
+from bench.heldout import fonts, optdigits, printed, scan
+from bench.real_inputs import read_all
+from vit.inference import Predictor
+
+pytest.importorskip("sklearn", reason="scikit-learn (requirements-dev.txt) ships optdigits")
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    return Predictor(str(ROOT / "checkpoints" / "mnist"), "cpu")
+
+
+def test_the_families_are_what_they_say():
+    cells, labels = optdigits()
+    assert cells.shape == (1797, 8, 8) and 0 <= cells.min() and cells.max() <= 1
+    assert sorted(set(labels.tolist())) == list(range(10))
+    page = np.asarray(scan(cells[0], 8, Image.NEAREST))
+    assert page.shape == (64, 64) and page.max() == 255 and page.min() < 64   # dark on white
+    faces = fonts()
+    assert len(faces) >= 20 and len({f.name for f in faces}) == len(faces)
+    glyphs = {np.asarray(printed(faces[0], d, True)).tobytes() for d in range(10)}
+    assert len(glyphs) == 10
+
+
+def test_other_writers_scans_are_read_and_almost_never_refused(mnist):
+    cells, labels = optdigits()
+    got = read_all(mnist, [scan(c, 8, Image.BICUBIC) for c in cells[::3]], labels[::3])
+    assert got["errors"] == 0 and got["not one of these"] <= 0.01
+    assert got["right"] >= 0.935                     # 94.7 % of all 1,797 (2026-11-27)
+
+
+def test_printed_digits_in_every_shipped_typeface_are_read(mnist):
+    faces = fonts()
+    labels = np.tile(np.arange(10), len(faces))
+    for small in (False, True):
+        got = read_all(mnist, [printed(f, d, small) for f in faces for d in range(10)], labels)
+        assert got["errors"] == 0 and got["right"] >= 0.98   # 100 % and 99.5 % (2026-11-27)
