@@ -162,8 +162,8 @@ def drawing_value(tmp_path, digit="4", angle=0.0):
 def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid, size):
     """A --patch-size 7 or 14 checkpoint crashed the app (clicked patch 24, token strip tiles)."""
     page, visit = grids_page, grids_page.visit()
-    views.open_views(page, visit, True)              # the folded panels, opened: drawn from now on
-    why_panel.open_why(page, visit, True)
+    page.open_panel(visit, views.OPEN, True)              # the folded panels, opened: drawn from now on
+    page.open_panel(visit, why_panel.OPEN, True, page.EVERY)
     out = page.analyse_drawing(visit, drawing_value(tmp_path), name, True, 2, 1)
     shown = visit.record.shown
     assert "reads this as" in out["status"] and len(out["label"]) == 10
@@ -216,7 +216,7 @@ def test_every_view_works_for_any_grid_and_size(grids_page, tmp_path, name, grid
 
 def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
     visit = grids_page.visit()
-    why_panel.open_why(grids_page, visit, True)
+    grids_page.open_panel(visit, why_panel.OPEN, True, grids_page.EVERY)
     label = grids_page.analyse_drawing(visit, drawing_value(tmp_path), "grid4", True, 2, 1)["label"]
     answer = label["label"] if "confidences" in label else max(label, key=label.get)
     for target in (None, "x", 99, -7, 1e30, [1], {"a": 1}):
@@ -417,7 +417,7 @@ def test_the_mechanism_panel_works_only_while_open(grids_page, tmp_path):
     # Closed: nothing of it drawn.
     assert not set(grids_page.why(visit)) & {"walk", "walk_text"}
     assert mechanism_panel.mechanism_model(grids_page, visit) == {}
-    out = mechanism_panel.open_mechanism(grids_page, visit, True)
+    out = grids_page.open_panel(visit, mechanism_panel.OPEN, True)
     assert out["walk"].dtype == np.uint8 and "largest weights" in out["walk_text"].lower()
     # The page's one layer and head: the explorer's sliders move the walk too.
     assert "layer 2, head 2" in grids_page.explore(visit, 2, 2)["walk_text"]
@@ -425,7 +425,7 @@ def test_the_mechanism_panel_works_only_while_open(grids_page, tmp_path):
     nothing = grids_page.visit()
     grids_page.view(nothing.record, EVERY, visit=nothing)      # the page as it first opens
     # Only the panel's own views read whether it is open: they alone are sent.
-    assert mechanism_panel.open_mechanism(grids_page, nothing, True) == {"walk": None,
+    assert grids_page.open_panel(nothing, mechanism_panel.OPEN, True) == {"walk": None,
                                                         "walk_text": "Draw or upload something first."}
     out = mechanism_panel.mechanism_model(grids_page, visit)
     pos, dist, filters = out["position"], out["distance"], out["filters"]
@@ -441,7 +441,7 @@ def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path
     save_checkpoint(root / "deep", ViT(ViTConfig(dim=16, depth=7, heads=8, mlp_dim=16)), META)
     page = create_app(root, device="cpu").page
     visit = page.visit()
-    views.open_views(page, visit, True)
+    page.open_panel(visit, views.OPEN, True)
     grid = page.analyse_drawing(visit, drawing_value(tmp_path), "deep", True, 3, 1)["grid"]
     shown = visit.record.shown
     full = attention_grid_picture(shown.image, np.zeros((7, 8, 7, 7)))
@@ -457,7 +457,7 @@ def test_a_big_model_shows_each_layers_mean_and_the_chosen_layers_heads(tmp_path
     assert other.shape == grid.shape and not np.array_equal(other, grid)
     assert page.explore(visit, 3, 1)["grid"] is not None
     fresh = page.visit()
-    views.open_views(page, fresh, True)
+    page.open_panel(fresh, views.OPEN, True)
     assert page.explore(fresh, 3, 1).get("grid") is None             # nothing on screen
 
 
@@ -689,7 +689,7 @@ def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, mo
     assert len(calls) == 1 and live["pipeline"]["head_map"] is not None
     page.analyse_drawing(visit, four, "grid4", True, 2, 1)
     page.why(visit)
-    mechanism_panel.open_mechanism(page, visit, True)
+    page.open_panel(visit, mechanism_panel.OPEN, True)
     mechanism_panel.follow_cls(page, visit, True)
     page.explore(visit, 2, 2)
     page.explore(visit, 1, 1)

@@ -424,12 +424,13 @@ def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
     drawing = drawing_value(tmp_path)
     visit = page.visit()               # the server's own record of the visitor: not sent by it
     page.analyse_drawing(visit, drawing, "mnist", True, 2, 1)
-    mechanism_panel.open_mechanism(page, visit, True)
+    page.open_panel(visit, mechanism_panel.OPEN, True)
     good = {"visit": visit, "value": drawing, "name": "mnist", "shared": True, "layer": 1,
             "head": 1, "tab": "draw", "target": -1, "heads": [], "opened": True, "cls": True,
             "path": None, "kind": "all", "true": -1, "pred": -1, "image": None, "second": "",
-            "at": 50,
+            "at": 50, "field": mechanism_panel.OPEN,
             "evt": SimpleNamespace(index=[1, 1]), "progress": lambda *a, **k: 0}
+    wiring = ("visit", "field")             # the page's own (a gr.State; bound when wired)
     skip = {"classify", "predictor", "gallery", "canvas_value", "first_view", "view", "analysis",
             "choose"}
     handlers = [getattr(page, n) for n, f in inspect.getmembers(page, inspect.ismethod)
@@ -441,7 +442,7 @@ def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
     assert len(handlers) > 30
     for fn in handlers:
         params = [p for p in inspect.signature(fn).parameters if p in good]
-        for bad_param in (p for p in params if p != "visit"):
+        for bad_param in (p for p in params if p not in wiring):
             for bad in BAD:
                 args = {p: (SimpleNamespace(index=bad) if p == "evt" else bad)
                         if p == bad_param else good[p] for p in params}

@@ -23,12 +23,12 @@ def page():
 def seven(page):
     visit = page.visit()
     ink = 255 - np.asarray(render_digit("7", 400, 26), np.uint8)
-    views.open_views(page, visit, True)
+    page.open_panel(visit, views.OPEN, True)
     page.analyse_drawing(visit, drawing_value(ink), "mnist", True, 6, 1)
     page.why(visit)                              # as the page's lane follows every analysis
     # Opening the panel sends its views alone: no other view reads whether it is open.
-    assert compare_panel.open_compare(page, visit, True) == {"compare_text": NO_SECOND, "compare_strip": None,
-                                              "compare_maps": None}
+    assert page.open_panel(visit, compare_panel.OPEN, True) == {
+        "compare_text": NO_SECOND, "compare_strip": None, "compare_maps": None}
     return visit
 
 
@@ -75,10 +75,10 @@ def test_anything_else_a_client_sends_means_no_second_model(page, seven, sent):
 
 
 def test_nothing_is_computed_while_the_panel_is_closed(page, seven):
-    compare_panel.open_compare(page, seven, False)
+    page.open_panel(seven, compare_panel.OPEN, False)
     assert compare_panel.choose_compare(page, seven, "cifar10") == {}
     assert seven.record.compare == "cifar10"              # remembered for when it opens
-    assert "cifar10 reads" in compare_panel.open_compare(page, seven, True)["compare_text"]
+    assert "cifar10 reads" in page.open_panel(seven, compare_panel.OPEN, True)["compare_text"]
 
 
 def test_a_second_model_that_cannot_answer_leaves_the_page_alone(page, seven, monkeypatch):

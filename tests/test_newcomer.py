@@ -93,7 +93,7 @@ def test_the_strip_answers_while_the_pen_is_down(page):
 def test_a_tap_in_the_strip_chooses_the_patch_every_view_follows(page):
     visit = page.visit()
     page.analyse_drawing(visit, seven(), "mnist", False, 6, 1)
-    mechanism_panel.open_mechanism(page, visit, True)
+    page.open_panel(visit, mechanism_panel.OPEN, True)
     out = page.pick_strip_patch(visit, {"pick": 16})
     assert visit.record.patch == 16 and out["pipeline"]["patch"] == 16
     assert "Patch 17, layer 6, head 1" in out["walk_text"]

@@ -149,19 +149,11 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
     examples = blocks[fn_named(demo, "load_example").targets[0][0]]
     gallery = blocks[fn_named(demo, "show_test_image").targets[0][0]]
     pick = blocks[fn_named(demo, "pick_patch").targets[0][0]]
-    accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
-                            if getattr(f.fn, "__name__", "") == "open_mechanism")]
-    lens_accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
-                                 if getattr(f.fn, "__name__", "") == "open_lens")]
-    learned_accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
-                                    if getattr(f.fn, "__name__", "") == "open_learned")]
+    accordion, lens_accordion, learned_accordion, compare_accordion, why_accordion, \
+        views_accordion = (next(b for b in blocks.values() if getattr(b, "elem_id", None) == name)
+                           for name in ("mechanism", "lens", "learned", "compare", "why", "views"))
     second = fn_named(demo, "choose_compare").inputs[0]
     when = fn_named(demo, "learned_when").inputs[0]
-    compare_accordion = blocks[next(f.targets[0][0] for f in demo.fns.values()
-                                    if getattr(f.fn, "__name__", "") == "open_compare")]
-    why_accordion, views_accordion = (blocks[next(f.targets[0][0] for f in demo.fns.values()
-                                                  if getattr(f.fn, "__name__", "") == name)]
-                                      for name in ("open_why", "open_views"))
     component = _components(demo)
     visitors = itertools.count()
 

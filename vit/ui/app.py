@@ -244,6 +244,19 @@ class Wiring:
         keyed.__name__ = getattr(fn, "__name__", None) or fn.func.__name__   # (a partial)
         return event(keyed, [*inputs, self.ui.visit], [comps[n] for n in names], **kwargs)
 
+    def opens(self, field, accordion, names=None, **kwargs):
+        """`accordion`'s expand and collapse ("open_lens", "close_lens" for field "lens_open")
+        set its panel's OPEN `field` in the record and send the views among `names` (default
+        the quick lane's) that read it; `kwargs`: the event's lane (default QUIET). Returns the
+        expand's dependency, for a panel that then loads more."""
+        names, panel = names or self.QUICK, field.removesuffix("_open")
+        deps = [self.on(event, functools.partial(self.page.open_panel, field=field,
+                                                 opened=opened, names=names),
+                        [], names, **(kwargs or self.QUIET), api_name=f"{verb}_{panel}")
+                for event, opened, verb in ((accordion.expand, True, "open"),
+                                            (accordion.collapse, False, "close"))]
+        return deps[0]
+
     def explained(self, dep):
         """After an analysis, one event: what the answer rests on (and "What drove it" when
         open), then the other open panels. (One event, not two: each costs the server ~20 ms

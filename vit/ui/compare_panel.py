@@ -209,10 +209,6 @@ def components(c: ComparePanel) -> dict:
             "compare_differences": c.differences}
 
 
-def open_compare(page, visit, opened: bool) -> dict:
-    return page.choose(visit, compare_open=opened)
-
-
 def choose_compare(page, visit, second) -> dict:
     """The second model's dropdown: a model of this page, or none ("")."""
     return page.choose(visit, compare=second)
@@ -240,8 +236,7 @@ def compare_on_test_set(page, visit, progress=gr.Progress()) -> dict:
 
 def wire(w, c: ComparePanel) -> None:
     page = w.page
-    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
-        w.on(event, functools.partial(open_compare, page, opened=opened), [], w.QUICK, **w.QUIET)
+    w.opens(OPEN, c.accordion)
     w.on(c.choice.change, functools.partial(choose_compare, page), [c.choice], w.QUICK,
          trigger_mode="always_last", **w.QUIET)
     w.on(c.differ.click, functools.partial(compare_on_test_set, page), [],

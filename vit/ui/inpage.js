@@ -55,7 +55,8 @@
       ort.env.wasm.wasmBinary = wasm;
       ort.env.wasm.wasmPaths = {mjs: URL.createObjectURL(new Blob([mjs], {type: "text/javascript"}))};
       S.ready = true;
-      // The model on screen loads before the pen goes down, and again after a switch.
+      // The model on screen loads before the pen goes down, and again after a switch (polled:
+      // Gradio's script sets the menu's value, and a script's assignment fires no DOM event).
       const follow = () => { if (S.ready) model(chosen()); };
       follow();
       setInterval(follow, 500);

@@ -2,7 +2,6 @@
 input on screen, for the class the Why panel explains. Drawn only while the panel is open."""
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -88,10 +87,5 @@ def components(c: LensPanel) -> dict:
     return {"lens": c.picture, "lens_text": c.text}
 
 
-def open_lens(page, visit, opened: bool) -> dict:
-    return page.choose(visit, lens_open=opened)
-
-
 def wire(w, c: LensPanel) -> None:
-    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
-        w.on(event, functools.partial(open_lens, w.page, opened=opened), [], w.QUICK, **w.QUIET)
+    w.opens(OPEN, c.accordion)

@@ -21,8 +21,8 @@ file's worth); any other request's body at most `MAX_REQUEST_BYTES`; a body must
 `FIRST_REQUEST_SECONDS` is closed; uploads and pictures are deleted an hour after they were made
 (checked every half hour); a session id is at most 64 characters of [A-Za-z0-9_-]; a session
 leaves at most `MAX_WAITING` answers unread; a visitor holds at most `PER_VISITOR_WAITING` of
-VIT_QUEUE_SIZE's waiting places (at most half); an event names one of the page's events. Decoding: vit/preprocessing/
-`open_image`. Values inside a request: vit/ui/boundary.py.
+VIT_QUEUE_SIZE's waiting places (at most half); an event names one of the page's events.
+Decoding: vit/preprocessing/`open_image`. Values inside a request: vit/ui/boundary.py.
 """
 from __future__ import annotations
 

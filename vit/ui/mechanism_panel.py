@@ -291,10 +291,6 @@ def components(c: MechanismPanel) -> dict:
             "distance": c.distance, "filters": c.filters, "model_caption": c.model_caption}
 
 
-def open_mechanism(page, visit, opened: bool) -> dict:
-    return page.choose(visit, mechanism_open=opened)
-
-
 def follow_cls(page, visit, cls) -> dict:
     """The panel's switch: follow [CLS] rather than the chosen patch."""
     return page.choose(visit, follow_cls=cls)
@@ -311,10 +307,7 @@ def mechanism_model(page, visit) -> dict:
 
 def wire(w, c: MechanismPanel) -> None:
     page = w.page
-    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
-        dep = w.on(event, functools.partial(open_mechanism, page, opened=opened), [], w.QUICK,
-                   **w.QUIET)
-        if opened:
-            w.on(dep.then, functools.partial(mechanism_model, page), [], MODEL_VIEWS, **w.QUIET)
+    opened = w.opens(OPEN, c.accordion)
+    w.on(opened.then, functools.partial(mechanism_model, page), [], MODEL_VIEWS, **w.QUIET)
     w.on(c.cls.change, functools.partial(follow_cls, page), [c.cls], w.QUICK,
          trigger_mode="always_last", **w.QUIET)

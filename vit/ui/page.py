@@ -275,6 +275,11 @@ class Page:
         base = visit.record
         return self._commit(visit, base, replace(base, **changes), QUICK if names is None else names)
 
+    def open_panel(self, visit: Visit, field: str, opened: bool, names=None) -> dict:
+        """A panel's accordion opened or closed: its OPEN `field` in the record, and the views
+        among `names` (the event's lane, default QUICK) whose drawing read it."""
+        return self.choose(visit, names, **{field: bool(opened)})
+
     def _show_tab(self, visit: Visit, base: Record, mine: Record, known=None) -> dict:
         """`_commit` for a tab switch: its headline always (`note_tab` changed the record's tab
         already, unseen)."""

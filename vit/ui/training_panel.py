@@ -120,10 +120,6 @@ def components(c: TrainingPanel) -> dict:
             "learned_panel": c.accordion}
 
 
-def open_learned(page, visit, opened: bool) -> dict:
-    return page.choose(visit, learned_open=opened)
-
-
 def learned_when(page, visit, at) -> dict:
     """The slider: how far into training (the nearest snapshot is shown)."""
     return page.choose(visit, learned_at=at)
@@ -132,5 +128,4 @@ def learned_when(page, visit, at) -> dict:
 def wire(w, c: TrainingPanel) -> None:
     w.on(c.when.change, functools.partial(learned_when, w.page), [c.when], w.QUICK,
          trigger_mode="always_last", **w.QUIET)
-    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
-        w.on(event, functools.partial(open_learned, w.page, opened=opened), [], w.QUICK, **w.QUIET)
+    w.opens(OPEN, c.accordion)

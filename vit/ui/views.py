@@ -234,10 +234,6 @@ def components(c: Panel) -> dict:
             "layer": c.layer, "head": c.head}
 
 
-def open_views(page, visit, opened: bool) -> dict:
-    return page.choose(visit, views_open=opened)
-
-
 def rescale(page, visit, shared) -> dict:
     """One colour scale for every head's map, or each its own."""
     return page.choose(visit, shared=shared)
@@ -253,8 +249,7 @@ def wire(w, c: Panel) -> None:
     """The sliders and clicks choose the page's layer, head and patch (Page.explore,
     Page.pick_patch: the strip, the walk and the second model follow them too)."""
     page = w.page
-    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
-        w.on(event, functools.partial(open_views, page, opened=opened), [], w.QUICK, **w.QUIET)
+    w.opens(OPEN, c.accordion)
     w.on(c.shared.change, functools.partial(rescale, page), [c.shared], w.QUICK, **w.QUIET)
     for s in (c.layer, c.head):
         w.on(s.change, page.explore, [c.layer, c.head], (*w.QUICK, "layer", "head"),

@@ -317,11 +317,6 @@ def components(c: WhyPanel) -> dict:
             "ablation": c.ablation, "target": c.target, "heads_off": c.heads, "sanity": c.sanity}
 
 
-def open_why(page, visit, opened: bool) -> dict:
-    """Opened, it is drawn from the maps the "why" lane keeps: on that lane."""
-    return page.choose(visit, page.EVERY, why_open=opened)
-
-
 def choose_target(page, visit, target) -> dict:
     """The class explained: the maps are computed for it, so on the "why" lane."""
     return page.choose(visit, page.EVERY, target=target)
@@ -347,8 +342,8 @@ def measure(page, visit) -> dict:
 
 def wire(w, c: WhyPanel) -> None:
     page = w.page
-    for event, opened in ((c.accordion.expand, True), (c.accordion.collapse, False)):
-        w.on(event, functools.partial(open_why, page, opened=opened), [], w.EVERY, **w.LATER)
+    # Opened, it is drawn from the maps the "why" lane keeps: on that lane.
+    w.opens(OPEN, c.accordion, w.EVERY, **w.LATER)
     w.on(c.target.change, functools.partial(choose_target, page), [c.target], w.EVERY,
          trigger_mode="always_last", **w.LATER)
     w.on(c.heads.change, functools.partial(heads_switched, page), [c.heads], w.QUICK,
