@@ -54,7 +54,7 @@ from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, QUICK, TESTSET, Page
 from vit.ui.panels import PANELS
 from vit.ui.pipeline import PipelineStrip
-from vit.ui.render import EVERY, EXPLAINED, FOLDED_VIEWS, rest_message
+from vit.ui.render import AFTER_ANALYSIS, EVERY, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
 from vit.ui.uploads import ROOM, pin
@@ -261,7 +261,7 @@ class Wiring:
         """After an analysis, one event: what the answer rests on (and "What drove it" when
         open), then the other open panels. (One event, not two: each costs the server ~20 ms
         of CPU whatever it draws, most often nothing.)"""
-        return self.on(dep.then, self.page.why, [], EXPLAINED + FOLDED_VIEWS, **self.LATER)
+        return self.on(dep.then, self.page.why, [], AFTER_ANALYSIS, **self.LATER)
 
     def inputs(self) -> None:
         """The canvas, the strip, the examples, the upload and the tabs."""

@@ -49,8 +49,8 @@ refused before Gradio sees them: vit/ui/routes.py.
 8. Every session (any `session_hash` a client makes up) got a copy of the whole page's config
    (~170 KB) and kept every value a client sent in it (a 4 MB "drawing", a 100 KB model name),
    for deep links, which this app does not offer. `small_sessions` keeps neither; what a session
-   holds is its gr.State value (vit/ui/record.py) and the components a handler updated. (Each
-   update also rebuilt the component's config for deep links, ~2 ms of server CPU an output.)
+   holds is its gr.State value (vit/ui/record.py) and the components a handler updated, without
+   the deep-link config Gradio rebuilt for each of them at every event (docs/benchmarks.md).
    Remove when deep links can be switched off (tests/test_attacks.py
    `test_a_session_keeps_no_copy_of_the_page…`).
 9. `show_error=True` sends `str(exception)` to the client: a validation error echoed a 100 KB
@@ -82,7 +82,7 @@ refused before Gradio sees them: vit/ui/routes.py.
    every handler here returns) is rebuilt by Gradio as if it were updated: a new component from
    its constructor arguments, for every such output of every event (a lift's events name ~30
    outputs and change a few). `skips_cost_nothing` sends those as they are, unbuilt.
-   Remove when Gradio passes a skip through untouched (tests/test_app_events.py
+   Remove when Gradio passes a skip through untouched (tests/test_gradio_patches.py
    `test_an_output_left_as_it_is_is_not_rebuilt`).
 14. The queue summarises every event's timings into a pandas table of up to 10,000 events after
    each event, for the monitoring dashboard, which this app serves only with VIT_MONITORING=1.
@@ -101,6 +101,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from vit.ui import routes
 from vit.ui.uploads import NOT_UPLOADED, ROOM, received_file
 
 _patched: set[str] = set()
@@ -335,7 +336,7 @@ def no_summaries() -> None:
     summarise = Queue.compute_analytics_summary
 
     def compute_analytics_summary(self, records):
-        if os.environ.get("VIT_MONITORING", "0").strip() == "1":
+        if routes.monitoring():
             return summarise(self, records)
         return self.cached_event_analytics_summary
 

@@ -68,8 +68,8 @@ def threads_from_env() -> int:
 @dataclass(frozen=True)
 class Limits:
     sessions: int = 2000
-    # ~1 s of events at ~20 ms of CPU each on 2 cores (docs/benchmarks.md, "A crowd"): at 16 a
-    # crowd of 48 drawing at once was turned away while each lift was answered in ~30 ms.
+    # About a second of events on 2 cores: at 16 a crowd drawing at once was turned away while
+    # each lift was still answered quickly (docs/benchmarks.md, "The model in the page").
     queue_size: int = 64
     connections: int = 2000
     uploads_per_minute: int = 30

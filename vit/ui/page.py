@@ -28,13 +28,9 @@ from vit.ui.canvas import colour_picture, load_value, read_drawing, seq
 from vit.ui.compare_panel import SAME_MODEL
 from vit.ui.record import ANSWER, Record, Refused, Shown, Visit
 from vit.ui.render import (
-    ANSWER as ANSWER_VIEWS,
-)
-from vit.ui.render import (
+    AFTER_ANALYSIS,
     COMPARE,
     EVERY,
-    EXPLAINED,
-    FOLDED_VIEWS,
     LEARNED,
     LENS,
     PICTURES,
@@ -44,6 +40,9 @@ from vit.ui.render import (
     changed,
     render,
     said,
+)
+from vit.ui.render import (
+    ANSWER as ANSWER_VIEWS,
 )
 from vit.ui.uploads import pin
 
@@ -556,7 +555,7 @@ class Page:
         strip with that map's patch, "What drove the answer" — and the panels drawn only while
         open (the step-by-step walk, the logit lens, how it learned, the second model; render
         skips a closed panel's views)."""
-        return self.view(visit.record, EXPLAINED + FOLDED_VIEWS, visit=visit)
+        return self.view(visit.record, AFTER_ANALYSIS, visit=visit)
 
     # --- the API ----------------------------------------------------------------------------
     def classify(self, image):

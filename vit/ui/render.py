@@ -286,4 +286,6 @@ EXPLAINED = WHY + ("pipeline",)
 # The panels drawn only while open, after each analysis (the "why" lane sends its own).
 FOLDED_VIEWS = tuple(n for group, _, open_field in GROUPS if open_field for n in group
                      if n not in WHY)
+# All that event sends (Page.why).
+AFTER_ANALYSIS = EXPLAINED + FOLDED_VIEWS
 NO_SECOND = compare_panel.NO_SECOND

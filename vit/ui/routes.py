@@ -29,8 +29,13 @@ QUEUE_DATA = re.compile(r"/queue/data/?$")
 FILE = re.compile(r"/file=")
 
 
+def monitoring() -> bool:
+    """Whether Gradio's monitoring dashboard is served (VIT_MONITORING=1)."""
+    return os.environ.get("VIT_MONITORING", "0").strip() == "1"
+
+
 def not_offered(path: str) -> bool:
-    if os.environ.get("VIT_MONITORING", "0").strip() == "1" and "/monitoring" in path:
+    if monitoring() and "/monitoring" in path:
         return False
     return bool(NOT_OFFERED.match(path))
 
