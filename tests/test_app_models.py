@@ -50,6 +50,12 @@ META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
         "normalization": {"mean": [0.1307], "std": [0.3081]}}
 
 
+
+def switch(page, visit, tab: str, *args):
+    """A tab selected, as the page sends it: the tab noted at once, then that tab's answer."""
+    page.note_tab(visit, tab)
+    return getattr(page, f"to_{tab}_tab")(visit, *args)
+
 def tiny(folder, patch_size=4, image_size=28, seed=0, **meta):
     torch.manual_seed(seed)
     cfg = ViTConfig(image_size=image_size, patch_size=patch_size, dim=16, depth=2, heads=2, mlp_dim=16)
@@ -547,49 +553,49 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
     drawing = visit.record.shown
     assert page.view(visit.record, ("status",))["status"] == drawn["status"]
 
-    empty = page.to_upload_tab(visit, None, "mnist", True, 2, 1)
+    empty = switch(page, visit, "upload", None, "mnist", True, 2, 1)
     assert "Upload or paste a picture" in empty["status"]
     assert "still for your drawing" in empty["status"]
     assert set(empty) == {"status"}                           # the drawing's answer stays
-    back = page.to_draw_tab(visit, seven, "mnist", True, 2, 1)
+    back = switch(page, visit, "draw", seven, "mnist", True, 2, 1)
     assert back == {"status": drawn["status"]}                # nothing new: its headline back
     one = Image.new("L", (200, 200), 255)
     one.paste(0, (90, 40, 110, 160))
     one.save(tmp_path / "one.png")
     path = str(tmp_path / "one.png")
-    uploaded = page.to_upload_tab(visit, path, "mnist", True, 2, 1)
+    uploaded = switch(page, visit, "upload", path, "mnist", True, 2, 1)
     assert top_label(uploaded["label"]) == "1" and visit.record.shown.kind == "upload"
-    again = page.to_upload_tab(visit, path, "mnist", True, 2, 1)         # already shown
+    again = switch(page, visit, "upload", path, "mnist", True, 2, 1)         # already shown
     assert again == {"status": uploaded["status"]}
 
-    back = page.to_draw_tab(visit, seven, "mnist", True, 2, 1)
+    back = switch(page, visit, "draw", seven, "mnist", True, 2, 1)
     assert top_label(back["label"]) == "7" and visit.record.shown is drawing
     # A model switch put a new example on the hidden canvas (a newer drawing number), or the
     # model changed: back on Draw, it is answered.
-    page.to_draw_tab(visit, {**seven, "seq": 5}, "mnist", True, 2, 1)
+    switch(page, visit, "draw", {**seven, "seq": 5}, "mnist", True, 2, 1)
     assert visit.record.shown.number == 5
-    page.to_draw_tab(visit, {**seven, "seq": 5}, "fashion-mnist", True, 2, 1)
+    switch(page, visit, "draw", {**seven, "seq": 5}, "fashion-mnist", True, 2, 1)
     assert visit.record.shown.model == "fashion-mnist"
     # The upload removed, nothing is on screen: back on Draw, the canvas is answered.
-    page.to_upload_tab(visit, path, "mnist", True, 2, 1)
+    switch(page, visit, "upload", path, "mnist", True, 2, 1)
     removed = page.upload_changed(visit, None, "mnist", True, 2, 1)
     assert visit.record.shown is None and removed["label"] is None
     assert removed["status"] == "### Upload or paste a picture"
-    assert top_label(page.to_draw_tab(visit, {**seven, "seq": 5}, "mnist", True, 2, 1)[
+    assert top_label(switch(page, visit, "draw", {**seven, "seq": 5}, "mnist", True, 2, 1)[
         "label"]) == "7"
-    cleared = page.to_draw_tab(visit, {"png": None, "final": True, "seq": 8}, "mnist", True, 2, 1)
+    cleared = switch(page, visit, "draw", {"png": None, "final": True, "seq": 8}, "mnist", True, 2, 1)
     assert "Draw a digit" in cleared["status"] and cleared["label"] is None   # an empty canvas
 
     # While an upload is on screen, the hidden canvas's lift changes nothing on screen; over a
     # drawing it answers (an example that replaced the drawing), under the tab's own headline.
-    page.to_upload_tab(visit, path, "mnist", True, 2, 1)
+    switch(page, visit, "upload", path, "mnist", True, 2, 1)
     hidden = page.analyse_drawing(visit, {**seven, "seq": 9}, "mnist", True, 2, 1)
     # Nothing on screen read the drawing: nothing is sent (the headline stays the upload's).
     assert "label" not in hidden and "status" not in hidden
     assert visit.record.shown.kind == "upload" and visit.record.drawing.number == 9
     page.upload_changed(visit, None, "mnist", True, 2, 1)
-    page.to_draw_tab(visit, {**seven, "seq": 9}, "mnist", True, 2, 1)
-    page.to_upload_tab(visit, None, "mnist", True, 2, 1)
+    switch(page, visit, "draw", {**seven, "seq": 9}, "mnist", True, 2, 1)
+    switch(page, visit, "upload", None, "mnist", True, 2, 1)
     landed = page.analyse_drawing(visit, {**seven, "seq": 10}, "mnist", True, 2, 1)
     assert top_label(landed["label"]) == "7" and landed["status"].startswith("### Upload or paste")
     assert "still for your drawing" in landed["status"]
@@ -602,16 +608,16 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
     test = Shown("test", drawing.image, drawing.image, "mnist", origin=("mnist", "MNIST", 4, "7"))
     tested = page.visit()
     tested.record = Record("mnist").showing(test, "test", show=False)
-    assert page.to_test_tab(tested)["status"].startswith(
+    assert switch(page, tested, "test")["status"].startswith(
         "### Test image #4 (true class **7**): read as **7**")
     upload = page.visit()
-    page.to_upload_tab(upload, path, "mnist", True, 2, 1)
-    assert "not on this machine" in page.to_test_tab(upload)["status"]
+    switch(page, upload, "upload", path, "mnist", True, 2, 1)
+    assert "not on this machine" in switch(page, upload, "test")["status"]
     page.answers._results["mnist"] = object()              # as if its answers were in
-    page.to_upload_tab(upload, path, "mnist", True, 2, 1)
-    prompt = page.to_test_tab(upload)["status"]
+    switch(page, upload, "upload", path, "mnist", True, 2, 1)
+    prompt = switch(page, upload, "test")["status"]
     assert "Click a test image" in prompt and "still for your upload" in prompt
-    assert "Until then" not in page.to_test_tab(page.visit())["status"]
+    assert "Until then" not in switch(page, page.visit(), "test")["status"]
 
 
 def test_gradios_repeated_upload_event_is_answered_once(grids_page, tmp_path):
@@ -696,7 +702,7 @@ def test_one_forward_with_attention_per_input_and_model(grids_page, tmp_path, mo
     views.rescale(page, visit, False)
     page.pick_patch(visit, SimpleNamespace(index=[10.0, 10.0]))
     page.note_tab(visit, "upload")
-    page.to_draw_tab(visit, four, "grid4", True, 1, 1)
+    switch(page, visit, "draw", four, "grid4", True, 1, 1)
     assert len(calls) == 1
     page.choose_model(visit, "grid2")
     page.reanalyse(visit)
@@ -777,8 +783,27 @@ def test_a_late_answer_for_an_older_drawing_never_replaces_a_newer_one(grids_pag
                                          True, 2, 1)
     assert "Draw a digit" in cleared["status"]
     grids_page.note_tab(visitor, "upload")
-    late = grids_page.to_draw_tab(visitor, seven, "mnist", True, 2, 1)
+    late = switch(grids_page, visitor, "draw", seven, "mnist", True, 2, 1)
     assert late == {"status": cleared["status"]} and visitor.record.shown.empty
+
+
+def test_a_tabs_answer_that_lands_after_the_visitor_left_the_tab_changes_nothing(grids_page):
+    """The Test set tab's answer waits for the tab's pictures: a visitor who clicked Draw and
+    Clear meanwhile was sent back to the test image's headline over the empty canvas (the
+    record said the Test set tab was in view; seen in the browser). The tab now in view keeps
+    its own answer."""
+    visitor = grids_page.visit()
+    test = Shown("test", np.zeros((28, 28), np.float32), np.zeros((28, 28), np.float32), "mnist",
+                 origin=("mnist", "MNIST", 4, "7"))
+    visitor.record = Record("mnist").showing(test, "test", show=False)
+    grids_page.note_tab(visitor, "test")
+    grids_page.note_tab(visitor, "draw")                    # left before the tab's answer
+    cleared = grids_page.analyse_drawing(visitor, {"png": None, "final": True, "seq": 6}, "mnist",
+                                         True, 2, 1)
+    assert "Draw a digit" in cleared["status"]
+    assert grids_page.to_test_tab(visitor) == {}
+    assert visitor.record.tab == "draw" and visitor.record.shown.empty
+    assert "Draw a digit" in grids_page.view(visitor.record, ("status",))["status"]
 
 
 def test_a_clear_clicked_right_after_going_back_to_draw_shows_the_empty_canvas(tmp_path,

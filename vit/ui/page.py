@@ -281,8 +281,13 @@ class Page:
 
     def _show_tab(self, visit: Visit, base: Record, mine: Record, known=None) -> dict:
         """`_commit` for a tab switch: its headline always (`note_tab` changed the record's tab
-        already, unseen)."""
-        return self._commit(visit, base, mine, known=known, also=("status",))
+        already, unseen) — unless the visitor has left the tab since (`note_tab` named another):
+        then this changes nothing, and the tab now in view keeps its own answer. (The Test set
+        tab's answer waits for the tab's pictures, so a Draw tab clicked meanwhile was undone.)"""
+        with visit.turn():
+            if visit.record.tab != mine.tab:
+                return {}
+            return self._commit(visit, base, mine, known=known, also=("status",))
 
     # --- the canvas -------------------------------------------------------------------------
     def follow_drawing(self, visit: Visit, value, name):
