@@ -42,7 +42,9 @@ LETTERS = {
 }
 # Every kind this module draws. A data set's style names the ones its model is shown
 # (`Style.outliers` in vit/preprocessing/styles.py: a digit is "none of these" to a clothing model).
-KINDS = ("scribble", "dots", "dash", "shape", "letter", "two digits", "digit")
+KINDS = ("scribble", "dots", "dash", "shape", "letter", "two digits", "digit", "handwritten digit")
+# The kinds drawn from real handwritten digits (make_bank's `digits`): left out without them.
+FROM_DIGITS = ("two digits", "handwritten digit")
 
 
 def _pen(rng: random.Random, side: int) -> int:
@@ -148,11 +150,21 @@ def _digit(im: Image.Image, rng: random.Random, side: int) -> None:
     im.paste(digit, (rng.randrange(side - h + 1), rng.randrange(side - h + 1)))
 
 
+def _handwritten(im: Image.Image, rng: random.Random, side: int, digits: np.ndarray) -> None:
+    """One real handwritten digit, anywhere, of any size and slant: not a garment. Pen-drawn
+    digits alone (`_digit`) taught a clothing model to refuse those, not other people's."""
+    h = round(side * rng.uniform(0.4, 0.9))
+    ink = Image.fromarray(255 - digits[rng.randrange(len(digits))]).resize((h, h), Image.BILINEAR)
+    ink = ink.rotate(rng.uniform(-20, 20), resample=Image.BILINEAR, fillcolor=255)
+    x, y = rng.randrange(side - h + 1), rng.randrange(side - h + 1)
+    im.paste(Image.fromarray(np.minimum(np.array(im.crop((x, y, x + h, y + h))), np.array(ink))), (x, y))
+
+
 def draw(seed, digits: np.ndarray | None = None, kinds=DIGITS.outliers) -> tuple[np.ndarray, str]:
     """One drawing of one of `kinds` (of KINDS) on a canvas (uint8 (side, side), black on white)
-    and its kind. "two digits" needs `digits`."""
+    and its kind. The kinds in FROM_DIGITS need `digits`."""
     rng = random.Random(seed)
-    kinds = [k for k in kinds if k != "two digits" or (digits is not None and len(digits))]
+    kinds = [k for k in kinds if k not in FROM_DIGITS or (digits is not None and len(digits))]
     kind = rng.choice(kinds)
     side = rng.randint(200, 500)
     im = Image.new("L", (side, side), 255)
@@ -161,6 +173,8 @@ def draw(seed, digits: np.ndarray | None = None, kinds=DIGITS.outliers) -> tuple
         _two_digits(im, rng, side, digits)
     elif kind == "digit":
         _digit(im, rng, side)
+    elif kind == "handwritten digit":
+        _handwritten(im, rng, side, digits)
     elif kind in KINDS:
         {"scribble": _scribble, "dots": _dots, "dash": _dash, "shape": _shape,
          "letter": _letter}[kind](d, rng, side)
@@ -173,7 +187,7 @@ def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int =
               desc: str | None = None, style: Style = DIGITS) -> torch.Tensor:
     """n drawings of none of a data set's classes, of the kinds its `style` names (`outliers`),
     laid out as the app lays out a drawing in that style: uint8 (n, size, size). `digits`
-    (uint8 (N, 28, 28) training digits, white on black) feed the "two digits" kind.
+    (uint8 (N, 28, 28) handwritten digits, white on black) feed the kinds in FROM_DIGITS.
     `desc`: a progress bar's title (on a terminal)."""
     from tqdm import tqdm
     pool = None if digits is None else digits.cpu().numpy()

@@ -3,6 +3,7 @@ batch of each step (`make_batch`), the same on every rank.
 """
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from dataclasses import dataclass
@@ -84,6 +85,25 @@ def as_served(images: torch.Tensor, style: Style, size: int, desc: str | None = 
     return out
 
 
+def outlier_digits(tc: TrainConfig, spec: DatasetSpec, train_split: Split, say: Callable):
+    """Handwritten digits (uint8 (N, 28, 28), white on black) for the outlier kinds drawn from
+    them, or None: a digit model's own training images (none of the validation's); for another
+    data set, MNIST's training digits where the data directory has them — else said, and its
+    model is shown pen-drawn digits only."""
+    from vit.data import negatives as negatives_module
+    from vit.data.loading import DataError, load_split
+    if not set(negatives_module.FROM_DIGITS) & set(spec.style.outliers):
+        return None
+    if spec.style.name == "digits":
+        return train_split.images[:5000]
+    try:
+        return load_split("mnist", tc.data_dir, True, tc.download).images[:10000]
+    except DataError:
+        say(f"MNIST's training digits are not in {tc.data_dir}: the model is shown pen-drawn digits "
+            f"only as not {spec.title} (python -m vit.data --dataset mnist fetches them)", flush=True)
+        return None
+
+
 def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable, digest: str = "",
                  cache: Path | None = None) -> tuple[Split, TrainData]:
     """Carve the validation split and build the laid-out views and the non-digit bank. Pure
@@ -113,10 +133,11 @@ def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable
             f"{'taken from the cache' if reused else 'done'} in {time.time() - t0:.0f} s", flush=True)
     if tc.negatives and spec.style.outliers:
         t0 = time.time()
-        digits = train_split.images[:5000]        # for "two digits side by side": training images only
+        digits = outlier_digits(tc, spec, train_split, say)
         n_held = min(HELD_OUT_NEGATIVES, max(1, tc.negatives // 10))
         bank, reused = cached(cache, "non-digits", {
             **data, "negatives": tc.negatives, "held_out": n_held, "kinds": spec.style.outliers,
+            "digits": None if digits is None else hashlib.sha256(digits.numpy().tobytes()).hexdigest(),
             "code": code_digest(decode, layout, paper, negatives_module)}, lambda: {
             "train": negatives_module.make_bank(tc.negatives, mix_seed(STREAM_NEG, 0), digits,
                                                 spec.image_size, "drawing non-digits", spec.style),

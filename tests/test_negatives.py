@@ -1,0 +1,50 @@
+"""What the trainer shows a model as "none of its classes" (vit/data/negatives.py): a clothing
+model is shown real handwritten digits (MNIST's) where the data directory has them, and says so
+when it has not."""
+import numpy as np
+import torch
+from conftest import write_dataset
+
+from vit.data import negatives
+from vit.data.specs import builtin_spec
+from vit.preprocessing.styles import OBJECTS
+from vit.training.batches import outlier_digits
+from vit.training.config import TrainConfig
+
+
+def a_one() -> np.ndarray:
+    """One handwritten-looking 1, white on black as MNIST stores it."""
+    digit = np.zeros((28, 28), np.uint8)
+    digit[4:24, 12:16] = 255
+    return digit[None]
+
+
+def test_a_handwritten_digit_is_drawn_dark_on_white_anywhere_from_the_digits_given():
+    seen = set()
+    for seed in range(20):
+        canvas, kind = negatives.draw(seed, a_one(), ("handwritten digit",))
+        assert kind == "handwritten digit" and canvas.dtype == np.uint8
+        ink = canvas < 128
+        assert canvas.mean() > 200 and 0.005 < ink.mean() < 0.3      # a dark digit on white
+        rows = np.flatnonzero(ink.any(1))
+        seen.add((rows[0] // 50, rows[-1] - rows[0] > canvas.shape[0] // 2))
+    assert len(seen) > 3                                                # of many places and sizes
+    # Without digits the kind is left out; the clothing model's other kinds remain.
+    kinds = {negatives.draw(seed, None, OBJECTS.outliers)[1] for seed in range(60)}
+    assert "handwritten digit" not in kinds and {"scribble", "letter", "digit"} <= kinds
+
+
+def test_a_clothing_model_is_shown_mnists_digits_where_the_data_directory_has_them(tmp_path):
+    spec = builtin_spec("fashion-mnist")
+    split = None                         # (a clothing model never shows its own images as digits)
+    said = []
+    with_mnist = TrainConfig(data_dir=str(write_dataset(tmp_path / "with")), download=False)
+    digits = outlier_digits(with_mnist, spec, split, said.append)
+    assert isinstance(digits, torch.Tensor) and digits.shape[1:] == (28, 28) and len(digits) == 320
+    assert not said
+    (tmp_path / "without").mkdir()
+    without = TrainConfig(data_dir=str(tmp_path / "without"), download=False)
+    assert outlier_digits(without, spec, split, lambda text, **_: said.append(text)) is None
+    assert len(said) == 1 and "pen-drawn digits only" in said[0] and "Fashion-MNIST" in said[0]
+    bank = negatives.make_bank(8, 0, digits, 28, style=OBJECTS)
+    assert bank.shape == (8, 28, 28) and bank.dtype == torch.uint8 and (bank.float().mean((1, 2)) > 0).all()
