@@ -1,8 +1,10 @@
 """Digits nobody here made or generated (bench/heldout.py), read by the bundled MNIST model
 through the app's own path: other writers' scans (UCI optdigits, shipped with scikit-learn) and
-printed digits in every typeface shipped with the app's own packages. Neither family was ever
-used for training or tuning. The floors are today's figures less a point: issue 40's goal for
-the scans (97 %, none refused) is not met yet (docs/reliability.md)."""
+printed digits in every typeface shipped with the app's own packages; and the same pictures,
+which are not clothing, shown to the clothing model. Neither family was ever used for training
+or tuning. The floors are today's figures less a point or three: issue 40's goals (97 % of the
+scans read, none refused; 80 % of outside pictures refused by the clothing model) are not met
+yet (docs/reliability.md)."""
 import numpy as np
 import pytest
 from conftest import ROOT
@@ -45,3 +47,16 @@ def test_printed_digits_in_every_shipped_typeface_are_read(mnist):
     for small in (False, True):
         got = read_all(mnist, [printed(f, d, small) for f in faces for d in range(10)], labels)
         assert got["errors"] == 0 and got["right"] >= 0.98   # 100 % and 99.5 % (2026-11-27)
+
+
+def test_the_clothing_model_says_other_writers_digits_are_not_clothing_often_enough_to_hold():
+    """Far from issue 40's 80 %: shown pen-drawn digits only as "not a piece of clothing", the
+    bundled clothing model takes most of these scans for garments (docs/reliability.md: a
+    fine-tune shown MNIST's handwritten digits refused 58 % but was not bundled)."""
+    clothing = Predictor(str(ROOT / "checkpoints" / "fashion-mnist"), "cpu")
+    cells, _ = optdigits()
+    smoothed = read_all(clothing, [scan(c, 8, Image.BICUBIC) for c in cells[::3]])
+    blocky = read_all(clothing, [scan(c, 8, Image.NEAREST) for c in cells[::3]])
+    assert smoothed["errors"] == blocky["errors"] == 0
+    assert smoothed["not one of these"] >= 0.38          # 41.4 % of these 599 (2026-11-27)
+    assert blocky["not one of these"] >= 0.37            # 39.6 %

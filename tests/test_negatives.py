@@ -1,6 +1,6 @@
-"""What the trainer shows a model as "none of its classes" (vit/data/negatives.py): a clothing
-model is shown real handwritten digits (MNIST's) where the data directory has them, and says so
-when it has not."""
+"""What the trainer shows a model as "none of its classes" (vit/data/negatives.py): with
+`--outliers … handwritten digit`, a clothing model is shown real handwritten digits (MNIST's)
+where the data directory has them, and is told when it has not."""
 import numpy as np
 import torch
 from conftest import write_dataset
@@ -9,7 +9,7 @@ from vit.data import negatives
 from vit.data.specs import builtin_spec
 from vit.preprocessing.styles import OBJECTS
 from vit.training.batches import outlier_digits
-from vit.training.config import TrainConfig
+from vit.training.config import TrainConfig, outlier_kinds
 
 
 def a_one() -> np.ndarray:
@@ -34,17 +34,22 @@ def test_a_handwritten_digit_is_drawn_dark_on_white_anywhere_from_the_digits_giv
     assert "handwritten digit" not in kinds and {"scribble", "letter", "digit"} <= kinds
 
 
-def test_a_clothing_model_is_shown_mnists_digits_where_the_data_directory_has_them(tmp_path):
+def test_a_clothing_model_is_shown_mnists_digits_when_asked_and_the_data_directory_has_them(tmp_path):
     spec = builtin_spec("fashion-mnist")
     split = None                         # (a clothing model never shows its own images as digits)
     said = []
-    with_mnist = TrainConfig(data_dir=str(write_dataset(tmp_path / "with")), download=False)
+    kinds = "scribble,shape,letter,digit,handwritten digit"
+    with_mnist = TrainConfig(data_dir=str(write_dataset(tmp_path / "with")), download=False,
+                             outliers=kinds)
+    assert outlier_kinds(with_mnist, OBJECTS)[-1] == "handwritten digit"
     digits = outlier_digits(with_mnist, spec, split, said.append)
     assert isinstance(digits, torch.Tensor) and digits.shape[1:] == (28, 28) and len(digits) == 320
     assert not said
+    # Not asked for (a clothing model's default kinds): no digits read at all.
+    assert outlier_digits(TrainConfig(data_dir=with_mnist.data_dir), spec, split, said.append) is None
     (tmp_path / "without").mkdir()
-    without = TrainConfig(data_dir=str(tmp_path / "without"), download=False)
+    without = TrainConfig(data_dir=str(tmp_path / "without"), download=False, outliers=kinds)
     assert outlier_digits(without, spec, split, lambda text, **_: said.append(text)) is None
-    assert len(said) == 1 and "pen-drawn digits only" in said[0] and "Fashion-MNIST" in said[0]
-    bank = negatives.make_bank(8, 0, digits, 28, style=OBJECTS)
+    assert len(said) == 1 and "no handwritten digits are shown" in said[0] and "Fashion-MNIST" in said[0]
+    bank = negatives.make_bank(8, 0, digits, 28, style=OBJECTS, kinds=("handwritten digit",))
     assert bank.shape == (8, 28, 28) and bank.dtype == torch.uint8 and (bank.float().mean((1, 2)) > 0).all()

@@ -294,6 +294,7 @@ def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
     (["--stem-channels", "1000000"], "--stem-channels is 1,000,000: the limit is 1,024"),
     (["--batch-size", "1e9"], "invalid int value: '1e9'"),
     (["--negatives", "100000000"], "--negatives must be between 0 and 1,000,000"),
+    (["--outliers", "scribble,cats"], "--outliers takes kinds among: scribble, dots"),
     (["--dist-timeout", "0"], "--dist-timeout must be between 1 and 86400"),
     (["--weight-decay", "inf"], "--weight-decay must be a finite number"),
     (["--resume", "--overwrite"], "pass only one"),

@@ -184,9 +184,9 @@ def draw(seed, digits: np.ndarray | None = None, kinds=DIGITS.outliers) -> tuple
 
 
 def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int = 28,
-              desc: str | None = None, style: Style = DIGITS) -> torch.Tensor:
-    """n drawings of none of a data set's classes, of the kinds its `style` names (`outliers`),
-    laid out as the app lays out a drawing in that style: uint8 (n, size, size). `digits`
+              desc: str | None = None, style: Style = DIGITS, kinds=None) -> torch.Tensor:
+    """n drawings of none of a data set's classes, of `kinds` (default: those its `style` names,
+    `outliers`), laid out as the app lays out a drawing in that style: uint8 (n, size, size). `digits`
     (uint8 (N, 28, 28) handwritten digits, white on black) feed the kinds in FROM_DIGITS.
     `desc`: a progress bar's title (on a terminal)."""
     from tqdm import tqdm
@@ -195,7 +195,7 @@ def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int =
     for i in tqdm(range(n), desc=desc, leave=False, dynamic_ncols=True, disable=None if desc else True,
                   file=sys.stderr):
         for attempt in range(10):       # a mark too faint to lay out is drawn again
-            canvas, _ = draw(f"{seed}-{i}-{attempt}", pool, style.outliers)   # str seeds: sha512
+            canvas, _ = draw(f"{seed}-{i}-{attempt}", pool, kinds or style.outliers)   # str seeds: sha512
             try:
                 img = to_model_image(canvas, style, size)
             except PreprocessError:

@@ -20,7 +20,7 @@ from vit.data.loading import Split, normalize, to_unit_float
 from vit.data.specs import DatasetSpec
 from vit.preprocessing.styles import Style
 from vit.training import distributed
-from vit.training.config import TrainConfig, TrainingError
+from vit.training.config import TrainConfig, TrainingError, outlier_kinds
 from vit.training.prepared import cached, code_digest
 from vit.training.seeds import (
     STREAM_AUGMENT,
@@ -87,20 +87,21 @@ def as_served(images: torch.Tensor, style: Style, size: int, desc: str | None = 
 
 def outlier_digits(tc: TrainConfig, spec: DatasetSpec, train_split: Split, say: Callable):
     """Handwritten digits (uint8 (N, 28, 28), white on black) for the outlier kinds drawn from
-    them, or None: a digit model's own training images (none of the validation's); for another
-    data set, MNIST's training digits where the data directory has them — else said, and its
-    model is shown pen-drawn digits only."""
+    them (`--outliers`), or None: a digit model's own training images (none of the validation's);
+    for another data set, MNIST's training digits where the data directory has them (else said:
+    those kinds are left out)."""
     from vit.data import negatives as negatives_module
     from vit.data.loading import DataError, load_split
-    if not set(negatives_module.FROM_DIGITS) & set(spec.style.outliers):
+    if not set(negatives_module.FROM_DIGITS) & set(outlier_kinds(tc, spec.style)):
         return None
     if spec.style.name == "digits":
         return train_split.images[:5000]
     try:
         return load_split("mnist", tc.data_dir, True, tc.download).images[:10000]
     except DataError:
-        say(f"MNIST's training digits are not in {tc.data_dir}: the model is shown pen-drawn digits "
-            f"only as not {spec.title} (python -m vit.data --dataset mnist fetches them)", flush=True)
+        say(f"MNIST's training digits are not in {tc.data_dir}: no handwritten digits are shown "
+            f"as outside {spec.title}, pen-drawn digits only (python -m vit.data --dataset mnist "
+            f"fetches them)", flush=True)
         return None
 
 
@@ -131,19 +132,20 @@ def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable
         served, val_served = views.get("train"), views.get("validation")
         say(f"Laid out {sum(len(x) for _, x in parts):,} images as the app would: "
             f"{'taken from the cache' if reused else 'done'} in {time.time() - t0:.0f} s", flush=True)
-    if tc.negatives and spec.style.outliers:
+    kinds = outlier_kinds(tc, spec.style)
+    if tc.negatives and kinds:
         t0 = time.time()
         digits = outlier_digits(tc, spec, train_split, say)
         n_held = min(HELD_OUT_NEGATIVES, max(1, tc.negatives // 10))
         bank, reused = cached(cache, "non-digits", {
-            **data, "negatives": tc.negatives, "held_out": n_held, "kinds": spec.style.outliers,
+            **data, "negatives": tc.negatives, "held_out": n_held, "kinds": kinds,
             "digits": None if digits is None else hashlib.sha256(digits.numpy().tobytes()).hexdigest(),
             "code": code_digest(decode, layout, paper, negatives_module)}, lambda: {
             "train": negatives_module.make_bank(tc.negatives, mix_seed(STREAM_NEG, 0), digits,
-                                                spec.image_size, "drawing non-digits", spec.style),
+                                                spec.image_size, "drawing non-digits", spec.style, kinds),
             "held_out": negatives_module.make_bank(n_held, mix_seed(STREAM_NEG, 1), digits,
                                                    spec.image_size, "drawing held-out non-digits",
-                                                   spec.style)})
+                                                   spec.style, kinds)})
         negatives, held_out = bank["train"], bank["held_out"]
         say(f"Drew {len(negatives) + len(held_out):,} non-digit drawings: "
             f"{'taken from the cache' if reused else 'done'} in {time.time() - t0:.0f} s", flush=True)

@@ -87,6 +87,11 @@ class TrainConfig:
         "help": "synthetic non-digit drawings (letters, scribbles, dots, dashes, shapes, two digits) "
                 "trained towards a flat answer, 1 per 8 digits in a batch (digit data sets only; "
                 "0 = off)"})
+    outliers: str = field(default="", metadata={
+        "help": "the kinds of those drawings, comma-separated, of: scribble, dots, dash, shape, "
+                "letter, two digits, digit (pen-drawn), handwritten digit (MNIST's, from "
+                "--data-dir); default: the data set's own (a clothing model's: scribble, shape, "
+                "letter, digit)"})
     oe_weight: float = field(default=0.25, metadata={
         "help": "weight of the flat-answer loss on those drawings (outlier exposure)"})
     distill: float = field(default=0.5, metadata={
@@ -140,6 +145,20 @@ class TrainConfig:
                 "$VIT_CACHE_DIR, else ~/.cache/vit-explorer/runs; 'none': keep nothing)"})
 
 
+def outlier_kinds(tc: TrainConfig, style) -> tuple[str, ...]:
+    """The kinds of non-class drawings a run shows: --outliers, else its data set's style's."""
+    return tuple(k.strip() for k in tc.outliers.split(",")) if tc.outliers.strip() else style.outliers
+
+
+def _outliers_problem(spec: str) -> str | None:
+    from vit.data.negatives import KINDS
+    kinds = [k.strip() for k in spec.split(",")] if spec.strip() else []
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or len(spec) > 200:
+        return f"--outliers takes kinds among: {', '.join(KINDS)} (comma-separated)"
+    return None
+
+
 def _snapshots_problem(spec: str) -> str | None:
     from vit.training import snapshots
     try:
@@ -185,6 +204,7 @@ def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = N
         (snapshots_problem is None, snapshots_problem or ""),
         (0 <= tc.serve_view <= 1, "--serve-view must be in [0, 1]"),
         (0 <= tc.negatives <= MAX_NEGATIVES, f"--negatives must be between 0 and {MAX_NEGATIVES:,}"),
+        (_outliers_problem(tc.outliers) is None, _outliers_problem(tc.outliers) or ""),
         (math.isfinite(tc.oe_weight) and tc.oe_weight >= 0, "--oe-weight must be a finite number >= 0"),
         (0 <= tc.ema < 1, "--ema must be in [0, 1) (0 = off)"),
         (0 <= tc.distill <= 1, "--distill must be in [0, 1] (0 = off)"),
