@@ -220,6 +220,11 @@ def app_server(tiny_data):
     # The suite uploads far more a minute than a person (the limit: tests/test_attacks.py).
     proc, url = start_app([], {"VIT_DATA_DIR": str(tiny_data), "VIT_UPLOADS_PER_MINUTE": "10000"},
                           log, f"see artifacts/{name}")
+    # Its start-up work first, as a visitor a minute later finds it: a first request sent during
+    # it once waited past the client's 5 s timeout on a busy CI machine.
+    deadline = time.time() + 120
+    while "* Warm:" not in (ARTIFACTS / name).read_text() and time.time() < deadline:
+        time.sleep(0.5)
     yield proc, url
     proc.terminate()
     proc.wait(timeout=20)

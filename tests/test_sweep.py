@@ -189,3 +189,28 @@ def test_seeds_are_averaged_not_plotted_against(tmp_path):
             for h in (1, 2) for s in (0, 1, 2)]
     written = write_plots(Plan(tmp_path, [], 1, 1), rows, vary, "MNIST")
     assert [p.name for p in written] == ["accuracy-vs-heads.png", "accuracy-vs-time.png"]
+
+
+def test_no_waiting_run_starts_after_ctrl_c_stopped_one(monkeypatch):
+    """The pool's worker took the next run as soon as the stopped trainer exited, before the
+    sweep cancelled anything, and leaving the pool waited for it: after Ctrl-C a whole run was
+    trained (seen once in CI). Now the sweep stops with nothing new started."""
+    from vit.sweep import backends
+    started = []
+
+    def execute(plan, run):
+        started.append(run.name)
+        return {"name": run.name, "ok": False, "seconds": 1.0, "said": "stopped",
+                "interrupted": run.name == "heads-1"}
+    monkeypatch.setattr(backends, "execute", execute)
+    real = backends.concurrent.futures.as_completed
+
+    def as_completed(futures):           # the sweep's own thread a moment late to each result,
+        for done in real(futures):       # as it is while the signal's handler runs
+            time.sleep(0.3)
+            yield done
+    monkeypatch.setattr(backends.concurrent.futures, "as_completed", as_completed)
+    runs = [type("Run", (), {"name": n})() for n in ("heads-1", "heads-2", "heads-3")]
+    with pytest.raises(KeyboardInterrupt):
+        backends.run_processes(None, runs, 1, lambda result: None)
+    assert started == ["heads-1"]

@@ -5,6 +5,7 @@ cluster, `--out` must be a folder every node sees (a shared file system), as for
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from typing import Callable
 
 from vit.sweep.grid import Run
@@ -16,8 +17,22 @@ BACKENDS = ("processes", "ray")
 def run_processes(plan: Plan, runs: list[Run], jobs: int, report: Callable[[dict], None]) -> list[dict]:
     """Each run as a `python -m vit.train` process, `jobs` at once (threads only wait on them)."""
     results = []
+    # Once Ctrl-C stopped a run, no waiting run starts: a pool's worker takes the next run as
+    # soon as its trainer exits, before this thread has cancelled anything, and leaving the
+    # pool waits for it (one run was trained to its end after Ctrl-C).
+    stop = threading.Event()
+
+    def one(run: Run) -> dict:
+        if stop.is_set():
+            return {"name": run.name, "ok": False, "seconds": 0.0, "interrupted": True,
+                    "said": "not started: the sweep was stopped"}
+        result = execute(plan, run)
+        if result.get("interrupted"):
+            stop.set()
+        return result
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(execute, plan, run) for run in runs]
+        futures = [pool.submit(one, run) for run in runs]
         try:
             for done in concurrent.futures.as_completed(futures):
                 results.append(done.result())
@@ -26,6 +41,7 @@ def run_processes(plan: Plan, runs: list[Run], jobs: int, report: Callable[[dict
                 report(results[-1])
         except KeyboardInterrupt:
             # Ctrl-C reached the trainers too (one process group): each saves a resumable state.
+            stop.set()
             for f in futures:
                 f.cancel()
             raise

@@ -351,7 +351,7 @@ def launch(demo: gr.Blocks, **kwargs):
     if getattr(demo, "page", None) is not None and os.environ.get("VIT_WARM", "1") != "0":
         # The panels' per-model pictures and test-set answers, in the background: a visitor who
         # opens them later finds them ready (one who comes first waits on the same work).
-        threading.Thread(target=demo.page.warm, name="vit-warm", daemon=True).start()
+        threading.Thread(target=_warm, args=(demo.page,), name="vit-warm", daemon=True).start()
     # The answers' pictures share the uploads' folder and its cap.
     ROOM.configure(limits.upload_cache_mb * 1_000_000)
     files = raise_file_limit()
@@ -366,6 +366,12 @@ def launch(demo: gr.Blocks, **kwargs):
     return demo.launch(css=CSS, js=JS, show_error=True, max_file_size=MAX_FILE_BYTES, run_history=False,
                        state_session_capacity=limits.sessions,
                        app_kwargs={"middleware": _inpage(demo) + limits.middleware()}, **kwargs)
+
+
+def _warm(page) -> None:
+    page.warm()
+    # Said, for whoever waits on it (the tests' server waits before its first visitor).
+    print("* Warm: every model's step-by-step pictures and test-set answers are ready.", flush=True)
 
 
 def _inpage(demo) -> list:

@@ -130,8 +130,11 @@ class Visit:
         # {view: the record fields its last drawing read} (vit/ui/render.py): which views a
         # change of the record touches. Bounded: one entry per view of the page.
         self.reads: dict[str, frozenset] = {}
-        # {component id: the version of the newest answer sent to it}: one per component.
+        # {component id: the version of the newest answer sent to it}: one per component. Its
+        # own lock: `admit` runs on the server's event loop, which must never wait for a handler
+        # that holds `turn()` while it draws.
         self._sent: dict[int, int] = {}
+        self._sent_lock = threading.Lock()
         self._lock = threading.RLock()
 
     def __deepcopy__(self, memo) -> Visit:
@@ -169,7 +172,7 @@ class Visit:
         """Which of an answer's values (for components `ids`, drawn from the record of
         `version`) may reach the page: each whose component has had no answer from a newer
         record. Those admitted are noted as sent."""
-        with self._lock:
+        with self._sent_lock:
             keep = [self._sent.get(i, -1) <= version for i in ids]
             self._sent.update((i, version) for i, k in zip(ids, keep) if k)
             return keep
