@@ -324,8 +324,10 @@ def test_what_drove_the_answer_for_another_class_and_with_heads_off(page):
     """The panel under the explorer: maps for the answer, then for another class ("why 7 and not
     1?"), the deletion test on demand, and a head switched off."""
     page.get_by_role("tab", name="Draw").click()             # an earlier test left the Test set tab
-    # Clear at once, before the tab's answer is in: it must not be overwritten by it (this test
-    # once met the Test set tab's answer landing last: vit/ui/page.py `_show_tab`).
+    # The tab's own answer (the canvas's drawing) first, as a person sees it before clearing:
+    # a Clear sent at once can be answered before it and then overwritten (docs/app.md).
+    page.wait_for_function("() => !/test image/i.test(document.querySelector('#status').innerText)",
+                           timeout=30_000)
     clear(page)
     wait_status(page, "Draw a digit")
     draw(page, "7")

@@ -1,4 +1,4 @@
-"""What vit/ui/gradio_patches.py changes about Gradio's per-event work (patches 8, 13, 14, 15): each
+"""What vit/ui/gradio_patches.py changes about Gradio's per-event work (patches 8, 13, 14): each
 test fails with Gradio 6.31 as it is."""
 import asyncio
 
@@ -49,51 +49,3 @@ def test_the_queue_keeps_no_summary_nobody_reads(monkeypatch):
     assert queue.compute_analytics_summary(records) == {"functions": {}}
     monkeypatch.setenv("VIT_MONITORING", "1")
     assert queue.compute_analytics_summary(records)["functions"]["f"]["total_requests"] == 3
-
-
-def test_an_answer_overtaken_by_a_newer_records_answer_changes_nothing_it_set():
-    """One visitor, two events: the first reads the record and is slow to finish (a tab's six
-    pictures to encode), the second lands a newer record (a Clear) and is answered first. The
-    first's headline would then have covered the cleared page; now it is a skip, while what it
-    alone sets still arrives. In the order the records landed, both arrive whole."""
-    import threading
-
-    from vit.ui.gradio_patches import answers_in_order
-    from vit.ui.record import Visit
-    answers_in_order()
-    read, go = threading.Event(), threading.Event()
-
-    def tab(visit):                        # reads the record, then takes its time
-        r = visit.record
-        read.set()
-        go.wait(10)
-        return f"{r.tab}'s answer", "tab pictures"
-
-    def clear(visit):                      # lands a newer record
-        base = visit.record
-        visit.commit(base, base.showing(None, "drawing"))
-        return "Draw a digit"
-
-    with gr.Blocks() as blocks:
-        visit = gr.State(Visit("mnist"))
-        status, pictures = gr.Textbox(), gr.Textbox()
-        pictures.change(tab, visit, [status, pictures])
-        status.change(clear, visit, status)
-    slow, fast = blocks.fns[0], blocks.fns[1]
-    state = SessionState(blocks)
-
-    async def out_of_order():
-        first = asyncio.create_task(blocks.process_api(block_fn=slow, inputs=[None], state=state))
-        await asyncio.to_thread(read.wait, 10)
-        second = await blocks.process_api(block_fn=fast, inputs=[None], state=state)
-        go.set()
-        return (await first)["data"], second["data"]
-
-    first, second = asyncio.run(out_of_order())
-    assert second == ["Draw a digit"]
-    assert first == [SKIP, "tab pictures"]          # its headline would cover the cleared page
-    # In order (the record read, the answer sent, then a newer one), nothing is dropped.
-    assert asyncio.run(blocks.process_api(block_fn=slow, inputs=[None], state=state))["data"] == \
-        ["draw's answer", "tab pictures"]
-    assert asyncio.run(blocks.process_api(block_fn=fast, inputs=[None], state=state))["data"] == \
-        ["Draw a digit"]

@@ -37,7 +37,6 @@ from vit.ui.gradio_patches import (
     FreeDropdown,
     ImageFile,
     VerdictLabel,
-    answers_in_order,
     bounded_connections,
     hide_server_paths,
     mcp_tools,
@@ -77,7 +76,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     Process-wide settings (torch's CPU threads: VIT_THREADS) are the caller's: app.py sets
     them. Raises StartupError."""
     for patch in (never_rewrite_cached_images, hide_server_paths, small_sessions, short_errors,
-                  tolerant_clicks, skips_cost_nothing, no_summaries, answers_in_order):
+                  tolerant_clicks, skips_cost_nothing, no_summaries):
         patch()
     mcp_tools(TOOL_NAMES)
     limits = Limits.from_env()

@@ -89,13 +89,6 @@ refused before Gradio sees them: vit/ui/routes.py.
    `no_summaries` computes it only then.
    Remove when Gradio summarises only for an open dashboard (same test file,
    `test_the_queue_keeps_no_summary_nobody_reads`).
-15. Gradio encodes an answer's pictures after its handler returns, so one visitor's answers
-   can leave in another order than their records landed: a Draw tab click and a Clear a moment
-   later left the tab's headline over the cleared canvas. `answers_in_order` gives each event
-   a fresh note of the record version its handler drew from (vit/ui/record.py `MAKING`), and
-   just before the answer is queued to the browser (no await between), replaces with a skip
-   each value whose component already had one from a newer record (`Visit.admit`).
-   Keep: ordering answers by the app's own versions is the app's business.
 """
 from __future__ import annotations
 
@@ -333,42 +326,6 @@ def skips_cost_nothing() -> None:
 
     gr.Blocks.postprocess_data = postprocess_data
     _patched.add("skips")
-
-
-def answers_in_order() -> None:
-    """Patch 15 (idempotent)."""
-    if "order" in _patched:
-        return
-    from vit.ui.record import MAKING
-    process = gr.Blocks.process_api
-
-    async def process_api(self, *args, **kwargs):
-        making: list = []
-        token = MAKING.set(making)     # copied into the handler's worker thread by anyio
-        try:
-            result = await process(self, *args, **kwargs)
-        finally:
-            MAKING.reset(token)
-        block_fn = kwargs.get("block_fn", args[0] if args else None)
-        if making and isinstance(result, dict):
-            _drop_overtaken(self.fns[block_fn] if isinstance(block_fn, int) else block_fn,
-                            result, *making[-1])
-        return result
-
-    gr.Blocks.process_api = process_api
-    _patched.add("order")
-
-
-def _drop_overtaken(block_fn, result: dict, visit, version: int) -> None:
-    """The values of `result` (an answer drawn from `visit`'s record of `version`) whose
-    component had a newer record's value already become skips."""
-    data, outputs = result.get("data"), getattr(block_fn, "outputs", None)
-    if not isinstance(data, list) or outputs is None or len(data) != len(outputs) or block_fn.batch:
-        return
-    sent = [i for i, v in enumerate(data) if not (isinstance(v, dict) and v == SKIP)]
-    for i, keep in zip(sent, visit.admit(version, [outputs[i]._id for i in sent])):
-        if not keep:
-            data[i] = dict(SKIP)
 
 
 def no_summaries() -> None:

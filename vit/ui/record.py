@@ -5,7 +5,6 @@ on screen) into every component's value. `Visit` is what the page's one `gr.Stat
 from __future__ import annotations
 
 import threading
-from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
 from types import NoneType
 
@@ -13,9 +12,6 @@ import numpy as np
 
 KIND_OF = {"draw": "drawing", "upload": "upload", "test": "test"}      # a tab's kind of input
 ANSWER = -1                      # the class explained: "the model's answer"
-# The answer an event is making, set fresh around each event by vit/ui/gradio_patches.py
-# (`answers_in_order`): [(visit, version)] of the record its handler read or landed last.
-MAKING: ContextVar[list | None] = ContextVar("vit_answer", default=None)
 
 
 @dataclass(frozen=True)
@@ -115,67 +111,30 @@ def merge(base: Record, mine: Record, newest: Record) -> Record:
 class Visit:
     """What the page's one `gr.State` holds for a visitor: the record, swapped under a lock,
     and the newest drawing number its canvas sent (checked by answers still in flight).
-    `turn()` holds the lock while a handler lands its record and draws what changed.
-
-    Each record landed has a version, one more than the last. Reading `record` (or landing one)
-    notes the version on the answer the event is making, and `admit` lets an answer's value
-    reach a component only if no answer drawn from a newer record has reached it already:
-    Gradio encodes each answer's pictures after its handler returns, so answers may leave in
-    another order than their records landed (a tab's six pictures against a Clear's none)."""
+    `turn()` holds the lock while a handler lands its record and draws what changed, so that a
+    visitor's updates leave in the order their records landed: an older record's picture sent
+    after a newer one's would stay on the page."""
 
     def __init__(self, model: str):
-        self._now = (Record(model), 0)          # (the record, its version), swapped as one
+        self.record = Record(model)
         self.drawn = 0
         self.upload_at: tuple = (None, None, 0.0)   # (file, model, time) of the last upload event
         # {view: the record fields its last drawing read} (vit/ui/render.py): which views a
         # change of the record touches. Bounded: one entry per view of the page.
         self.reads: dict[str, frozenset] = {}
-        # {component id: the version of the newest answer sent to it}: one per component. Its
-        # own lock: `admit` runs on the server's event loop, which must never wait for a handler
-        # that holds `turn()` while it draws.
-        self._sent: dict[int, int] = {}
-        self._sent_lock = threading.Lock()
         self._lock = threading.RLock()
 
     def __deepcopy__(self, memo) -> Visit:
         """Gradio copies the state's default for every new visitor: a fresh page."""
         return Visit(self.record.model)
 
-    @property
-    def record(self) -> Record:
-        record, version = self._now
-        _note(self, version)
-        return record
-
-    @record.setter
-    def record(self, record: Record) -> None:
-        with self._lock:
-            self._now = (record, self._now[1] + 1)
-
-    @property
-    def version(self) -> int:
-        return self._now[1]
-
     def turn(self) -> threading.RLock:
         return self._lock
 
     def commit(self, base: Record, mine: Record) -> Record:
         with self._lock:
-            record, version = self._now
-            new = merge(base, mine, record)
-            if new is not record:
-                self._now = (new, version + 1)
-            _note(self, self._now[1])
-            return new
-
-    def admit(self, version: int, ids: list[int]) -> list[bool]:
-        """Which of an answer's values (for components `ids`, drawn from the record of
-        `version`) may reach the page: each whose component has had no answer from a newer
-        record. Those admitted are noted as sent."""
-        with self._sent_lock:
-            keep = [self._sent.get(i, -1) <= version for i in ids]
-            self._sent.update((i, version) for i, k in zip(ids, keep) if k)
-            return keep
+            self.record = merge(base, mine, self.record)
+            return self.record
 
     def note_drawing(self, number: int) -> bool:
         """Note drawing `number` as sent; whether the canvas has sent a newer one (a value with
@@ -186,11 +145,3 @@ class Visit:
             newer = self.drawn > number
             self.drawn = max(self.drawn, number)
             return newer
-
-
-def _note(visit: Visit, version: int) -> None:
-    """The answer in the making (if any) is drawn from `visit`'s record of `version` (the last
-    read wins: a handler that reads a record and then lands a newer one draws the newer)."""
-    making = MAKING.get()
-    if making is not None:
-        making[:] = [(visit, version)]
