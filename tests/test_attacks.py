@@ -30,6 +30,7 @@ from conftest import PEAK
 from PIL import Image
 
 from vit.ui import mechanism_panel, uploads
+from vit.ui.identity import Identity
 
 NOT_UPLOADED = "not uploaded to this server"
 
@@ -551,7 +552,7 @@ def test_many_tiny_uploads_count_as_the_disk_they_take(tmp_path):
 
 def test_the_visitor_is_the_address_the_proxy_added_not_the_one_the_client_wrote():
     scope = {"headers": [(b"x-forwarded-for", b"6.6.6.6, 10.0.0.7")], "client": ("172.0.0.1", 1)}
-    assert uploads.visitor_of(scope) == "10.0.0.7"
+    assert Identity(trusted_proxies=1).visitor(scope) == "10.0.0.7"
 
 
 # --- issue 36: raw protocol -------------------------------------------------------------------
@@ -691,18 +692,42 @@ def post(url: str, body: bytes, headers: dict | None = None) -> tuple[int, str]:
 def test_the_visitor_behind_a_chain_of_trusted_proxies(monkeypatch, hops, header, visitor):
     """Issue 37: with a CDN and an ingress in front, the last hop was the CDN's address and
     every visitor shared one limit. VIT_TRUSTED_PROXIES says how many hops the proxies add."""
-    monkeypatch.setattr(uploads, "TRUSTED_HOPS", hops)
     scope = {"headers": [(b"x-forwarded-for", header)], "client": ("172.16.0.1", 1)}
-    assert uploads.visitor_of(scope) == visitor
+    assert Identity(trusted_proxies=hops).visitor(scope) == visitor
 
 
-def test_this_machines_own_scripts_are_not_throttled_as_the_public(tmp_path):
-    """Issue 37: a local script classifying 60 images got HTTP 429 after 30. A request naming
-    any forwarded address is not local, even from 127.0.0.1 (a proxy on this machine)."""
+def test_this_machines_own_scripts_are_unlimited_only_when_the_host_says_so(tmp_path):
+    """Issue 46, finding 3: the loopback exemption switched every limit off behind a local
+    forwarder (ssh -L, socat: 45 of 45 uploads went through). Loopback is limited like anyone;
+    VIT_UNLIMITED_LOCAL=1 frees it (issue 37's local script of 60 classifications), and a
+    request naming any forwarded address is never local, even from 127.0.0.1."""
     _, post = upload_gate(tmp_path)
+    assert [post("127.0.0.1")[0] for _ in range(4)] == [200, 200, 200, 429]
+    _, post = upload_gate(tmp_path, identity=Identity(unlimited_local=True))
     assert [post("127.0.0.1")[0] for _ in range(10)] == [200] * 10
     proxied = [(b"x-forwarded-for", b"127.0.0.1")]
     assert [post("127.0.0.1", proxied)[0] for _ in range(4)] == [200, 200, 200, 429]
+
+
+@pytest.mark.parametrize("space, setting, trusted", [
+    ("", "", 0),                  # python app.py reached directly: no header is believed
+    ("user/space", "", 1),        # a Space: its proxy appends one hop
+    ("", "2", 2),                 # the host says so
+])
+def test_forwarded_addresses_are_believed_only_where_a_proxy_is_known(monkeypatch, space,
+                                                                       setting, trusted):
+    """Issue 46, finding 2: with VIT_TRUSTED_PROXIES=1 by default and no proxy in front, a fresh
+    forged X-Forwarded-For per request escaped the upload limit (45 of 45) and the queue share."""
+    from vit.ui.limits import Limits
+    monkeypatch.setenv("SPACE_ID", space)
+    monkeypatch.setenv("VIT_TRUSTED_PROXIES", setting)
+    monkeypatch.delenv("VIT_UNLIMITED_LOCAL", raising=False)
+    identity = Limits.from_env().identity
+    assert identity.trusted_proxies == trusted and not identity.unlimited_local
+    forged = [{"headers": [(b"x-forwarded-for", f"198.51.100.{i}".encode())],
+               "client": ("203.0.113.5", 1)} for i in range(45)]
+    seen = {identity.visitor(scope) for scope in forged}
+    assert seen == ({"203.0.113.5"} if trusted == 0 else {f"198.51.100.{i}" for i in range(45)})
 
 
 # --- issue 36: the second attack on the finished change ----------------------------------------

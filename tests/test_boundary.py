@@ -305,27 +305,35 @@ def fake_queue(visitors):
 
 def test_one_visitor_cannot_fill_the_queue():
     """One client sending 10 drawings a second made an honest visitor's fail "Queue is full"."""
+    from vit.ui.identity import Identity
     from vit.ui.limits import RequestLimits
     app = fake_queue(["6.6.6.6"] * 8 + ["1.1.1.1"])
-    gate = RequestLimits(None, per_visitor=8)
+    gate = RequestLimits(None, per_visitor=8)                # no proxy known: the peer is who
     body = json.dumps({"data": [], "fn_index": 1, "session_hash": "s1"}).encode()
     scope = {"app": app, "path": "/gradio_api/queue/join", "headers": []}
-    greedy = {**scope, "headers": [(b"x-forwarded-for", b"6.6.6.6")]}
-    honest = {**scope, "headers": [(b"x-forwarded-for", b"1.1.1.1")]}
+    greedy = {**scope, "client": ("6.6.6.6", 1)}
+    honest = {**scope, "client": ("1.1.1.1", 1)}
     assert gate._refusal(greedy, body)[0] == 429
     assert gate._refusal(honest, body) is None
-    app = fake_queue(["127.0.0.1"] * 8)              # a person's own scripts on their machine
+    # Issue 46, finding 2: a fresh forged X-Forwarded-For each time is still the same visitor.
+    forged = {**greedy, "headers": [(b"x-forwarded-for", b"203.0.113.77")]}
+    assert gate._refusal(forged, body)[0] == 429
+    # Finding 3: a forwarder on this machine makes everyone loopback: no free pass for it...
+    app = fake_queue(["127.0.0.1"] * 8)
     mine = {"app": app, "path": "/gradio_api/queue/join", "headers": [],
             "client": ("127.0.0.1", 5000)}
-    assert gate._refusal(mine, body) is None
+    assert gate._refusal(mine, body)[0] == 429
+    # ...unless the person alone on their machine says so (VIT_UNLIMITED_LOCAL=1).
+    alone = RequestLimits(None, per_visitor=8, identity=Identity(unlimited_local=True))
+    assert alone._refusal(mine, body) is None
 
 
 def test_the_visitor_is_the_proxys_hop_even_with_two_header_lines():
     """Finding 15: a client's own X-Forwarded-For line came first and was believed."""
-    from vit.ui.uploads import visitor_of
+    from vit.ui.identity import Identity
     scope = {"headers": [(b"x-forwarded-for", b"1.2.3.4"),
                          (b"x-forwarded-for", b"9.9.9.9, 5.6.7.8")], "client": ("10.0.0.1", 1)}
-    assert visitor_of(scope) == "5.6.7.8"
+    assert Identity(trusted_proxies=1).visitor(scope) == "5.6.7.8"
 
 
 # --- 14. snapshots ----------------------------------------------------------------------------

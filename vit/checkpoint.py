@@ -554,8 +554,11 @@ def read_typical(folder: Path, config: CheckpointConfig) -> Typical | None:
         raise CheckpointError(f"{folder / CONFIG}: calibration.far_above is set but {TYPICAL_FILE} "
                               f"is missing")
     try:
-        return from_tensors(load_tensors(path), config.model.num_classes, config.model.dim,
-                            str(path))
+        c, d = config.model.num_classes, config.model.dim
+        # Shapes checked in the header, before a byte of the tensors is read or converted.
+        tensors = load_tensors(path, shapes={"means": (c, d), "precision": (d, d)},
+                               most_bytes=8 * (c * d + d * d) + 1_000_000)
+        return from_tensors(tensors, c, d, str(path))
     except StorageError as e:
         raise CheckpointError(str(e)) from None
     except ValueError as e:

@@ -108,27 +108,48 @@ def load_results(checkpoint, data_dir, progress=None) -> Results:
     key = {"weights_sha256": _sha256((folder / WEIGHTS).read_bytes()),
            "data_sha256": _sha256(images.tobytes(), labels.tobytes())}
     names = list(config.class_names)
-    cache = folder / CACHE
+    cache = own_cache(folder)
     t = config.temperature
     try:
-        stored = load_tensors(cache)
+        if cache is None:
+            raise StorageError("no cache of its own here")
+        # Its shape and size checked before it is read: a cache is a file anyone who could
+        # write the folder may have made.
+        stored = load_tensors(cache, shapes={"logits": (len(labels), len(names)), "key": None},
+                              most_bytes=4 * len(labels) * len(names) + 1_000_000)
         meta = json.loads(stored["key"].numpy().tobytes().decode())
-        # (A cache from before calibration holds "probs", not "logits": recomputed.)
-        if meta == key and stored["logits"].shape == (len(labels), len(names)):
+        if meta == key:
             probs = calibrated(stored["logits"], t).numpy()
             return Results(dataset, names, images, labels, probs, True)
     except (StorageError, KeyError, ValueError):
-        pass                                 # no cache, or an outdated or damaged one: recompute
+        pass          # no cache, an outdated or damaged one, or none allowed here: recompute
     # On a ZeroGPU Space the pass runs in a worker process (vit/device.py): without a progress
     # bar, which lives in this one.
     logits = _predict_logits(model, split.images, config.mean, config.std, 500,
                              None if on_zero_gpu() else progress)
     try:
         key_bytes = torch.frombuffer(bytearray(json.dumps(key).encode()), dtype=torch.uint8)
-        save_tensors(cache, {"logits": logits, "key": key_bytes})
+        if cache is not None:
+            save_tensors(cache, {"logits": logits, "key": key_bytes})
     except OSError:
         pass            # a read-only checkpoint folder: the answers still serve this process
     return Results(dataset, names, images, labels, calibrated(logits, t).numpy())
+
+
+def own_cache(folder: Path) -> Path | None:
+    """Where a checkpoint's test-set answers are cached (FOLDER/.cache/…), or None where that is
+    not a plain folder of its own: a `.cache` link made the start-up work write outside it."""
+    where = folder / CACHE
+    try:
+        inside = folder.resolve()
+        for part in (where.parent, where):
+            if part.is_symlink() or (part.exists() and not part.resolve().is_relative_to(inside)):
+                return None
+        if where.exists() and not where.is_file():
+            return None
+    except (OSError, RuntimeError):
+        return None
+    return where
 
 
 # --- the confusion matrix as a clickable picture --------------------------------------------

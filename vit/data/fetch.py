@@ -4,7 +4,9 @@ on a fresh clone and on a Space: `fetch_test_split(spec, data_dir, progress)`.
 The files land where the loader looks (`data_dir/<torchvision name>/raw/`, vit/data/loading.py),
 each written to a temporary file and renamed only once whole and checked: at most `MAX_BYTES`
 read, gunzipped within the same bound, and the content's SHA-256 compared with the published
-file's (mirrors may recompress, so the check is on the IDX bytes, not the archive). One fetch per
+file's (mirrors may recompress, so the check is on the IDX bytes, not the archive): a plain-http
+mirror, or anyone on the path to it, can withhold the files but never change them. A mirror's
+failure, whatever it answered, is one line of our own words, remembered for `Fetches.RETRY`. One fetch per
 data set at a time, whoever asks: `Fetches.run` joins a fetch already under way. Where the files
 come from: the mirrors torchvision uses, or `$VIT_DATA_URL` (a mirror of your own; the tests' local
 file server). No network: a `FetchError` in one line, and the tab says so.
@@ -13,12 +15,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import io
 import os
 import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 from typing import Callable
 
@@ -26,6 +30,7 @@ from vit.data.loading import DataError
 
 MAX_BYTES = 16 << 20            # a test split's largest file (MNIST's images: 7.8 MB unpacked)
 TIMEOUT = 20                    # seconds without a byte before a mirror is given up
+DEADLINE = 180                  # seconds for one file in all
 # (file name, SHA-256 of its unpacked IDX bytes, unpacked size) of each test split's files.
 FILES = {
     "mnist": (("t10k-images-idx3-ubyte.gz",
@@ -59,9 +64,12 @@ def _download(url: str, limit: int, say: Callable[[int], None]) -> bytes:
     """The body at `url`, at most `limit` bytes (more: FetchError); `say(bytes so far)`."""
     if not url.startswith(("http://", "https://")):
         raise FetchError(f"not an http(s) address: {url[:60]}")
+    deadline = time.monotonic() + DEADLINE
     with urllib.request.urlopen(url, timeout=TIMEOUT) as r:        # noqa: S310 (http(s) only)
         chunks, got = [], 0
         while chunk := r.read(1 << 16):
+            if time.monotonic() > deadline:         # a byte every few seconds, for ever
+                raise FetchError(f"{url.rsplit('/', 1)[-1]} came too slowly")
             got += len(chunk)
             if got > limit:
                 raise FetchError(f"{url.rsplit('/', 1)[-1]} is larger than {limit >> 20} MB")
@@ -74,9 +82,25 @@ def _unpacked(body: bytes, name: str, size: int) -> bytes:
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(body)) as f:
             data = f.read(size + 1)
-    except (OSError, EOFError) as e:
-        raise FetchError(f"{name} is not a whole gzip file ({e})") from None
+    except (OSError, EOFError, ValueError, zlib.error):
+        raise FetchError(f"{name} is not a whole gzip file") from None
     return data
+
+
+def _host(base: str) -> str:
+    return base.split("/")[2][:60] if base.count("/") >= 2 else "the mirror"
+
+
+def _said(e: BaseException) -> str:
+    """Why a mirror failed, in words for a visitor: never the mirror's own bytes (a broken or
+    hostile mirror's status line was shown as it came) nor an exception's name."""
+    if isinstance(e, urllib.error.HTTPError):
+        return f"the mirror answered HTTP {e.code}"
+    if isinstance(e, http.client.HTTPException):
+        return "the mirror's answer was not HTTP"
+    if isinstance(e, (urllib.error.URLError, OSError)):
+        return "no network, or no mirror answered"
+    return "the mirror's answer could not be read"
 
 
 def fetch_test_split(spec, data_dir, progress: Callable[[float, str], None] | None = None) -> Path:
@@ -97,14 +121,19 @@ def fetch_test_split(spec, data_dir, progress: Callable[[float, str], None] | No
                 body = _download(base + name, MAX_BYTES,
                                  lambda got, before=done: say(min(1.0, (before + got) / total),
                                                               f"fetching the {spec.title} test set"))
-            except (urllib.error.URLError, OSError, ValueError) as e:
-                # Said for a visitor: no network (or no mirror), not an exception's name.
-                why = ("no network, or no mirror answered" if isinstance(e, OSError) else
-                       f"the mirror refused it: {str(e)[:60]}")
+            except FetchError as e:
+                why = str(e)
                 continue
-            data = _unpacked(body, name, size)
+            except Exception as e:      # noqa: BLE001 (a mirror may answer anything at all)
+                why = _said(e)
+                continue
+            try:
+                data = _unpacked(body, name, size)
+            except FetchError as e:
+                why = f"{e} from {_host(base)}"
+                continue
             if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
-                why = f"{name} from {base.split('/')[2]} is not the published file"
+                why = f"{name} from {_host(base)} is not the published file"
                 continue
             folder.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
@@ -155,6 +184,10 @@ class Fetches:
         except FetchError as e:
             self._failed[spec.name] = (time.monotonic(), str(e))
             raise
+        except Exception as e:      # noqa: BLE001 (a disk that fails, anything else: remembered)
+            why = f"The {spec.title} test set could not be fetched ({_said(e)})"
+            self._failed[spec.name] = (time.monotonic(), why)
+            raise FetchError(why) from None
         finally:
             with self._lock:
                 self._running.pop(spec.name, None)

@@ -105,7 +105,7 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
         wire.inputs()
         wire.panels()
         wire.model_and_test_set()
-        tools(page)
+        tools(page, limits)
         # At load the example goes on the canvas, which sends it back like a drawing.
         demo.load(boundary.parsed(page.first_view, models.names), ui.model, ui.pad,
                   **Wiring.QUIET)
@@ -186,19 +186,21 @@ def first_screen(p) -> dict:
                 label=label)
 
 
-def tools(page: Page) -> None:
+def tools(page: Page, limits: Limits) -> None:
     """The tools for agents (vit/ui/tools.py): API endpoints on components the page never shows,
-    which Gradio's MCP server offers (and only these: gradio_patches.mcp_tools)."""
+    which Gradio's MCP server offers (and only these: gradio_patches.mcp_tools). Unqueued: their
+    own gate bounds them (a queued tool was called back over HTTP by the MCP server)."""
     with gr.Column(visible=False):
         t_image, t_model = gr.Textbox(label="image"), gr.Textbox("", label="model")
         t_answer, t_models = gr.JSON(label="answer"), gr.JSON(label="models")
         t_relevance, t_occlusion = gr.Image(label="relevance"), gr.Image(label="occlusion")
         t_go = gr.Button()
-    t = Tools(page)
-    t_go.click(t.classify_image, [t_image, t_model], t_answer, api_name="classify_image")
+    t = Tools(page, limits.identity)
+    t_go.click(t.classify_image, [t_image, t_model], t_answer, api_name="classify_image",
+               queue=False)
     t_go.click(t.explain_image, [t_image, t_model], [t_answer, t_relevance, t_occlusion],
-               api_name="explain_image")
-    t_go.click(t.list_models, None, t_models, api_name="list_models")
+               api_name="explain_image", queue=False)
+    t_go.click(t.list_models, None, t_models, api_name="list_models", queue=False)
 
 
 class Wiring:
@@ -368,7 +370,12 @@ def launch(demo: gr.Blocks, **kwargs):
 
 
 def _warm(page) -> None:
-    page.warm()
+    try:
+        page.warm()
+    except Exception as e:      # noqa: BLE001 (one line in the log, never a dead thread's traceback)
+        print(f"* Warm: stopped early ({type(e).__name__}); visitors' requests do the rest.",
+              flush=True)
+        return
     # Said, for whoever waits on it (the tests' server waits before its first visitor).
     print("* Warm: every model's step-by-step pictures and test-set answers are ready.", flush=True)
 

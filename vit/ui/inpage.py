@@ -118,11 +118,17 @@ class InPage:
             return None                       # a Hub model: no page model beside it
         if (config.num_parameters or 0) > MAX_PAGE_PARAMETERS:
             return None
+        # A page model holds the model's weights once in float32, plus its graph: more than that
+        # is no page model (a 2 GB file was read whole, then served from memory).
+        most = 4 * (config.num_parameters or MAX_PAGE_PARAMETERS) + GRAPH_BYTES
         try:
-            data = (folder / PAGE_FILE).read_bytes()
-            made = json.loads((folder / "page.json").read_text())
+            data = bounded_read(folder / PAGE_FILE, most)
+            made = json.loads(bounded_read(folder / "page.json", 64_000))
             fresh = made.get("weights_sha256") == weights_sha256(folder)
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError) as e:
+            if not isinstance(e, FileNotFoundError):
+                log.warning("model %s: its page model is not served (%s); it is answered by the "
+                            "server while drawing", name, _why(e))
             return None
         if not fresh or made.get("onnx_sha256") != _sha256(data):
             log.warning("model %s: its page model was made from other weights; it is answered "
@@ -139,7 +145,7 @@ class InPage:
 
     def middleware(self):
         """An ASGI middleware class answering GET and HEAD under PREFIX from the table (404 for
-        anything else there) and passing every other request on."""
+        anything else there) and passing every other request on (`serve`)."""
         files, gzipped = self.files, self.gzipped
 
         class Serve:
@@ -150,20 +156,106 @@ class InPage:
                 path = scope.get("path", "") if scope.get("type") == "http" else ""
                 if not path.startswith(PREFIX):
                     return await self.app(scope, receive, send)
-                found = files.get(path) if scope.get("method") in ("GET", "HEAD") else None
-                body, cache = found or (b"Not found", "no-store")
-                kind = TYPES.get(Path(path).suffix, "text/plain") if found else "text/plain"
-                headers = [(b"content-type", kind.encode()), (b"cache-control", cache.encode()),
-                           (b"x-content-type-options", b"nosniff")]
-                accepts = dict(scope.get("headers") or ()).get(b"accept-encoding", b"")
-                if found and path in gzipped:
-                    headers.append((b"vary", b"accept-encoding"))
-                    if b"gzip" in accepts:
-                        body = gzipped[path]
-                        headers.append((b"content-encoding", b"gzip"))
-                headers.append((b"content-length", str(len(body)).encode()))
-                await send({"type": "http.response.start", "status": 200 if found else 404,
-                            "headers": headers})
-                await send({"type": "http.response.body",
-                            "body": b"" if scope.get("method") == "HEAD" else body})
+                return await serve(scope, send, files, gzipped)
         return Serve
+
+
+CHUNK = 64 * 1024          # sent at a time; the next waits until the client has read it
+STALLED_SECONDS = 30       # a client that reads nothing for this long is cut off
+GRAPH_BYTES = 4_000_000    # a page model's graph and names beyond its float32 weights
+
+
+class Stalled(Exception):
+    """The client stopped reading an answer."""
+
+
+def _why(e: BaseException) -> str:
+    """A refused file's reason, without the server's path."""
+    return e.strerror if isinstance(e, OSError) and e.strerror else str(e).split(": ")[-1][:80]
+
+
+def bounded_read(path: Path, most: int) -> bytes:
+    """A regular file's bytes, if it holds at most `most` of them: its type and size checked
+    before a byte is read (a FIFO hung start-up for good; a 2 GB sparse file was read whole).
+    Raises OSError (FileNotFoundError where there is none) or ValueError."""
+    import os
+    import stat
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path.name} is not a regular file")
+        if st.st_size > most:
+            raise ValueError(f"{path.name} is {st.st_size / 1e6:.1f} MB, over the "
+                             f"{most / 1e6:.1f} MB a file of its kind takes")
+        data = f.read(most + 1)
+    if len(data) > most:                     # it grew while read
+        raise ValueError(f"{path.name} is over the {most / 1e6:.1f} MB a file of its kind takes")
+    return data
+
+
+def _range(header: bytes, size: int) -> tuple[int, int] | None:
+    """One byte range "bytes=a-b" / "a-" / "-n" -> (start, end exclusive), else None (several
+    ranges, or one that does not fit: the whole file is sent)."""
+    text = header.decode("latin-1").strip()
+    if not text.startswith("bytes=") or "," in text:
+        return None
+    first, _, last = text[6:].strip().partition("-")
+    try:
+        if not first:
+            n = int(last)
+            return (size - n, size) if 0 < n <= size else None
+        start = int(first)
+        end = int(last) + 1 if last else size
+    except ValueError:
+        return None
+    return (start, min(end, size)) if 0 <= start < min(end, size) else None
+
+
+async def serve(scope, send, files: dict, gzipped: dict) -> None:
+    """Answer a GET or HEAD under PREFIX from `files`: the bytes in memory once for every client,
+    sent CHUNK by CHUNK (each waits until the client has taken the one before, so a client that
+    never reads holds one chunk, not a copy of a 14 MB file), with an ETag (the URL's hash: a
+    repeat visit gets 304) and one byte range where asked."""
+    import asyncio
+    path = scope["path"]
+    found = files.get(path) if scope.get("method") in ("GET", "HEAD") else None
+    body, cache = found or (b"Not found", "no-store")
+    kind = TYPES.get(Path(path).suffix, "text/plain") if found else "text/plain"
+    headers = [(b"content-type", kind.encode()), (b"cache-control", cache.encode()),
+               (b"x-content-type-options", b"nosniff")]
+    asked = dict(scope.get("headers") or ())
+    status = 200 if found else 404
+    if found and cache == FOREVER:
+        etag = f'"{path.split("/")[-2]}"'.encode()
+        headers.append((b"etag", etag))
+        if etag in asked.get(b"if-none-match", b""):
+            await send({"type": "http.response.start", "status": 304, "headers": headers})
+            return await send({"type": "http.response.body", "body": b""})
+    if found and path in gzipped:
+        headers.append((b"vary", b"accept-encoding"))
+        if b"gzip" in asked.get(b"accept-encoding", b""):
+            body = gzipped[path]
+            headers.append((b"content-encoding", b"gzip"))
+    if found:
+        headers.append((b"accept-ranges", b"bytes"))
+        span = _range(asked[b"range"], len(body)) if b"range" in asked else None
+        if span is not None:
+            status = 206
+            headers.append((b"content-range", f"bytes {span[0]}-{span[1] - 1}/{len(body)}".encode()))
+            body = memoryview(body)[span[0]:span[1]]
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    if scope.get("method") == "HEAD":
+        return await send({"type": "http.response.body", "body": b""})
+    view = memoryview(body)
+    try:
+        for at in range(0, max(len(view), 1), CHUNK):
+            last = at + CHUNK >= len(view)
+            await asyncio.wait_for(send({"type": "http.response.body",
+                                         "body": bytes(view[at:at + CHUNK]),
+                                         "more_body": not last}), STALLED_SECONDS)
+    except (TimeoutError, asyncio.TimeoutError):
+        # Returning with the answer unfinished closes the connection (the server says so in
+        # one line of its log): a stalled client holds nothing after STALLED_SECONDS.
+        return None

@@ -7,13 +7,15 @@
 | VIT_QUEUE_SIZE          | 64      | events waiting for a worker; more are told "busy"         |
 | VIT_CONNECTIONS         | 2000    | open HTTP connections; more get 503 at once (and never    |
 |                         |         | more than the process's open-file limit allows)           |
-| VIT_UPLOADS_PER_MINUTE  | 30      | uploads per visitor (address; not this machine) a minute  |
+| VIT_UPLOADS_PER_MINUTE  | 30      | uploads per visitor (address) a minute                    |
 | VIT_UPLOADS_IN_FLIGHT   | 4       | uploads being received at once                            |
 | VIT_UPLOAD_CACHE_MB     | 1000    | the folder of uploads and answer pictures (oldest first;  |
 |                         |         | never the page's own files)                               |
 | VIT_MONITORING          | 0       | 1: serve Gradio's monitoring routes (else 404)            |
-| VIT_TRUSTED_PROXIES     | 1       | proxies in front that append to X-Forwarded-For (a Space: |
-|                         |         | 1; 0: none, the socket's peer is the visitor)             |
+| VIT_TRUSTED_PROXIES     | 0; on a | proxies in front that append to X-Forwarded-For; 0: none, |
+|                         | Space 1 | the socket's peer is the visitor (vit/ui/identity.py)     |
+| VIT_UNLIMITED_LOCAL     | 0       | 1: this machine's own requests skip per-visitor limits    |
+|                         |         | (only where nothing here forwards others' requests)       |
 
 Fixed: an upload request says its size and carries at most 50 MB (`MAX_FILE_BYTES`, one
 file's worth); any other request's body at most `MAX_REQUEST_BYTES`; a body must keep arriving
@@ -34,9 +36,10 @@ from dataclasses import dataclass
 from starlette.requests import ClientDisconnect
 
 from vit.preprocessing.decode import MAX_FILE_BYTES
-from vit.ui import routes, uploads
+from vit.ui import routes
+from vit.ui.identity import Identity
 from vit.ui.models import StartupError
-from vit.ui.uploads import UploadLimits, local, paced, plain, visitor_of
+from vit.ui.uploads import UploadLimits, paced, plain
 
 MAX_REQUEST_BYTES = 2_000_000       # a drawing's PNG is a few KB; a photo on the canvas ~0.5 MB
 FIRST_REQUEST_SECONDS = 10
@@ -75,10 +78,17 @@ class Limits:
     uploads_per_minute: int = 30
     uploads_in_flight: int = 4
     upload_cache_mb: int = 1000
-    trusted_proxies: int = 1
+    trusted_proxies: int = 0
+    unlimited_local: bool = False
+
+    @property
+    def identity(self) -> Identity:
+        return Identity(self.trusted_proxies, self.unlimited_local)
 
     @classmethod
     def from_env(cls) -> "Limits":
+        # A Space's proxy appends the visitor's address; elsewhere nobody is known to.
+        proxies = 1 if os.environ.get("SPACE_ID", "").strip() else 0
         return cls(sessions=env_int("VIT_SESSIONS", cls.sessions, 10, 1_000_000),
                    queue_size=env_int("VIT_QUEUE_SIZE", cls.queue_size, 1, 10_000),
                    connections=env_int("VIT_CONNECTIONS", cls.connections, 10, 100_000),
@@ -86,18 +96,19 @@ class Limits:
                                               1, 100_000),
                    uploads_in_flight=env_int("VIT_UPLOADS_IN_FLIGHT", cls.uploads_in_flight,
                                              1, 1000),
-                   trusted_proxies=env_int("VIT_TRUSTED_PROXIES", cls.trusted_proxies, 0, 10),
+                   trusted_proxies=env_int("VIT_TRUSTED_PROXIES", proxies, 0, 10),
+                   unlimited_local=env_int("VIT_UNLIMITED_LOCAL", 0, 0, 1) == 1,
                    upload_cache_mb=env_int("VIT_UPLOAD_CACHE_MB", cls.upload_cache_mb,
                                            2 * MAX_FILE_BYTES // 1_000_000, 10_000_000))
 
     def middleware(self) -> list:
         """For `launch(app_kwargs={"middleware": …})`: outermost first."""
         from starlette.middleware import Middleware
-        uploads.TRUSTED_HOPS = self.trusted_proxies         # who a visitor is, process-wide
         # One visitor may hold a few of the queue's waiting places, never all of them.
         per_visitor = min(PER_VISITOR_WAITING, max(2, self.queue_size // 2))
-        return [Middleware(RequestLimits, per_visitor=per_visitor),
+        return [Middleware(RequestLimits, per_visitor=per_visitor, identity=self.identity),
                 Middleware(UploadLimits, per_visitor=self.uploads_per_minute,
+                           identity=self.identity,
                            in_flight=self.uploads_in_flight,
                            cache_bytes=self.upload_cache_mb * 1_000_000,
                            max_file_bytes=MAX_FILE_BYTES)]
@@ -117,28 +128,83 @@ def too_many_waiting(scope, sid) -> bool:
     return isinstance(sid, str) and len(queue.pending_event_ids_session.get(sid, ())) >= MAX_WAITING
 
 
-def waiting_from(scope, who: str) -> int:
-    """How many events from visitor `who` (vit/ui/uploads.py `visitor_of`) wait in the queue,
-    not yet started."""
+def held_by(scope, who: str, identity: Identity) -> int:
+    """How many events from visitor `who` (`identity.visitor`) the queue holds: waiting, and
+    running (counting the waiting alone let 12 of one visitor's joins in against a share of 8:
+    the share freed as each event started)."""
     try:
-        queues = list(scope["app"].get_blocks()._queue.event_queue_per_concurrency_id.values())
+        queue = scope["app"].get_blocks()._queue
+        events = [e for q in list(queue.event_queue_per_concurrency_id.values())
+                  for e in list(q.queue)]
+        events += [e for job in list(getattr(queue, "active_jobs", None) or ()) if job
+                   for e in job]
     except (AttributeError, KeyError):
         return 0
-    return sum(1 for q in queues for e in list(q.queue)
-               if getattr(e, "request", None) is not None and visitor_of(e.request.scope) == who)
+    return sum(1 for e in events
+               if getattr(e, "request", None) is not None and identity.visitor(e.request.scope) == who)
+
+
+class NotJSON(ValueError):
+    """NaN or Infinity, which Python's json reads and JSON does not allow."""
+
+
+def _no_constants(name: str):
+    raise NotJSON(name)
 
 
 def parsed_json(body: bytes):
     """A body's JSON as Gradio will read it (json.loads of the bytes: UTF-8, -16 or -32, a
     byte-order mark allowed — a check that looked for "{" first let a BOM-led body past every
     check below), or None where it is none (Gradio answers that itself, in one line). Raises
-    RecursionError for JSON nested too deeply to parse."""
+    RecursionError for JSON nested too deeply to parse, NotJSON for a NaN or an Infinity (Gradio
+    read a bare `NaN` body, then failed on it: HTTP 500 and two tracebacks)."""
     if not body.strip():
         return None
     try:
-        return json.loads(body)
+        return json.loads(body, parse_constant=_no_constants)
+    except NotJSON:
+        raise
     except ValueError:
         return None
+
+
+REFUSED_VALUES = 1000      # characters of a 422's detail sent back: never the client's own value
+
+
+def short_refusals(send):
+    """`send` for Gradio's answer to a POST: a 422 (values of the wrong shape) comes back as what
+    was wrong and where, without the refused value itself (1.9 MB of it was echoed whole)."""
+    held = None
+
+    async def wrapped(message):
+        nonlocal held
+        if message["type"] == "http.response.start" and message.get("status") == 422:
+            held = []
+            return None
+        if held is None:
+            return await send(message)
+        held.append(message.get("body", b""))
+        if message.get("more_body"):
+            return None
+        try:
+            detail = json.loads(b"".join(held)).get("detail")
+        except (ValueError, AttributeError):
+            detail = None
+        if isinstance(detail, list):
+            detail = [{k: v for k, v in d.items() if k in ("loc", "msg", "type")}
+                      if isinstance(d, dict) else d for d in detail]
+        text = json.dumps({"detail": detail if detail is not None else
+                           "The request's values are not what this endpoint takes."})
+        if len(text) > REFUSED_VALUES:
+            text = json.dumps({"detail": "The request's values are not what this endpoint "
+                                         "takes (see /gradio_api/info)."})
+        body = text.encode()
+        await send({"type": "http.response.start", "status": 422,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        return await send({"type": "http.response.body", "body": body})
+
+    return wrapped
 
 
 def session_problem(sid) -> str | None:
@@ -156,8 +222,10 @@ class RequestLimits:
     waiting in the queue (one client sending drawings as fast as it can filled it for everyone)
     — before Gradio parses or keeps any. Gradio's routes this app does not offer answer 404."""
 
-    def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES, per_visitor: int = 8):
+    def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES, per_visitor: int = 8,
+                 identity: Identity = Identity()):
         self.app, self.max_bytes, self.per_visitor = app, max_bytes, per_visitor
+        self.identity = identity
         self._joining: dict[str, int] = {}      # visitor -> events being pushed right now
 
     async def __call__(self, scope, receive, send):
@@ -197,7 +265,7 @@ class RequestLimits:
             return await plain(send, *refusal)
         # Counted until Gradio has put the event in its queue: twelve joins sent at once all
         # passed a count of the queue taken before any of them was in it.
-        who = visitor_of(scope) if routes.pushes_event(scope["path"]) else None
+        who = self.identity.visitor(scope) if routes.pushes_event(scope["path"]) else None
         if who is not None:
             self._joining[who] = self._joining.get(who, 0) + 1
         replayed = False
@@ -210,7 +278,7 @@ class RequestLimits:
             return await receive()
 
         try:
-            return await self.app(scope, replay, send)
+            return await self.app(scope, replay, short_refusals(send))
         except ClientDisconnect:          # the client left while Gradio read or answered
             return None
         finally:
@@ -224,6 +292,8 @@ class RequestLimits:
             obj = parsed_json(body)
         except RecursionError:
             return 400, "The request's JSON is nested too deeply."
+        except NotJSON:
+            return 400, "The request's JSON holds NaN or Infinity, which JSON does not allow."
         sid = obj.get("session_hash") if isinstance(obj, dict) else None
         problem = session_problem(sid)
         if problem:
@@ -236,9 +306,9 @@ class RequestLimits:
         if too_many_waiting(scope, sid):
             return 429, (f"More than {MAX_WAITING} answers are waiting for this session to read "
                          f"them; read them first.")
-        who = visitor_of(scope)
-        if not local(scope) and \
-                waiting_from(scope, who) + self._joining.get(who, 0) >= self.per_visitor:
+        who = self.identity.visitor(scope)
+        if not self.identity.unlimited(scope) and \
+                held_by(scope, who, self.identity) + self._joining.get(who, 0) >= self.per_visitor:
             return 429, (f"You have {self.per_visitor} requests waiting already; wait for their "
                          f"answers.")
         return None

@@ -2,12 +2,19 @@
 /gradio_api/mcp/, Gradio's MCP server, on unless VIT_MCP=0). Each tool's docstring and type hints
 are what an agent reads. A picture comes as base64 text, never as a URL or a path: the server
 fetches nothing and reads no file an agent names; its size is checked before it is decoded, as
-on every other path (vit/preprocessing/decode.py)."""
+on every other path (vit/preprocessing/decode.py).
+
+The tools run outside Gradio's queue (`queue=False`), through a `Gate` of their own: Gradio's MCP
+server reached a queued tool by an HTTP client calling back into this server — a thread pool per
+burst (the server's threads went 14 -> 110 after one) and errors naming that internal address.
+Unqueued, a tool call is a function call; the gate bounds how many run and wait, and how many of
+those one visitor (vit/ui/identity.py) holds."""
 from __future__ import annotations
 
 import base64
 import binascii
 import re
+from collections import Counter
 
 import gradio as gr
 import numpy as np
@@ -15,6 +22,7 @@ import numpy as np
 from vit.inference import Predictor
 from vit.preprocessing.decode import PreprocessError
 from vit.ui import why_panel
+from vit.ui.identity import Identity
 from vit.ui.limits import MAX_REQUEST_BYTES
 
 NAMES = ("classify_image", "explain_image", "list_models")     # the MCP tools, and only these
@@ -23,9 +31,43 @@ MAX_BASE64_CHARS = MAX_REQUEST_BYTES - 64_000
 DATA_URL = re.compile(r"^data:image/[\w.+-]+;base64,", re.IGNORECASE)
 
 
+class Gate:
+    """At most `running` tool calls at once and `waiting` more waiting for their turn (beyond,
+    "busy" at once), one visitor holding at most `per_visitor` of them. Waiting takes no thread:
+    a call gets one (from a pool of `running`) when its turn comes."""
+
+    def __init__(self, identity: Identity, running: int = 1, waiting: int = 8,
+                 per_visitor: int = 4):
+        import anyio
+        self.identity, self.capacity, self.per_visitor = identity, running + waiting, per_visitor
+        self.limiter = anyio.CapacityLimiter(running)
+        self.held: Counter[str] = Counter()
+
+    async def run(self, request, fn, *args):
+        import anyio
+        scope = getattr(getattr(request, "request", None), "scope", None) or {}
+        who = self.identity.visitor(scope)
+        unlimited = self.identity.unlimited(scope)
+        # Checked and counted with no await between: calls arriving at once each see the others.
+        if sum(self.held.values()) >= self.capacity:
+            raise gr.Error("The server is busy with other agents' calls; try again in a moment.",
+                           print_exception=False)
+        if self.held[who] >= self.per_visitor and not unlimited:
+            raise gr.Error(f"You have {self.per_visitor} calls under way already; wait for their "
+                           f"answers.", print_exception=False)
+        self.held[who] += 1
+        try:
+            return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+        finally:
+            self.held[who] -= 1
+            if not self.held[who]:
+                del self.held[who]
+
+
 class Tools:
-    def __init__(self, page):
+    def __init__(self, page, identity: Identity = Identity()):
         self.page = page
+        self.gate = Gate(identity)
 
     def _predictor(self, model) -> Predictor:
         return self.page.predictor(model or self.page.models.default)
@@ -39,7 +81,8 @@ class Tools:
         except PreprocessError as e:
             raise gr.Error(str(e), print_exception=False) from None
 
-    def classify_image(self, image: str, model: str = "") -> dict:
+    async def classify_image(self, image: str, model: str = "", request: gr.Request = None
+                             ) -> dict:
         """Classify a picture with one of the explorer's small Vision Transformers. Digits
         (MNIST), clothing (Fashion-MNIST) or photos of animals and vehicles (CIFAR-10): call
         list_models for the names. Probabilities are calibrated; a picture that is none of the
@@ -53,10 +96,14 @@ class Tools:
         Returns:
             {"model", "answer", "is_class", "reason", "probabilities": {class: probability}} with the probabilities in decreasing order.
         """
+        return await self.gate.run(request, self._classify, image, model)
+
+    def _classify(self, image, model) -> dict:
         p, a = self._read(image, model)
         return answer(p, a, model or self.page.models.default)
 
-    def explain_image(self, image: str, model: str = "") -> tuple[dict, np.ndarray, np.ndarray]:
+    async def explain_image(self, image: str, model: str = "", request: gr.Request = None
+                            ) -> tuple[dict, np.ndarray, np.ndarray]:
         """Explain a Vision Transformer's answer for a picture: the answer (as classify_image
         gives it) and two maps over the picture of what drove it. Relevance (Chefer et al.
         2021) follows the attention that raised the answer's score back to the patches;
@@ -70,6 +117,9 @@ class Tools:
         Returns:
             the answer, the relevance map and the occlusion map (pictures).
         """
+        return await self.gate.run(request, self._explain, image, model)
+
+    def _explain(self, image, model) -> tuple[dict, np.ndarray, np.ndarray]:
         p, a = self._read(image, model)
         relevance, occlusion, *_ = why_panel.render(p, a, p.explain(a, int(a.probs.argmax())))
         return answer(p, a, model or self.page.models.default), relevance, occlusion

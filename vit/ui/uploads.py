@@ -9,7 +9,7 @@ Anything else — a server path such as `/etc/x.png` sent without Gradio's `meta
 picture, a `data:` URL that Gradio would decode itself before our size checks — is refused with
 one line that does not say whether the path exists on this machine.
 
-`UploadLimits` is the ASGI middleware in front of `/upload`: per visitor (client address) at most
+`UploadLimits` is the ASGI middleware in front of `/upload`: per visitor (vit/ui/identity.py) at most
 `per_visitor` uploads a minute, at most `in_flight` uploads being received at once, and the upload
 folder kept under `cache_bytes` by deleting the oldest uploads first (Gradio's `delete_cache`
 removes them after an hour anyway). A refused upload gets HTTP 429 or 503 with one line.
@@ -25,6 +25,8 @@ from pathlib import Path
 
 import gradio as gr
 from starlette.requests import ClientDisconnect
+
+from vit.ui.identity import Identity
 
 NOT_UPLOADED = ("That file was not uploaded to this server, so it can't be read; upload the "
                 "picture itself.")
@@ -187,51 +189,15 @@ def forget_gone(scope, keep: int = 10_000) -> None:
         received.difference_update([p for p in list(received) if not Path(p).is_file()])
 
 
-# Proxies in front of the app that append the address they received from to X-Forwarded-For
-# (VIT_TRUSTED_PROXIES, set once at start-up by vit/ui/limits.py): a Space has one, so the
-# visitor is the last hop; a CDN in front of an ingress makes two, and the visitor is the second
-# from the end (the last would be the CDN's address, shared by every visitor). 0: no proxy, the
-# socket's peer is the visitor and the header is the client's own words.
-TRUSTED_HOPS = 1
-
-
-def visitor_of(scope) -> str:
-    """A visitor, as well as a request can tell: the address the first trusted proxy received
-    from (TRUSTED_HOPS from the end of X-Forwarded-For; hops before it are whatever the client
-    wrote), else the socket's peer. Spoofable without a proxy, so only fairness limits key on
-    it; the folder's cap does not."""
-    # Every X-Forwarded-For line in order, as one list: a proxy appends to the last (a client
-    # that sent two lines had its own first one believed).
-    hops = [hop.strip() for key, value in scope.get("headers", ()) if key == b"x-forwarded-for"
-            for hop in value.decode("latin-1").split(",")]
-    hops = [h for h in hops if h]
-    if TRUSTED_HOPS and hops:
-        return hops[-min(TRUSTED_HOPS, len(hops))][:64]
-    client = scope.get("client")
-    return str(client[0]) if client else "?"
-
-
-def local(scope) -> bool:
-    """Whether a request comes from this machine itself, with no proxy in between (none named
-    anyone in X-Forwarded-For, which a remote client could fill with "127.0.0.1"): a person's own
-    scripts and pages are not limited as the public is."""
-    import ipaddress
-    if any(key == b"x-forwarded-for" for key, _ in scope.get("headers", ())):
-        return False
-    client = scope.get("client")
-    try:
-        return bool(client) and ipaddress.ip_address(client[0]).is_loopback
-    except ValueError:
-        return False
-
-
 class UploadLimits:
     """ASGI middleware for `POST …/upload` (see the module docstring); other requests pass."""
 
     def __init__(self, app, per_visitor: int = 30, in_flight: int = 4,
                  cache_bytes: int = 1 << 30, max_file_bytes: int = 50_000_000,
-                 folder: Path | None = None, visitors: int = 10_000):
+                 folder: Path | None = None, visitors: int = 10_000,
+                 identity: Identity = Identity()):
         self.app, self.per_visitor, self.in_flight = app, per_visitor, in_flight
+        self.identity = identity
         self.cache_bytes, self.max_file_bytes = cache_bytes, max_file_bytes
         self.folder = folder
         self.visitors = visitors
@@ -274,9 +240,9 @@ class UploadLimits:
     def _refusal(self, scope) -> tuple[int, str] | None:
         if self._busy >= self.in_flight:
             return 503, "Too many uploads are arriving at once; try again in a moment."
-        if local(scope):         # a script on one's own machine: 60 classifications, not 30
+        if self.identity.unlimited(scope):
             return None
-        now, who = time.monotonic(), visitor_of(scope)
+        now, who = time.monotonic(), self.identity.visitor(scope)
         times = self._recent.pop(who, None) or deque()
         while times and now - times[0] > 60:
             times.popleft()
