@@ -49,7 +49,7 @@ def serve(app, method: str, path: str, headers: dict | None = None) -> tuple[int
     scope = {"type": "http", "method": method, "path": path,
              "headers": list((headers or {}).items())}
     asyncio.run(app(inner)(scope, receive, send))
-    return sent[0]["status"], dict(sent[0]["headers"]), sent[1]["body"]
+    return sent[0]["status"], dict(sent[0]["headers"]), b"".join(m["body"] for m in sent[1:])
 
 
 def test_every_bundled_model_runs_in_the_page_and_its_files_are_served_by_hash(models):

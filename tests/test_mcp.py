@@ -14,7 +14,6 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from ast import literal_eval
 
 import pytest
 from conftest import ROOT, free_port
@@ -64,13 +63,13 @@ def test_classify_and_explain_a_drawn_digit(app_server):
                 await s.call_tool("list_models"))
     classified, explained, models = call(app_server[1], steps)
     assert not classified.isError
-    answer = literal_eval(classified.content[0].text)                  # a dict, as Gradio prints it
+    answer = json.loads(classified.content[0].text)                  # a dict, as Gradio prints it
     assert answer["answer"] == "7" and answer["is_class"] and answer["model"] == "mnist"
     assert abs(sum(answer["probabilities"].values()) - 1) < 1e-3
     kinds = [c.type for c in explained.content]
     assert not explained.isError and kinds.count("image") == 2, kinds
-    assert literal_eval(explained.content[0].text)["answer"] == "3"
-    listed = literal_eval(models.content[0].text)
+    assert json.loads(explained.content[0].text)["answer"] == "3"
+    listed = json.loads(models.content[0].text)
     assert [m["name"] for m in listed][0] == "mnist" and listed[0]["classes"][7] == "7"
 
 
@@ -133,7 +132,7 @@ def test_a_jpeg_is_read_not_refused_as_a_path(app_server):
         return await s.call_tool("classify_image", {"image": text})
     got = call(app_server[1], steps)
     assert not got.isError, got.content[0].text
-    assert literal_eval(got.content[0].text)["answer"] == "4"
+    assert json.loads(got.content[0].text)["answer"] == "4"
 
 
 def test_an_argument_of_the_wrong_type_is_not_quoted_back(app_server):
@@ -142,3 +141,32 @@ def test_an_argument_of_the_wrong_type_is_not_quoted_back(app_server):
         return await s.call_tool("classify_image", {"image": [0] * 300_000})
     got = call(app_server[1], steps)
     assert got.isError and len(got.content[0].text) <= 300
+
+
+def test_a_burst_of_calls_is_bounded_in_one_line_without_internal_addresses(app_server):
+    """Issue 46, finding 12: Gradio's MCP server called a queued tool back over HTTP: refusals
+    named the internal URL (http://127.0.0.1:PORT/gradio_api/queue/join) and the server's threads
+    went 14 -> 110 after a burst. The tools run unqueued behind their own gate: one agent holds
+    a few calls at once, the rest are told so in one line."""
+    proc, base = app_server
+
+    async def one():
+        async def steps(s):
+            return await s.call_tool("explain_image", {"image": png("2")})
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+        async with streamable_http_client(base + "gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await steps(session)
+
+    async def burst():
+        return await asyncio.gather(*[one() for _ in range(24)])
+    results = asyncio.run(burst())
+    refused = [r.content[0].text for r in results if r.isError]
+    assert refused and len(refused) < len(results), refused
+    for text in refused:
+        assert "under way" in text and "\n" not in text.strip(), text
+        assert "http" not in text and "127.0.0.1" not in text, text
+    threads = len(os.listdir(f"/proc/{proc.pid}/task"))
+    assert threads <= 64, f"{threads} threads after a burst of 24 calls"

@@ -192,7 +192,9 @@ def tools(page: Page, limits: Limits) -> None:
     own gate bounds them (a queued tool was called back over HTTP by the MCP server)."""
     with gr.Column(visible=False):
         t_image, t_model = gr.Textbox(label="image"), gr.Textbox("", label="model")
-        t_answer, t_models = gr.JSON(label="answer"), gr.JSON(label="models")
+        # JSON as text: an agent reads JSON, and Gradio's MCP server passes an unqueued tool's
+        # gr.JSON output on as "root={...}" (its pydantic model, printed).
+        t_answer, t_models = gr.Textbox(label="answer"), gr.Textbox(label="models")
         t_relevance, t_occlusion = gr.Image(label="relevance"), gr.Image(label="occlusion")
         t_go = gr.Button()
     t = Tools(page, limits.identity)

@@ -65,13 +65,17 @@ refused before Gradio sees them: vit/ui/routes.py.
 10. uvicorn keeps a connection that never sends a request open for ever (~1,100 of them ran
    the process out of file descriptors) and takes any number of connections. `bounded_connections`
    closes one that sends no complete request within a few seconds and answers 503 beyond a
-   number of open connections (vit/ui/limits.py).
-   Remove when Gradio passes uvicorn's limit_concurrency and a header timeout through launch().
+   number of open connections (vit/ui/limits.py). It also turns uvicorn's `proxy_headers` off:
+   for a loopback peer uvicorn put X-Forwarded-For's address in the request's `client`, so a
+   forged header escaped every per-visitor limit (vit/ui/identity.py decides who a visitor is).
+   Remove when Gradio passes uvicorn's limit_concurrency, a header timeout and proxy_headers
+   through launch() (tests/test_fourth_attack.py
+   `test_a_fresh_forged_address_per_join_does_not_escape_the_share`).
 11. Gradio's MCP server (`launch(mcp_server=True)`) offers every public endpoint as a tool,
    and fetches any URL an agent gives for a file parameter, on the server. `mcp_tools` offers the
-   agents' tools alone (vit/ui/tools.py), which take pictures as base64 and fetch nothing; and
-   it hands a tool's several outputs over one by one (Gradio sent them as one text line), and
-   its refusals are one line (the MCP library quoted a refused argument back whole).
+   agents' tools alone (vit/ui/tools.py), which take pictures as base64 and fetch nothing, and
+   its refusals are one line (the MCP library quoted a refused argument back whole). (The
+   tools are unqueued, so Gradio calls them directly, not back over HTTP.)
    Remove when gr.Blocks can name the endpoints its MCP server offers (tests/test_mcp.py).
 12. `gr.SelectData` read a click's `index` and `value` from whatever a client sent, before any
    handler: a missing key or a list was a KeyError or TypeError with a traceback.
@@ -395,8 +399,12 @@ def short_errors() -> None:
 
 
 def bounded_connections(limit: int, first_request_s: float) -> None:
-    """Patch 10: uvicorn's Config, as Gradio builds it, with `limit_concurrency` and an HTTP
-    protocol that closes a connection whose first request is not complete in `first_request_s`.
+    """Patch 10: uvicorn's Config, as Gradio builds it, with `limit_concurrency`, an HTTP
+    protocol that closes a connection whose first request is not complete in `first_request_s`,
+    and the socket's peer left as it is: uvicorn's `proxy_headers` (on by default) replaced a
+    request's client address by its X-Forwarded-For whenever the peer was loopback, so behind a
+    local forwarder (or from this machine) a fresh forged address per request escaped every
+    per-visitor limit. Who a visitor is, is decided in one place: vit/ui/identity.py.
     (Called again, the newest limits apply.)"""
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -420,6 +428,7 @@ def bounded_connections(limit: int, first_request_s: float) -> None:
         def __init__(self, *args, **kwargs):
             kwargs.setdefault("limit_concurrency", limit)
             kwargs.setdefault("http", FirstRequestDeadline)
+            kwargs["proxy_headers"] = False
             super().__init__(*args, **kwargs)
 
     _patched_config["base"] = base
@@ -456,16 +465,6 @@ def mcp_tools(names) -> None:
         return {k: v for k, v in everything(self).items() if k in allowed}
 
     GradioMCPServer.get_tool_to_endpoint = get_tool_to_endpoint
-    # Gradio 6.31 wraps a queued tool's result in a list whole: a tool with several outputs
-    # (explain_image: the answer and two pictures) reached the agent as one line of text, the
-    # pictures' server paths in it. Its outputs, one each, as the unqueued path gives them.
-    without_progress = GradioMCPServer._execute_tool_without_progress
-
-    async def _execute_tool_without_progress(self, job):
-        out = await without_progress(self, job)
-        return list(out[0]) if len(out) == 1 and isinstance(out[0], tuple) else out
-
-    GradioMCPServer._execute_tool_without_progress = _execute_tool_without_progress
     # The MCP library's refusal of an argument of the wrong type quoted the whole argument back
     # ("Input validation error: [0, 0, …" for 1.5 MB): one line of 300 characters, as here.
     from mcp.server.lowlevel.server import Server

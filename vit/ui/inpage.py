@@ -49,6 +49,15 @@ TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".wasm": "applicat
 FOREVER = "public, max-age=31536000, immutable"
 
 
+def parameters(config) -> int:
+    """The parameters a checkpoint's weights hold, as its architecture implies them (the count
+    its config states is the file's own word)."""
+    import math
+
+    from vit.checkpoint import implied_shapes
+    return sum(math.prod(shape) for shape in implied_shapes(config.model).values())
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -116,11 +125,11 @@ class InPage:
         folder, config = models.folders.get(name), models.configs[name]
         if not isinstance(folder, Path):
             return None                       # a Hub model: no page model beside it
-        if (config.num_parameters or 0) > MAX_PAGE_PARAMETERS:
+        if parameters(config) > MAX_PAGE_PARAMETERS:
             return None
         # A page model holds the model's weights once in float32, plus its graph: more than that
         # is no page model (a 2 GB file was read whole, then served from memory).
-        most = 4 * (config.num_parameters or MAX_PAGE_PARAMETERS) + GRAPH_BYTES
+        most = 4 * parameters(config) + GRAPH_BYTES
         try:
             data = bounded_read(folder / PAGE_FILE, most)
             made = json.loads(bounded_read(folder / "page.json", 64_000))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections import Counter
 
@@ -82,7 +83,7 @@ class Tools:
             raise gr.Error(str(e), print_exception=False) from None
 
     async def classify_image(self, image: str, model: str = "", request: gr.Request = None
-                             ) -> dict:
+                             ) -> str:
         """Classify a picture with one of the explorer's small Vision Transformers. Digits
         (MNIST), clothing (Fashion-MNIST) or photos of animals and vehicles (CIFAR-10): call
         list_models for the names. Probabilities are calibrated; a picture that is none of the
@@ -94,16 +95,16 @@ class Tools:
             model: the model's name from list_models (for example "mnist", "fashion-mnist", "cifar10"); empty for the default, handwritten digits.
 
         Returns:
-            {"model", "answer", "is_class", "reason", "probabilities": {class: probability}} with the probabilities in decreasing order.
+            JSON: {"model", "answer", "is_class", "reason", "probabilities": {class: probability}} with the probabilities in decreasing order.
         """
         return await self.gate.run(request, self._classify, image, model)
 
-    def _classify(self, image, model) -> dict:
+    def _classify(self, image, model) -> str:
         p, a = self._read(image, model)
-        return answer(p, a, model or self.page.models.default)
+        return json.dumps(answer(p, a, model or self.page.models.default))
 
     async def explain_image(self, image: str, model: str = "", request: gr.Request = None
-                            ) -> tuple[dict, np.ndarray, np.ndarray]:
+                            ) -> tuple[str, np.ndarray, np.ndarray]:
         """Explain a Vision Transformer's answer for a picture: the answer (as classify_image
         gives it) and two maps over the picture of what drove it. Relevance (Chefer et al.
         2021) follows the attention that raised the answer's score back to the patches;
@@ -115,22 +116,22 @@ class Tools:
             model: the model's name from list_models; empty for the default, handwritten digits.
 
         Returns:
-            the answer, the relevance map and the occlusion map (pictures).
+            the answer (JSON, as classify_image gives it), the relevance map and the occlusion map (pictures).
         """
         return await self.gate.run(request, self._explain, image, model)
 
-    def _explain(self, image, model) -> tuple[dict, np.ndarray, np.ndarray]:
+    def _explain(self, image, model) -> tuple[str, np.ndarray, np.ndarray]:
         p, a = self._read(image, model)
         relevance, occlusion, *_ = why_panel.render(p, a, p.explain(a, int(a.probs.argmax())))
-        return answer(p, a, model or self.page.models.default), relevance, occlusion
+        return json.dumps(answer(p, a, model or self.page.models.default)), relevance, occlusion
 
-    def list_models(self) -> list[dict]:
+    def list_models(self) -> str:
         """The models this explorer offers: for each, its name (what the other tools take as
         `model`), what its pictures show, its classes, its input size and its measured test
         accuracy.
 
         Returns:
-            a list of {"name", "title", "classes", "input", "test_accuracy"}, the default first.
+            JSON: a list of {"name", "title", "classes", "input", "test_accuracy"}, the default first.
         """
         out = []
         for name in self.page.models.names:
@@ -139,7 +140,7 @@ class Tools:
                         "input": f"{c.model.image_size}x{c.model.image_size} px, "
                                  f"{'colour' if c.model.channels == 3 else 'grey'}",
                         "test_accuracy": c.test_accuracy})
-        return out
+        return json.dumps(out)
 
 
 def picture_bytes(image) -> bytes:
