@@ -11,8 +11,9 @@ say). Environment (each bound and its default: vit/ui/limits.py and docs/hosting
   (0: nothing computed before the first visitor);
 - bounds for a public host: VIT_SESSIONS, VIT_QUEUE_SIZE, VIT_CONNECTIONS,
   VIT_UPLOADS_PER_MINUTE, VIT_UPLOADS_IN_FLIGHT, VIT_UPLOAD_CACHE_MB, VIT_TRUSTED_PROXIES,
-  VIT_MONITORING;
-- SPACES_ZERO_GPU: set by a ZeroGPU Space.
+  VIT_UNLIMITED_LOCAL, VIT_MONITORING;
+- SPACE_ID: set by a Hugging Face Space (one proxy in front is then trusted: vit/ui/identity.py);
+  SPACES_ZERO_GPU: set by a ZeroGPU Space.
 """
 from __future__ import annotations
 

@@ -40,7 +40,12 @@ Each replays, over raw HTTP (or MCP), and `--only` picks sections by number:
    names still answers;
 8. MCP (finding 6): classify_image with a JPEG's base64 (it starts with "/9j/");
 9. tracebacks (finding 7): values outside a Radio's, Dropdown's, CheckboxGroup's and Slider's
-   choices and file objects as a click's event data, each a few times — what the server logged.
+   choices and file objects as a click's event data, each a few times — what the server logged;
+10. the fourth attack (issue 46), on a server with every setting at its default: a checkpoint
+   folder with a FIFO page.onnx, a 2 GB sparse one whose hashes match, a typical.safetensors of
+   [6291456, 64] and a .cache link out of the folder; a data mirror answering bytes that are no
+   HTTP; 60 clients that never read the in-page runtime; 45 uploads and 70 joins each with a
+   fresh forged X-Forwarded-For; NaN bodies and a 1.9 MB refused value; 100 MCP calls at once.
 Traffic goes to 127.0.0.1 only. Every figure is from the machine this runs on.
 """
 from __future__ import annotations
@@ -326,9 +331,13 @@ def scratch(prefix: str) -> Path:
 
 
 def serve(env: dict, log: Path) -> tuple:
-    """`python app.py` with `env`, its own Gradio cache folder: (process, url, seconds, folder)."""
+    """`python app.py` with `env`, its own Gradio cache folder: (process, url, seconds, folder).
+    As on a Space, one proxy is trusted (VIT_TRUSTED_PROXIES=1), so that the X-Forwarded-For
+    each client sends here stands for the address a Space's proxy would add: the attacks come
+    from many visitors. (An empty value in `env` takes the default: no proxy, section 10.)"""
     cache = scratch("attack-gradio-")
-    proc, url, took = start(["app.py"], str(log), {"GRADIO_TEMP_DIR": str(cache), **env,
+    proc, url, took = start(["app.py"], str(log), {"GRADIO_TEMP_DIR": str(cache),
+                                                   "VIT_TRUSTED_PROXIES": "1", **env,
                                                    **SERVER_ENV})
     return proc, url, took, cache
 
@@ -549,7 +558,7 @@ def hostile_sessions(n: int, distinct: bool, junk: bool = True) -> None:
         time.sleep(2)
         before = last = highest = rss_mb(proc.pid)
         grew, unexpected, junk_lines, t = [], {}, 0, time.perf_counter()
-        step = max(1, n // 5)
+        step = 10 if n >= 20 else max(1, n // 5)
         print(f"  {'sessions':>9s} {'RSS MB':>7s}")
         for i in range(n):
             v, done = values(i, f"hostile-{i}")
@@ -583,6 +592,9 @@ def hostile_sessions(n: int, distinct: bool, junk: bool = True) -> None:
                  f"{max(b for _, b in grew):+.1f} MB" if junk else ""))
         if junk:
             print(f"  junk refused in one line: {junk_lines} of {4 * n}")
+        for waited in (30, 60, 120):
+            time.sleep(waited - (0 if waited == 30 else waited // 2))
+            print(f"  idle {waited} s after the last session: RSS {rss_mb(proc.pid):.0f} MB")
         for (e, line), count in unexpected.items():
             print(f"  unexpected: {e} -> {line} (x{count})")
         text = log.read_text()
@@ -896,9 +908,212 @@ def checkpoints() -> None:
         stop(proc)
 
 
+# --- 10. the fourth attack (issue 46): the page model, the data fetch, identity -----------------
+
+def hostile_folder(outside: Path) -> Path:
+    """A folder of checkpoints as the fourth attack made them: `mnist` whose `.cache` is a link to
+    `outside`, `fifo` (mnist-small) whose page.onnx is a FIFO, `sparse` (mnist-small) whose
+    page.onnx is 2 GB of sparse zeros with page.json's hashes matching, and `typical`
+    (fashion-mnist) whose typical.safetensors holds means of [6291456, 64]."""
+    import hashlib
+    import shutil
+    root = scratch("attack-four-")
+    skip = shutil.ignore_patterns(".cache", "train_state", "snapshots")
+    for name, source in (("mnist", "mnist"), ("fifo", "mnist-small"), ("sparse", "mnist-small"),
+                         ("typical", "fashion-mnist")):
+        shutil.copytree(ROOT / "checkpoints" / source, root / name, ignore=skip)
+    (root / "mnist" / ".cache").symlink_to(outside)
+    (root / "fifo" / "page.onnx").unlink()
+    os.mkfifo(root / "fifo" / "page.onnx")
+    size, h, zeros = 2 << 30, hashlib.sha256(), bytes(1 << 24)
+    with open(root / "sparse" / "page.onnx", "wb") as f:
+        f.truncate(size)
+    for _ in range(size // len(zeros)):
+        h.update(zeros)
+    made = json.loads((root / "sparse" / "page.json").read_text())
+    (root / "sparse" / "page.json").write_text(json.dumps({**made, "onnx_sha256": h.hexdigest()}))
+    header = json.dumps({"means": {"dtype": "F32", "shape": [6291456, 64],
+                                   "data_offsets": [0, 4 * 6291456 * 64]},
+                         "precision": {"dtype": "F32", "shape": [64, 64],
+                                       "data_offsets": [4 * 6291456 * 64, 4 * (6291456 + 64) * 64]}})
+    header += " " * (-len(header) % 8)
+    with open(root / "typical" / "typical.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header.encode())
+        f.truncate(8 + len(header) + 4 * (6291456 + 64) * 64)
+    return root
+
+
+def garbage_mirror() -> tuple[str, list]:
+    """A 'data mirror' answering every connection with bytes that are no HTTP: (its URL, the
+    connections it took)."""
+    import socket
+    import threading
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    taken = []
+
+    def answer():
+        while True:
+            conn, _ = server.accept()
+            taken.append(time.perf_counter())
+            conn.recv(4096)
+            conn.sendall(b"MIRROR-BYTES <script>alert(1)</script>\r\n\r\n")
+            conn.close()
+    threading.Thread(target=answer, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}/", taken
+
+
+def never_reading(base: str, path: str, pid: int, n: int = 60) -> None:
+    import socket
+    port = int(base.rstrip("/").rsplit(":", 1)[1])
+    before = rss_mb(pid)
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", port))
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        socks.append(s)
+    time.sleep(5)
+    held = rss_mb(pid)
+    time.sleep(30)
+    cut = sum(1 for s in socks if _closed_by_server(s))
+    for s in socks:
+        s.close()
+    time.sleep(5)
+    print(f"  {n} clients that never read the 14.2 MB runtime (4 KB receive buffer): RSS "
+          f"{before:.0f} -> {held:.0f} MB held ({(held - before) / n:+.2f} MB each), "
+          f"{rss_mb(pid):.0f} MB 5 s after they left; cut off by the server after 30 s: {cut} of {n}")
+
+
+def _closed_by_server(s) -> bool:
+    s.settimeout(2)
+    try:
+        while chunk := s.recv(1 << 20):
+            del chunk
+        return True
+    except OSError:
+        return False
+
+
+def forged_addresses(base: str, deps: dict) -> None:
+    import threading
+    codes = [upload(base, f"u{i}.png", png_flat(8, 8) + bytes([i]), f"198.51.100.{i}")[0]
+             for i in range(45)]
+    print(f"  45 uploads in a minute, a fresh forged X-Forwarded-For each: "
+          f"{codes.count(200)} taken, {codes.count(429)} refused (HTTP 429)")
+    d = drawing()
+    dep = deps["analyse_drawing"]
+    answers = []
+
+    def one(i):
+        body = json.dumps({"data": [d, "mnist", None], "fn_index": dep["id"], "event_data": None,
+                           "session_hash": f"forged-{i}", "trigger_id": None}).encode()
+        answers.append(post(base + "gradio_api/queue/join", body,
+                            {"Content-Type": "application/json",
+                             "X-Forwarded-For": f"203.0.113.{i}"})[0])
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(70)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    honest = post(base + "gradio_api/queue/join", json.dumps(
+        {"data": [d, "mnist", None], "fn_index": dep["id"], "event_data": None,
+         "session_hash": "honest-visitor", "trigger_id": None}).encode(),
+        {"Content-Type": "application/json"})[0]
+    print(f"  70 joins at once, a fresh forged address each: {answers.count(200)} accepted, "
+          f"{answers.count(429)} refused (429), {answers.count(503)} 'queue full'; the honest "
+          f"visitor's next join: HTTP {honest}")
+
+
+def bodies(base: str) -> None:
+    said = []
+    for path in ("gradio_api/queue/join", "gradio_api/call/classify",
+                 "gradio_api/call/analyse_drawing"):
+        for body in (b"NaN", b"-Infinity", b'{"data": NaN}'):
+            status, text = post(base + path, body, {"Content-Type": "application/json"})
+            said.append((status, one_line(text.decode(errors="replace"))))
+    print(f"  NaN / -Infinity / {{\"data\": NaN}} to three routes: HTTP "
+          f"{sorted({s for s, _ in said})}, one line each: {all(o for _, o in said)}")
+    status, text = post(base + "gradio_api/call/classify",
+                        json.dumps({"data": "x" * 1_900_000}).encode(),
+                        {"Content-Type": "application/json"})
+    print(f"  {{\"data\": \"x\" * 1,900,000}}: HTTP {status}, {len(text):,} bytes back")
+
+
+def mcp_burst(base: str, pid: int, n: int = 100) -> None:
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    picture = base64.b64encode(png_flat(28, 28)).decode()
+
+    async def one():
+        async with streamable_http_client(base + "gradio_api/mcp/") as (r, w, _):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                got = await s.call_tool("explain_image", {"image": picture})
+                return got.content[0].text if got.isError else "ok"
+
+    async def burst():
+        return await asyncio.gather(*[one() for _ in range(n)], return_exceptions=True)
+    before = status_kb(pid, "Threads")
+    out = [str(x) for x in asyncio.run(burst())]
+    errors = [x for x in out if x != "ok"]
+    print(f"  MCP: {n} explain_image calls at once: {n - len(errors)} answered, {len(errors)} "
+          f"refused ({len({e for e in errors})} distinct lines, naming an address: "
+          f"{sum('http' in e or '127.0.0.1' in e for e in errors)}); server threads {before} -> "
+          f"{status_kb(pid, 'Threads')}")
+
+
+def fourth_attack() -> None:
+    print("\n10. The fourth attack (issue 46): hostile checkpoint files and mirror, non-reading "
+          "clients, forged addresses, NaN bodies, an MCP burst — every setting at its default")
+    outside = scratch("attack-outside-")
+    t = time.perf_counter()
+    folder = hostile_folder(outside)
+    mirror, taken = garbage_mirror()
+    log = Path(tempfile.mkdtemp()) / "app.log"
+    proc, base, took, _ = serve({"VIT_CHECKPOINTS": str(folder), "VIT_DATA_URL": mirror,
+                                 "VIT_DATA_DIR": str(scratch("attack-nodata-")),
+                                 "VIT_TRUSTED_PROXIES": "", "VIT_UPLOADS_PER_MINUTE": "30"}, log)
+    try:
+        for _ in range(600):
+            if "* Warm:" in log.read_text():
+                break
+            time.sleep(0.1)
+        manifest = json.loads(urllib.request.urlopen(base + "vit/inpage/manifest.json").read())
+        text = log.read_text()
+        print(f"  the folder made in {time.perf_counter() - t - took:.0f} s; app.py up in "
+              f"{took:.1f} s, peak RSS {peak_mb(proc.pid):.0f} MB; page models offered: "
+              f"{sorted(manifest['models'])}; models served: {sorted(manifest['labels'].values())}")
+        print(f"  written through the .cache link: {len(list(outside.iterdir()))} files; "
+              f"the mirror's connections during warm-up: {len(taken)}")
+        deps = events(page_config(base))
+        said = set()
+        for i in range(5):
+            line, out = Visitor(base, deps, f"tab-{i}", f"10.46.0.{i}").send(
+                "open_testset", ["all", -1, -1])
+            said |= {line} | {" ".join(str(v.get("value", v) if isinstance(v, dict) else v).split())[:160]
+                              for v in out if "fetched" in str(v)}
+        print(f"  5 visitors open the Test set tab: the mirror's connections {len(taken)} in all; "
+              f"what they were told: {sorted(said)}")
+        runtime = manifest["runtime"]["ort-wasm-simd-threaded.wasm"]["url"]
+        never_reading(base, runtime, proc.pid)
+        forged_addresses(base, deps)
+        bodies(base)
+        mcp_burst(base, proc.pid)
+    finally:
+        stop(proc)
+    text = log.read_text()
+    print(f"  server log: {text.count('Traceback')} tracebacks, {len(text.splitlines())} lines; "
+          f"of them naming the mirror's bytes: {text.count('MIRROR')}")
+
+
 SECTIONS = {1: "reading files", 2: "decompression", 3: "growth", 4: "checkpoints",
             5: "hostile sessions", 6: "six decodes at once", 7: "the picture cache", 8: "MCP",
-            9: "tracebacks"}
+            9: "tracebacks", 10: "the fourth attack"}
 SHARED = {1, 2, 3, 8, 9}          # the sections that share the first server
 
 
@@ -957,6 +1172,8 @@ def main() -> None:
         six_decodes()
     if 7 in only:
         picture_cache(args.drawings, args.prefill_mb)
+    if 10 in only:
+        fourth_attack()
     print(f"\nsections {','.join(map(str, sorted(only)))} in {time.perf_counter() - t:.0f} s")
 
 

@@ -50,6 +50,7 @@ from vit.ui.gradio_patches import (
 )
 from vit.ui.inpage import InPage
 from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits
+from vit.ui.memory import keep_trimming, trim
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, QUICK, TESTSET, Page
 from vit.ui.panels import PANELS
@@ -357,6 +358,7 @@ def launch(demo: gr.Blocks, **kwargs):
         threading.Thread(target=_warm, args=(demo.page,), name="vit-warm", daemon=True).start()
     # The answers' pictures share the uploads' folder and its cap.
     ROOM.configure(limits.upload_cache_mb * 1_000_000)
+    keep_trimming()                  # freed memory back to the system (vit/ui/memory.py)
     files = raise_file_limit()
     # Idle sockets count as connections: a low cap would let a few hundred of them shut visitors
     # out, so it is high, and below the open-file limit (sockets are files), which it protects.
@@ -378,6 +380,8 @@ def _warm(page) -> None:
         print(f"* Warm: stopped early ({type(e).__name__}); visitors' requests do the rest.",
               flush=True)
         return
+    finally:
+        trim()                    # scoring the test sets freed hundreds of MB
     # Said, for whoever waits on it (the tests' server waits before its first visitor).
     print("* Warm: every model's step-by-step pictures and test-set answers are ready.", flush=True)
 
