@@ -289,15 +289,17 @@ def test_an_mcp_tool_takes_a_jpeg():
 
 # --- 10 and 15. who is waiting -----------------------------------------------------------------
 
-def fake_queue(visitors):
+def fake_queue(visitors, running=()):
+    """A queue whose waiting events come from `visitors` and whose running ones from `running`."""
     from gradio.queueing import Event
-    events = []
-    for who in visitors:
+
+    def made(who):
         e = Event.__new__(Event)
         e.request = SimpleNamespace(scope={"headers": [], "client": (who, 1)})
-        events.append(e)
-    queue = SimpleNamespace(event_queue_per_concurrency_id={"a": SimpleNamespace(queue=events)},
-                            pending_event_ids_session={})
+        return e
+    queue = SimpleNamespace(event_queue_per_concurrency_id={
+        "a": SimpleNamespace(queue=[made(who) for who in visitors])},
+        active_jobs=[[made(who)] for who in running] + [None], pending_event_ids_session={})
     event = SimpleNamespace(fn=print, api_name="analyse_drawing")
     blocks = SimpleNamespace(_queue=queue, fns={0: event, 1: event})
     return SimpleNamespace(get_blocks=lambda: blocks)
@@ -326,6 +328,19 @@ def test_one_visitor_cannot_fill_the_queue():
     # ...unless the person alone on their machine says so (VIT_UNLIMITED_LOCAL=1).
     alone = RequestLimits(None, per_visitor=8, identity=Identity(unlimited_local=True))
     assert alone._refusal(mine, body) is None
+
+
+def test_a_visitors_running_events_count_in_its_share():
+    """Issue 46, finding 12: 12 of one visitor's joins were let in against a share of 8: the
+    share counted waiting events only, and each freed its place as it started."""
+    from vit.ui.limits import RequestLimits
+    gate = RequestLimits(None, per_visitor=8)
+    body = json.dumps({"data": [], "fn_index": 1, "session_hash": "s1"}).encode()
+    scope = {"path": "/gradio_api/queue/join", "headers": [], "client": ("6.6.6.6", 1)}
+    app = fake_queue(["6.6.6.6"] * 6, running=["6.6.6.6", "6.6.6.6"])
+    assert gate._refusal({**scope, "app": app}, body)[0] == 429
+    app = fake_queue(["6.6.6.6"] * 6, running=["6.6.6.6", "1.1.1.1"])
+    assert gate._refusal({**scope, "app": app}, body) is None
 
 
 def test_the_visitor_is_the_proxys_hop_even_with_two_header_lines():
