@@ -448,9 +448,10 @@ def session_events(v: Visitor, drawing: dict, heads: list, target: int, picture:
     send("follow_drawing", [drawing, "cifar10"])
     send("analyse_drawing", [drawing, "cifar10", *at])        # a colour model: a colour copy kept
     send("why")
-    send("folded")
+    send("open_why")
+    send("open_views")
     for name, data in (("explore", [MAX_SLIDER, MAX_SLIDER]), ("explore_1", [MAX_SLIDER, 1]),
-                       ("rescale", [True]), ("choose_target", [target]), ("switch_heads", [heads]),
+                       ("rescale", [True]), ("choose_target", [target]), ("heads_switched", [heads]),
                        ("pick_strip_patch", [{"pick": MAX_INDEX - 1}]),
                        ("pick_strip_head", [{"layer": MAX_INDEX - 1, "head": MAX_INDEX - 1}]),
                        ("open_mechanism", []), ("mechanism_model", []), ("follow_cls", [True]),
@@ -467,7 +468,6 @@ def session_events(v: Visitor, drawing: dict, heads: list, target: int, picture:
     else:
         send("analyse_upload", [file, "mnist", *at])
         send("why_1")
-        send("folded_1")
         send("to_upload_tab", [file, "mnist", *at])
     send("open_testset", ["all", -1, -1])
     send("to_test_tab")
@@ -476,7 +476,7 @@ def session_events(v: Visitor, drawing: dict, heads: list, target: int, picture:
     send("testset_view_1", ["least confident", target, -1])
     send("pick_cell", [], far)
     if everything:
-        send("differences")
+        send("compare_on_test_set")
     send("load_example", ["mnist"], {"index": 9, "value": None, "selected": True})
     send("to_draw_tab", [drawing, "cifar10", *at])
     send("choose_model", ["fashion-mnist"])            # per-session copies of updated components
@@ -529,7 +529,7 @@ def hostile_sessions(n: int, distinct: bool, junk: bool = True) -> None:
         from vit.ui.boundary import MAX_HEADS_OFF
         many = [f"{1000 + i // 100},{1000 + i % 100}" for i in range(MAX_HEADS_OFF)]
         print(f"  {len(many):,} heads switched off ({len(json.dumps(many)) / 1e3:.0f} KB) -> "
-              f"{probe.send('switch_heads', [many])[0][:100]}")
+              f"{probe.send('heads_switched', [many])[0][:100]}")
         _, out = probe.send("open_testset", ["all", -1, -1])
         gallery = next((x for x in out if isinstance(x, list)), [])
         listed = max(1, len(gallery))

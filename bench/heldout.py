@@ -12,6 +12,15 @@ through the app's own path (`Predictor.analyse`: preprocessing, calibrated proba
   matplotlib's STIX and Computer Modern; the KaTeX fonts inside gradio): 0-9 set large, and set
   at 16 px and enlarged 6x (a small printed number photographed or scanned).
 
+- **Photographs and screenshots nobody here made**, as files that ship on this machine (none
+  used for training or tuning): photos of people (matplotlib's Grace Hopper, gradio's Groot),
+  scenes and animals (gradio's lion, cheetahs and tower, scikit-learn's temple and flower), each
+  whole and as four crops; and screenshots and figures (the Rust, Node.js and valgrind manuals'
+  images, networkx's and sympy's plot baselines), where present. For every model these are
+  outside its classes: the figure is how often it says "not one of these". CIFAR-10's test
+  photos are a row of their own, labelled: the trainer's "photo" outliers come from CIFAR-10's
+  training photos, the same source.
+
 For a model of other classes (the clothing model) the same pictures are outside its classes,
 and the figure is how often it says "not a piece of clothing".
 
@@ -97,6 +106,48 @@ def printed(face: Path, digit: int, small: bool) -> Image.Image:
     return im.resize((side * 6, side * 6), Image.BICUBIC) if small else im
 
 
+SITE = Path(np.__file__).resolve().parent.parent          # site-packages
+PEOPLE = ("matplotlib/mpl-data/sample_data/grace_hopper.jpg", "gradio/media_assets/images/groot.jpeg")
+SCENES = ("gradio/media_assets/images/lion.jpg", "gradio/media_assets/images/cheetah.jpg",
+          "gradio/media_assets/images/cheetah1.jpg", "gradio/media_assets/images/tower.jpg",
+          "gradio/test_data/cheetah2.jpg", "sklearn/datasets/images/china.jpg",
+          "sklearn/datasets/images/flower.jpg")
+SCREENSHOTS = ("/usr/share/doc/nodejs/contributing/doc_img", "/usr/share/doc/valgrind/html/images",
+               str(Path.home() / ".rustup/toolchains"), str(SITE / "networkx/drawing/tests/baseline"),
+               str(SITE / "sympy/plotting/tests"))
+
+
+def crops(path: Path) -> list[Image.Image]:
+    """A picture whole and four crops of it (each corner's 60 %), in RGB."""
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+    w, h = im.size
+    cw, ch = int(w * 0.6), int(h * 0.6)
+    return [im] + [im.crop((x, y, x + cw, y + ch)) for x in (0, w - cw) for y in (0, h - ch)]
+
+
+def photo_families(split: str) -> dict[str, list[Image.Image]]:
+    """{family: pictures} of the photographs and screenshots on this machine (half of each
+    family's files for `split`)."""
+    out = {}
+    for name, files in (("photos of people", PEOPLE), ("scenes and animals", SCENES)):
+        found = half(sorted(SITE / f for f in files if (SITE / f).is_file()), split)
+        out[name] = [c for f in found for c in crops(f)]
+    shots = sorted({f for place in SCREENSHOTS if Path(place).is_dir()
+                    for f in Path(place).rglob("*.png") if f.stat().st_size > 8000})
+    out["screenshots and figures"] = [Image.open(f).convert("RGB") for f in half(shots, split)]
+    return out
+
+
+def cifar_photos(split: str, n: int = 300) -> list[Image.Image]:
+    """CIFAR-10 test photos (the JPEG copy in ../shared/data), n of them, or [] without it."""
+    files = sorted((ROOT.parent / "shared" / "data" / "CIFAR-10-images" / "test").glob("*/*.jpg"))
+    if not files:
+        return []
+    pick = np.random.default_rng(0).choice(len(files), min(2 * n, len(files)), replace=False)
+    return [Image.open(files[i]).convert("RGB") for i in half(sorted(pick), split)]
+
+
 def half(items: list, split: str) -> list:
     """The first half ("tune"), the second ("report") or all."""
     middle = len(items) // 2
@@ -108,6 +159,8 @@ def main(argv=None) -> None:
     p.add_argument("--models", nargs="+", default=["mnist", "mnist-small", "fashion-mnist"])
     p.add_argument("--split", choices=("all", "tune", "report"), default="all")
     p.add_argument("--checkpoints", default=str(ROOT / "checkpoints"))
+    p.add_argument("--photos", action="store_true",
+                   help="also the photographs and screenshots (outside every model's classes)")
     args = p.parse_args(argv)
     opt = optdigits()
     faces = half(fonts(), args.split)
@@ -134,6 +187,14 @@ def main(argv=None) -> None:
             show(f"printed, {len(faces)} faces, " + ("16 px x6" if small else "160 px"),
                  read_all(predictor, [printed(f, d, small) for f in faces for d in range(10)],
                           labels))
+        if args.photos:
+            for family, pictures in photo_families(args.split).items():
+                if pictures:
+                    show(family, read_all(predictor, pictures))
+            cifar = cifar_photos(args.split)
+            if cifar:
+                show("CIFAR-10 test photos (same source as the photo outliers)",
+                     read_all(predictor, cifar))
         print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
 
 

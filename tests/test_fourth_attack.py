@@ -384,3 +384,52 @@ def test_memory_a_handler_thread_freed_goes_back_to_the_system():
     freed = rss()
     assert trim()
     assert freed - rss() > 200, f"{freed:.0f} MB before the trim, {rss():.0f} MB after"
+
+
+# --- the attack on the finished change (an outsider's, 2026-11-27) ---------------------------
+
+@pytest.mark.server
+@pytest.mark.parametrize("path", ["/" + "A" * 300, "/tmp/x\u0000.png", "/" + "B/" * 600])
+def test_a_file_path_no_server_hands_out_is_one_line(app_server, path):
+    """A 300-character name raised "File name too long" inside Gradio: a traceback per request
+    as long as the path, and the server's upload folder in the answer."""
+    body = json.dumps({"data": [{"path": path, "meta": {"_type": "gradio.FileData"}}]}).encode()
+    status, text = post(app_server[1], "gradio_api/call/classify", body)
+    assert status == 400 and "\n" not in text.strip() and "/tmp" not in text, text[:300]
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("body", [b'{"jsonrpc":"2.0","id":1,"method":"\xff\xfe"}',
+                                  b'{"jsonrpc":"2.0","id":' + b"1" * 5000 + b',"method":"x"}'])
+def test_a_body_that_is_no_json_is_one_line_on_every_route(app_server, body):
+    """The MCP route answered invalid UTF-8 and a 5,000-digit id with HTTP 500 and a traceback."""
+    for path in ("gradio_api/mcp/", "gradio_api/queue/join"):
+        req = urllib.request.Request(app_server[1] + path, body, {
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=30)
+        assert e.value.code == 400 and e.value.read().decode() == "The request's body is not JSON."
+
+
+@pytest.mark.server
+def test_an_upload_part_without_a_file_name_is_one_line(app_server):
+    """Gradio raised TypeError ("File is not an instance of GradioUploadFile"): HTTP 500."""
+    boundary = "b0undary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"\r\n\r\nplain text"
+            f"\r\n--{boundary}--\r\n").encode()
+    req = urllib.request.Request(app_server[1] + "gradio_api/upload", body,
+                                 {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 400 and "file name" in e.value.read().decode()
+
+
+@pytest.mark.server
+def test_every_answer_says_nosniff_and_a_long_file_name_is_not_echoed(app_server):
+    """An upload of HTML named x.png was served inline as image/png with no nosniff; a 60,000-
+    character file name came back whole in the 403."""
+    with urllib.request.urlopen(app_server[1] + "config", timeout=30) as r:
+        assert r.headers["X-Content-Type-Options"] == "nosniff"
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(app_server[1] + "gradio_api/file=" + "A" * 60_000, timeout=30)
+    assert e.value.code == 414 and len(e.value.read()) < 200

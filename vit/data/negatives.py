@@ -42,9 +42,13 @@ LETTERS = {
 }
 # Every kind this module draws. A data set's style names the ones its model is shown
 # (`Style.outliers` in vit/preprocessing/styles.py: a digit is "none of these" to a clothing model).
-KINDS = ("scribble", "dots", "dash", "shape", "letter", "two digits", "digit", "handwritten digit")
+KINDS = ("scribble", "dots", "dash", "shape", "letter", "two digits", "digit", "handwritten digit",
+         "photo")
 # The kinds drawn from real handwritten digits (make_bank's `digits`): left out without them.
 FROM_DIGITS = ("two digits", "handwritten digit")
+# The kinds made from real photographs (make_bank's `photos`: CIFAR-10's training images from the
+# data directory): left out without them.
+FROM_PHOTOS = ("photo",)
 
 
 def _pen(rng: random.Random, side: int) -> int:
@@ -160,11 +164,28 @@ def _handwritten(im: Image.Image, rng: random.Random, side: int, digits: np.ndar
     im.paste(Image.fromarray(np.minimum(np.array(im.crop((x, y, x + h, y + h))), np.array(ink))), (x, y))
 
 
-def draw(seed, digits: np.ndarray | None = None, kinds=DIGITS.outliers) -> tuple[np.ndarray, str]:
+def _photo(im: Image.Image, rng: random.Random, side: int, photos: np.ndarray) -> None:
+    """A real photograph (a scene, an animal, a vehicle), as a person would upload one: in grey,
+    filling the picture or set in a margin as on a screenshot, of any brightness and contrast.
+    A digit model answered "9 (95.6 %)" for a face: it had only ever been shown drawings."""
+    rgb = photos[rng.randrange(len(photos))].astype(np.float32)
+    w = np.array([rng.uniform(0.2, 1.0) for _ in range(3)], np.float32)
+    grey = rgb @ (w / w.sum())
+    lo, hi = rng.uniform(0, 60), rng.uniform(180, 255)
+    grey = lo + (grey - grey.min()) / max(float(np.ptp(grey)), 1.0) * (hi - lo)
+    h = side if rng.random() < 0.6 else round(side * rng.uniform(0.5, 0.95))
+    pic = Image.fromarray(np.uint8(np.clip(grey, 0, 255))).resize((h, h), Image.BICUBIC)
+    im.paste(pic, (rng.randrange(side - h + 1), rng.randrange(side - h + 1)))
+
+
+def draw(seed, digits: np.ndarray | None = None, kinds=DIGITS.outliers,
+         photos: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """One drawing of one of `kinds` (of KINDS) on a canvas (uint8 (side, side), black on white)
-    and its kind. The kinds in FROM_DIGITS need `digits`."""
+    and its kind. The kinds in FROM_DIGITS need `digits`, those in FROM_PHOTOS `photos`
+    (uint8 (N, H, W, 3))."""
     rng = random.Random(seed)
-    kinds = [k for k in kinds if k not in FROM_DIGITS or (digits is not None and len(digits))]
+    kinds = [k for k in kinds if (k not in FROM_DIGITS or (digits is not None and len(digits)))
+             and (k not in FROM_PHOTOS or (photos is not None and len(photos)))]
     kind = rng.choice(kinds)
     side = rng.randint(200, 500)
     im = Image.new("L", (side, side), 255)
@@ -175,6 +196,8 @@ def draw(seed, digits: np.ndarray | None = None, kinds=DIGITS.outliers) -> tuple
         _digit(im, rng, side)
     elif kind == "handwritten digit":
         _handwritten(im, rng, side, digits)
+    elif kind == "photo":
+        _photo(im, rng, side, photos)
     elif kind in KINDS:
         {"scribble": _scribble, "dots": _dots, "dash": _dash, "shape": _shape,
          "letter": _letter}[kind](d, rng, side)
@@ -184,18 +207,20 @@ def draw(seed, digits: np.ndarray | None = None, kinds=DIGITS.outliers) -> tuple
 
 
 def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int = 28,
-              desc: str | None = None, style: Style = DIGITS, kinds=None) -> torch.Tensor:
+              desc: str | None = None, style: Style = DIGITS, kinds=None,
+              photos: np.ndarray | None = None) -> torch.Tensor:
     """n drawings of none of a data set's classes, of `kinds` (default: those its `style` names,
     `outliers`), laid out as the app lays out a drawing in that style: uint8 (n, size, size). `digits`
-    (uint8 (N, 28, 28) handwritten digits, white on black) feed the kinds in FROM_DIGITS.
-    `desc`: a progress bar's title (on a terminal)."""
+    (uint8 (N, 28, 28) handwritten digits, white on black) feed the kinds in FROM_DIGITS, `photos`
+    (uint8 (N, H, W, 3)) those in FROM_PHOTOS. `desc`: a progress bar's title (on a terminal)."""
     from tqdm import tqdm
     pool = None if digits is None else digits.cpu().numpy()
     out = torch.zeros(n, size, size, dtype=torch.uint8)
     for i in tqdm(range(n), desc=desc, leave=False, dynamic_ncols=True, disable=None if desc else True,
                   file=sys.stderr):
         for attempt in range(10):       # a mark too faint to lay out is drawn again
-            canvas, _ = draw(f"{seed}-{i}-{attempt}", pool, kinds or style.outliers)   # str seeds: sha512
+            canvas, _ = draw(f"{seed}-{i}-{attempt}", pool, kinds or style.outliers,   # str seeds:
+                             photos)                                                 # sha512
             try:
                 img = to_model_image(canvas, style, size)
             except PreprocessError:

@@ -105,6 +105,26 @@ def outlier_digits(tc: TrainConfig, spec: DatasetSpec, train_split: Split, say: 
         return None
 
 
+PHOTOS = 10_000      # CIFAR-10 training photos a bank draws its "photo" outliers from
+
+
+def outlier_photos(tc: TrainConfig, spec: DatasetSpec, say: Callable):
+    """Real photographs (uint8 (N, 32, 32, 3)) for the outlier kinds made from them
+    (`--outliers photo`): CIFAR-10's training images where the data directory has them (never
+    its test images: those measure), else None, and said."""
+    from vit.data import negatives as negatives_module
+    from vit.data.loading import DataError, load_split
+    if not set(negatives_module.FROM_PHOTOS) & set(outlier_kinds(tc, spec.style)):
+        return None
+    try:
+        images = load_split("cifar10", tc.data_dir, True, False).images[:PHOTOS]
+    except DataError:
+        say(f"CIFAR-10's training photos are not in {tc.data_dir}: no photos are shown as "
+            f"outside {spec.title}", flush=True)
+        return None
+    return images.numpy() if hasattr(images, "numpy") else np.asarray(images)
+
+
 def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable, digest: str = "",
                  cache: Path | None = None) -> tuple[Split, TrainData]:
     """Carve the validation split and build the laid-out views and the non-digit bank. Pure
@@ -136,16 +156,19 @@ def prepare_data(tc: TrainConfig, spec: DatasetSpec, split: Split, say: Callable
     if tc.negatives and kinds:
         t0 = time.time()
         digits = outlier_digits(tc, spec, train_split, say)
+        photos = outlier_photos(tc, spec, say)
         n_held = min(HELD_OUT_NEGATIVES, max(1, tc.negatives // 10))
         bank, reused = cached(cache, "non-digits", {
             **data, "negatives": tc.negatives, "held_out": n_held, "kinds": kinds,
             "digits": None if digits is None else hashlib.sha256(digits.numpy().tobytes()).hexdigest(),
+            "photos": None if photos is None else hashlib.sha256(photos.tobytes()).hexdigest(),
             "code": code_digest(decode, layout, paper, negatives_module)}, lambda: {
             "train": negatives_module.make_bank(tc.negatives, mix_seed(STREAM_NEG, 0), digits,
-                                                spec.image_size, "drawing non-digits", spec.style, kinds),
+                                                spec.image_size, "drawing non-digits", spec.style, kinds,
+                                                photos),
             "held_out": negatives_module.make_bank(n_held, mix_seed(STREAM_NEG, 1), digits,
                                                    spec.image_size, "drawing held-out non-digits",
-                                                   spec.style, kinds)})
+                                                   spec.style, kinds, photos)})
         negatives, held_out = bank["train"], bank["held_out"]
         say(f"Drew {len(negatives) + len(held_out):,} non-digit drawings: "
             f"{'taken from the cache' if reused else 'done'} in {time.time() - t0:.0f} s", flush=True)

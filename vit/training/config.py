@@ -90,8 +90,8 @@ class TrainConfig:
     outliers: str = field(default="", metadata={
         "help": "the kinds of those drawings, comma-separated, of: scribble, dots, dash, shape, "
                 "letter, two digits, digit (pen-drawn), handwritten digit (MNIST's, from "
-                "--data-dir); default: the data set's own (a clothing model's: scribble, shape, "
-                "letter, digit)"})
+                "--data-dir), photo (CIFAR-10's training photos, from --data-dir); default: the "
+                "data set's own (a clothing model's: scribble, shape, letter, digit)"})
     oe_weight: float = field(default=0.25, metadata={
         "help": "weight of the flat-answer loss on those drawings (outlier exposure)"})
     distill: float = field(default=0.5, metadata={

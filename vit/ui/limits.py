@@ -155,17 +155,49 @@ def _no_constants(name: str):
 def parsed_json(body: bytes):
     """A body's JSON as Gradio will read it (json.loads of the bytes: UTF-8, -16 or -32, a
     byte-order mark allowed — a check that looked for "{" first let a BOM-led body past every
-    check below), or None where it is none (Gradio answers that itself, in one line). Raises
-    RecursionError for JSON nested too deeply to parse, NotJSON for a NaN or an Infinity (Gradio
-    read a bare `NaN` body, then failed on it: HTTP 500 and two tracebacks)."""
+    check below), or None for an empty body. Raises RecursionError for JSON nested too deeply to
+    parse, NotJSON for a NaN or an Infinity (Gradio read a bare `NaN` body, then failed on it:
+    HTTP 500 and two tracebacks), ValueError for a body that is no JSON (invalid UTF-8, an
+    integer of more than 4,300 digits: the MCP route answered both with HTTP 500)."""
     if not body.strip():
         return None
-    try:
-        return json.loads(body, parse_constant=_no_constants)
-    except NotJSON:
-        raise
-    except ValueError:
-        return None
+    return json.loads(body, parse_constant=_no_constants)
+
+
+LONGEST_PATH = 1024        # characters of a file's path as this server hands them out (~100)
+
+
+def path_problem(obj, budget: int = 1_000_000) -> str | None:
+    """Why a file's path in a request is refused before Gradio reads it, or None: a path of more
+    than LONGEST_PATH characters or a name in it of more than 255 (Gradio's own check raised
+    "File name too long" with a traceback as long as the path, for each request), or a NUL."""
+    todo = [obj]
+    while todo and budget > 0:
+        budget -= 1
+        x = todo.pop()
+        if isinstance(x, dict):
+            path = x.get("path")
+            if isinstance(path, str) and (len(path) > LONGEST_PATH or "\0" in path or
+                                          max(map(len, path.split("/"))) > 255):
+                return (f"A file's path here is one this server handed out: at most "
+                        f"{LONGEST_PATH} characters, 255 a name, no NUL.")
+            todo.extend(x.values())
+        elif isinstance(x, list):
+            todo.extend(x)
+    return None
+
+
+def nosniff(send):
+    """`send` adding `X-Content-Type-Options: nosniff` to every answer: a browser never reads an
+    upload named x.png that holds HTML as anything but the type it is served as."""
+    async def wrapped(message):
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers") or ())
+            if not any(k.lower() == b"x-content-type-options" for k, _ in headers):
+                headers.append((b"x-content-type-options", b"nosniff"))
+            message = {**message, "headers": headers}
+        return await send(message)
+    return wrapped
 
 
 REFUSED_VALUES = 1000      # characters of a 422's detail sent back: never the client's own value
@@ -231,6 +263,7 @@ class RequestLimits:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        send = nosniff(send)
         if routes.not_offered(scope["path"]):
             return await plain(send, 404, "Not offered by this app.")
         if scope["method"] == "GET":
@@ -294,6 +327,11 @@ class RequestLimits:
             return 400, "The request's JSON is nested too deeply."
         except NotJSON:
             return 400, "The request's JSON holds NaN or Infinity, which JSON does not allow."
+        except ValueError:
+            return 400, "The request's body is not JSON."
+        problem = path_problem(obj)
+        if problem:
+            return 400, problem
         sid = obj.get("session_hash") if isinstance(obj, dict) else None
         problem = session_problem(sid)
         if problem:

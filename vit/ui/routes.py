@@ -85,6 +85,8 @@ def get_problem(scope) -> tuple[int, str] | None:
     """Why a GET is refused, or None: a stream of answers for a session or event the queue does
     not know (Gradio raised inside a started response: two tracebacks a request)."""
     path = scope["path"]
+    if FILE.search(path) and len(path) > 2048:       # a 403 echoed all 60,000 characters
+        return 414, "That file's name is longer than any this server hands out."
     queue = getattr(_blocks(scope), "_queue", None)
     if queue is None:
         return None

@@ -231,7 +231,20 @@ class UploadLimits:
             if not fits:
                 return await plain(send, 503, "The server's room for uploads is full; try again "
                                                "in a few minutes.")
-            return await self.app(scope, paced(receive), send)
+            started = False
+
+            async def watched(message):
+                nonlocal started
+                started = started or message["type"] == "http.response.start"
+                return await send(message)
+            try:
+                return await self.app(scope, paced(receive), watched)
+            except TypeError:
+                # Gradio's route raised TypeError, with a traceback, for a part without a file
+                # name (`name="files"` and no `filename=`).
+                if started:
+                    raise
+                return await plain(send, 400, "An upload is a file: each part needs a file name.")
         except ClientDisconnect:          # the visitor left (or was too slow): nothing to answer
             return None
         finally:
