@@ -53,3 +53,45 @@ def test_a_clothing_model_is_shown_mnists_digits_when_asked_and_the_data_directo
     assert len(said) == 1 and "no handwritten digits are shown" in said[0] and "Fashion-MNIST" in said[0]
     bank = negatives.make_bank(8, 0, digits, 28, style=OBJECTS, kinds=("handwritten digit",))
     assert bank.shape == (8, 28, 28) and bank.dtype == torch.uint8 and (bank.float().mean((1, 2)) > 0).all()
+
+
+def photo_folder(root) -> str:
+    """CIFAR-10's layout (train/<class>/*.jpg) with two small photos a class."""
+    from PIL import Image
+    from vit.data.specs import builtin_spec
+    rng = np.random.default_rng(0)
+    for name in builtin_spec("cifar10").class_names:
+        for split in ("train", "test"):
+            folder = root / "CIFAR-10-images" / split / name
+            folder.mkdir(parents=True)
+            for i in range(2):
+                Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(
+                    folder / f"{i}.jpg")
+    return str(root)
+
+
+def test_a_photo_is_shown_as_a_person_would_upload_one_where_the_data_directory_has_them(tmp_path):
+    """Issue 47: a digit model read a face as "9 (95.6 %)": it had only been shown drawings.
+    `--outliers … photo` shows it CIFAR-10's training photos, in grey, whole or set in a margin;
+    without them the kind is left out and said."""
+    from vit.training.batches import outlier_photos
+    spec = builtin_spec("mnist")
+    kinds = "scribble,letter,photo"
+    said = []
+    tc = TrainConfig(data_dir=photo_folder(tmp_path / "with"), download=False, outliers=kinds)
+    photos = outlier_photos(tc, spec, said.append)
+    assert photos.shape == (20, 32, 32, 3) and photos.dtype == np.uint8 and not said
+    assert outlier_photos(TrainConfig(data_dir=tc.data_dir), spec, said.append) is None
+    (tmp_path / "without").mkdir()
+    without = TrainConfig(data_dir=str(tmp_path / "without"), download=False, outliers=kinds)
+    assert outlier_photos(without, spec, lambda text, **_: said.append(text)) is None
+    assert len(said) == 1 and "no photos are shown" in said[0]
+    grey_levels = []
+    for seed in range(12):
+        canvas, kind = negatives.draw(seed, None, ("photo",), photos)
+        assert kind == "photo" and canvas.ndim == 2
+        grey_levels.append(len(np.unique(canvas)))
+    assert min(grey_levels) > 50                    # a photograph's tones, not a pen's two
+    assert negatives.draw(0, None, ("photo", "letter"), None)[1] == "letter"   # none: left out
+    bank = negatives.make_bank(6, 0, None, 28, kinds=("photo",), photos=photos)
+    assert bank.shape == (6, 28, 28) and (bank.float().std((1, 2)) > 0).all()
