@@ -58,6 +58,7 @@ def test_a_clothing_model_is_shown_mnists_digits_when_asked_and_the_data_directo
 def photo_folder(root) -> str:
     """CIFAR-10's layout (train/<class>/*.jpg) with two small photos a class."""
     from PIL import Image
+
     from vit.data.specs import builtin_spec
     rng = np.random.default_rng(0)
     for name in builtin_spec("cifar10").class_names:
