@@ -433,3 +433,15 @@ def test_every_answer_says_nosniff_and_a_long_file_name_is_not_echoed(app_server
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(app_server[1] + "gradio_api/file=" + "A" * 60_000, timeout=30)
     assert e.value.code == 414 and len(e.value.read()) < 200
+
+
+@pytest.mark.server
+def test_a_malformed_json_rpc_request_is_refused_in_one_line(app_server):
+    """A JSON-RPC batch came back as a 1.2 KB validation message of several lines, quoting it."""
+    body = json.dumps([{"jsonrpc": "2.0", "id": i, "params": {"x": "y" * 200}} for i in range(3)])
+    req = urllib.request.Request(app_server[1] + "gradio_api/mcp/", body.encode(), {
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    text = e.value.read().decode()
+    assert e.value.code == 400 and "\n" not in text.strip() and len(text) <= 300, text

@@ -205,19 +205,29 @@ REFUSED_VALUES = 1000      # characters of a 422's detail sent back: never the c
 
 def short_refusals(send):
     """`send` for Gradio's answer to a POST: a 422 (values of the wrong shape) comes back as what
-    was wrong and where, without the refused value itself (1.9 MB of it was echoed whole)."""
-    held = None
+    was wrong and where, without the refused value itself (1.9 MB of it was echoed whole); a
+    400 of several lines or over 300 characters (the MCP route's validation of a JSON-RPC
+    batch: 1.2 KB repeating the input) as one line."""
+    held, status = None, 422
 
     async def wrapped(message):
-        nonlocal held
-        if message["type"] == "http.response.start" and message.get("status") == 422:
-            held = []
+        nonlocal held, status
+        if message["type"] == "http.response.start" and message.get("status") in (400, 422):
+            held, status = [], message["status"]
             return None
         if held is None:
             return await send(message)
         held.append(message.get("body", b""))
         if message.get("more_body"):
             return None
+        if status == 400:
+            text = b"".join(held)
+            if len(text) > 300 or b"\n" in text.strip():
+                text = json.dumps({"detail": "The request is not one this endpoint takes."}).encode()
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(text)).encode())]})
+            return await send({"type": "http.response.body", "body": text})
         try:
             detail = json.loads(b"".join(held)).get("detail")
         except (ValueError, AttributeError):
