@@ -134,18 +134,27 @@ def drawing_url() -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def analyse_join(base: str, forged: str, fn: int, png: str) -> int:
-    """One drawing's event pushed into the queue with a forged X-Forwarded-For: the status."""
-    body = json.dumps({"data": [{"png": png, "final": True}, "mnist", None], "fn_index": fn,
-                       "event_data": None,
-                       "session_hash": uuid.uuid4().hex[:16], "trigger_id": None}).encode()
+def analyse_join(base: str, forged: str, fn: int, png: str) -> tuple[int, str]:
+    """One drawing's event pushed into the queue with a forged X-Forwarded-For: (the status,
+    its session)."""
+    sid = uuid.uuid4().hex[:16]
+    body = json.dumps({"data": [{"png": png, "final": True}, "mnist", True, 6, 1, None], "fn_index": fn,
+                       "event_data": None, "session_hash": sid, "trigger_id": None}).encode()
     req = urllib.request.Request(base + "gradio_api/queue/join", body,
                                  {"Content-Type": "application/json", "X-Forwarded-For": forged})
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status
+            return r.status, sid
     except urllib.error.HTTPError as e:
-        return e.code
+        return e.code, sid
+
+
+def answered(base: str, sid: str) -> None:
+    """Read session `sid`'s stream to its event's end (so the next test finds the queue empty)."""
+    with urllib.request.urlopen(f"{base}gradio_api/queue/data?session_hash={sid}", timeout=60) as s:
+        for line in s:
+            if b"process_completed" in line:
+                return
 
 
 @pytest.mark.server
@@ -156,15 +165,19 @@ def test_a_fresh_forged_address_per_join_does_not_escape_the_share(app_server):
     base = app_server[1]
     config = json.loads(urllib.request.urlopen(base + "config", timeout=30).read())
     fn = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "analyse_drawing")
-    png, codes = drawing_url(), []
+    png, joined = drawing_url(), []
 
     def one(i):
-        codes.append(analyse_join(base, f"198.51.100.{i}", fn, png))
+        joined.append(analyse_join(base, f"198.51.100.{i}", fn, png))
     threads = [threading.Thread(target=one, args=(i,)) for i in range(40)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    for status, sid in joined:
+        if status == 200:
+            answered(base, sid)
+    codes = [status for status, _ in joined]
     assert codes.count(429) >= 20, codes
     assert codes.count(503) == 0, codes                # the queue itself never filled
 
