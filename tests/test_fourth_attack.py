@@ -458,3 +458,21 @@ def test_a_malformed_json_rpc_request_is_refused_in_one_line(app_server):
         urllib.request.urlopen(req, timeout=30)
     text = e.value.read().decode()
     assert e.value.code == 400 and "\n" not in text.strip() and len(text) <= 300, text
+
+
+def test_a_session_copy_of_the_strip_and_the_canvas_shares_their_script():
+    """Gradio builds a copy of a component for every session an answer updates it in; each copy
+    of the strip read its script, style and template anew: ~280 KB a session, kept with it
+    (tracemalloc over 12 hostile sessions: the largest growth in Python's own memory)."""
+    import tracemalloc
+
+    from vit.ui.canvas import DrawingCanvas
+    from vit.ui.pipeline import PipelineStrip
+    PipelineStrip(render=False), DrawingCanvas(render=False)            # the page's own
+    tracemalloc.start()
+    try:
+        copies = [(PipelineStrip(render=False), DrawingCanvas(render=False)) for _ in range(10)]
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(copies) == 10 and held < 10 * 60_000, f"{held / 10 / 1000:.0f} KB a copy"

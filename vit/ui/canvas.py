@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import struct
 from pathlib import Path
 
@@ -47,6 +48,12 @@ TEMPLATE = f"""
 """
 
 
+@functools.cache
+def _page_parts() -> tuple[str, str]:
+    """The canvas's style and script, read once for every per-session copy Gradio makes."""
+    return (HERE / "canvas.css").read_text(), (HERE / "canvas.js").read_text()
+
+
 class DrawingCanvas(gr.HTML):
     """The canvas. Its value, as the browser sends it: {"png": a PNG data URL or None (an empty
     canvas), "final": False while the pen is still down, "seq": n (counting sends)}. Sent to
@@ -54,9 +61,9 @@ class DrawingCanvas(gr.HTML):
     which then sends it back."""
 
     def __init__(self, **kwargs):
-        super().__init__(value=None, html_template=TEMPLATE,
-                         css_template=(HERE / "canvas.css").read_text(),
-                         js_on_load=(HERE / "canvas.js").read_text(), **kwargs)
+        css, js = _page_parts()
+        super().__init__(value=None, html_template=TEMPLATE, css_template=css, js_on_load=js,
+                         **kwargs)
 
     def api_info(self):
         return {"type": "object", "properties": {

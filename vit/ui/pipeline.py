@@ -12,6 +12,7 @@ textContent), never as HTML."""
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 from pathlib import Path
@@ -95,13 +96,21 @@ def _template() -> str:
             'through every step.</div></div>')
 
 
+@functools.cache
+def _page_parts() -> tuple[str, str, str]:
+    """The strip's template, style and script, made once: Gradio builds a copy of the component
+    for every session an answer updates it in, and each copy read them anew (~280 KB a session,
+    kept as long as the session: tests/test_fourth_attack.py)."""
+    return _template(), (HERE / "pipeline.css").read_text(), (HERE / "pipeline.js").read_text()
+
+
 class PipelineStrip(gr.HTML):
     """The strip: its value is `strip_value(...)`'s dict (None: nothing to show yet)."""
 
     def __init__(self, **kwargs):
-        super().__init__(value=None, html_template=_template(),
-                         css_template=(HERE / "pipeline.css").read_text(),
-                         js_on_load=(HERE / "pipeline.js").read_text(), **kwargs)
+        template, css, js = _page_parts()
+        super().__init__(value=None, html_template=template, css_template=css, js_on_load=js,
+                         **kwargs)
 
 
 def _png(image: np.ndarray) -> str:
