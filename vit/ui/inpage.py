@@ -174,10 +174,6 @@ STALLED_SECONDS = 30       # a client that reads nothing for this long is cut of
 GRAPH_BYTES = 4_000_000    # a page model's graph and names beyond its float32 weights
 
 
-class Stalled(Exception):
-    """The client stopped reading an answer."""
-
-
 def _why(e: BaseException) -> str:
     """A refused file's reason, without the server's path."""
     return e.strerror if isinstance(e, OSError) and e.strerror else str(e).split(": ")[-1][:80]
