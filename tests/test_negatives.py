@@ -96,3 +96,18 @@ def test_a_photo_is_shown_as_a_person_would_upload_one_where_the_data_directory_
     assert negatives.draw(0, None, ("photo", "letter"), None)[1] == "letter"   # none: left out
     bank = negatives.make_bank(6, 0, None, 28, kinds=("photo",), photos=photos)
     assert bank.shape == (6, 28, 28) and (bank.float().std((1, 2)) > 0).all()
+
+
+def test_the_photos_shown_come_from_every_class_of_the_folder(tmp_path, monkeypatch):
+    """The folder's photos come class by class: the bank's share must still take every class
+    (it once took the first 10,000 of 50,000: planes and cars only)."""
+    from vit.training import batches
+    monkeypatch.setattr(batches, "PHOTOS", 10)
+    tc = TrainConfig(data_dir=photo_folder(tmp_path), download=False, outliers="photo")
+    photos = batches.outlier_photos(tc, builtin_spec("mnist"), lambda *a, **k: None)
+    from vit.data.loading import load_split
+    every = load_split("cifar10", tc.data_dir, True, False)
+    chosen = {bytes(p.tobytes()) for p in photos}
+    classes = {int(label) for image, label in zip(every.images.numpy(), every.labels)
+               if bytes(image.tobytes()) in chosen}
+    assert len(photos) == 10 and classes == set(range(10))

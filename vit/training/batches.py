@@ -106,6 +106,8 @@ def outlier_digits(tc: TrainConfig, spec: DatasetSpec, train_split: Split, say: 
 
 
 PHOTOS = 10_000      # CIFAR-10 training photos a bank draws its "photo" outliers from
+# The folder's images come class by class: an even stride takes every class alike (the first
+# 10,000 were planes and cars only).
 
 
 def outlier_photos(tc: TrainConfig, spec: DatasetSpec, say: Callable):
@@ -117,7 +119,8 @@ def outlier_photos(tc: TrainConfig, spec: DatasetSpec, say: Callable):
     if not set(negatives_module.FROM_PHOTOS) & set(outlier_kinds(tc, spec.style)):
         return None
     try:
-        images = load_split("cifar10", tc.data_dir, True, False).images[:PHOTOS]
+        images = load_split("cifar10", tc.data_dir, True, False).images
+        images = images[::max(1, len(images) // PHOTOS)][:PHOTOS]
     except DataError:
         say(f"CIFAR-10's training photos are not in {tc.data_dir}: no photos are shown as "
             f"outside {spec.title}", flush=True)
