@@ -111,3 +111,15 @@ def test_the_photos_shown_come_from_every_class_of_the_folder(tmp_path, monkeypa
     classes = {int(label) for image, label in zip(every.images.numpy(), every.labels)
                if bytes(image.tobytes()) in chosen}
     assert len(photos) == 10 and classes == set(range(10))
+
+
+def test_a_bank_drawn_by_several_processes_is_the_one_drawn_by_one(monkeypatch):
+    """The trainer draws its 21,000 non-digits on every core (195 s on one core here): the bank,
+    and so a run, must not depend on how many there were."""
+    monkeypatch.setattr(negatives, "SERIAL_BELOW", 10 ** 9)
+    one = negatives.make_bank(40, 3, None, 28)
+    monkeypatch.setattr(negatives, "SERIAL_BELOW", 1)
+    monkeypatch.setattr(negatives.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert negatives.workers(40) == 3
+    several = negatives.make_bank(40, 3, None, 28)
+    assert torch.equal(one, several) and int(one.float().std(dim=(1, 2)).gt(0).sum()) == 40

@@ -14,6 +14,7 @@ The tests judge "not a digit" on drawings of their own (fonts, other shapes), no
 from __future__ import annotations
 
 import math
+import os
 import random
 import sys
 
@@ -206,25 +207,66 @@ def draw(seed, digits: np.ndarray | None = None, kinds=DIGITS.outliers,
     return np.array(im), kind
 
 
+# Drawing is pure Python and PIL, one core each: a bank of 21,000 took 195 s on one core here.
+# Worker processes share the inputs by fork (nothing is pickled but the indices and the results).
+_WORK: dict = {}
+SERIAL_BELOW = 512          # smaller banks are drawn in this process: a pool costs more than it saves
+
+
+def _drawn(i: int) -> np.ndarray:
+    """Drawing i of the bank `_WORK` describes, laid out (uint8 (size, size)); black if ten
+    tries were all too faint to lay out."""
+    w = _WORK
+    for attempt in range(10):       # a mark too faint to lay out is drawn again
+        # str seeds: hashed by sha512, so neighbouring seeds draw unrelated pictures
+        canvas, _ = draw(f"{w['seed']}-{i}-{attempt}", w["pool"], w["kinds"], w["photos"])
+        try:
+            img = to_model_image(canvas, w["style"], w["size"])
+        except PreprocessError:
+            continue
+        return np.round(img * 255).astype(np.uint8)
+    return np.zeros((w["size"], w["size"]), np.uint8)
+
+
+def workers(n: int) -> int:
+    """Processes to draw n drawings with: the cores this process may use, 1 for a small bank or
+    where processes cannot be forked."""
+    import multiprocessing
+    if n < SERIAL_BELOW or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, 16))
+
+
 def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int = 28,
               desc: str | None = None, style: Style = DIGITS, kinds=None,
               photos: np.ndarray | None = None) -> torch.Tensor:
     """n drawings of none of a data set's classes, of `kinds` (default: those its `style` names,
     `outliers`), laid out as the app lays out a drawing in that style: uint8 (n, size, size). `digits`
     (uint8 (N, 28, 28) handwritten digits, white on black) feed the kinds in FROM_DIGITS, `photos`
-    (uint8 (N, H, W, 3)) those in FROM_PHOTOS. `desc`: a progress bar's title (on a terminal)."""
+    (uint8 (N, H, W, 3)) those in FROM_PHOTOS. `desc`: a progress bar's title (on a terminal).
+    Drawn by several processes where there are cores: the same bank either way."""
+    import multiprocessing
+
     from tqdm import tqdm
-    pool = None if digits is None else digits.cpu().numpy()
+    _WORK.update(seed=seed, pool=None if digits is None else digits.cpu().numpy(),
+                 kinds=kinds or style.outliers, photos=photos, style=style, size=size)
     out = torch.zeros(n, size, size, dtype=torch.uint8)
-    for i in tqdm(range(n), desc=desc, leave=False, dynamic_ncols=True, disable=None if desc else True,
-                  file=sys.stderr):
-        for attempt in range(10):       # a mark too faint to lay out is drawn again
-            canvas, _ = draw(f"{seed}-{i}-{attempt}", pool, kinds or style.outliers,   # str seeds:
-                             photos)                                                 # sha512
-            try:
-                img = to_model_image(canvas, style, size)
-            except PreprocessError:
-                continue
-            out[i] = torch.from_numpy(np.round(img * 255).astype(np.uint8))
-            break
+    bar = tqdm(total=n, desc=desc, leave=False, dynamic_ncols=True, disable=None if desc else True,
+               file=sys.stderr)
+    try:
+        procs = workers(n)
+        if procs == 1:
+            rows = map(_drawn, range(n))
+            for i, row in enumerate(rows):
+                out[i] = torch.from_numpy(row)
+                bar.update()
+        else:
+            with multiprocessing.get_context("fork").Pool(procs) as pool:
+                for i, row in enumerate(pool.imap(_drawn, range(n), chunksize=64)):
+                    out[i] = torch.from_numpy(row)
+                    bar.update()
+    finally:
+        bar.close()
+        _WORK.clear()
     return out
