@@ -228,6 +228,14 @@ def _drawn(i: int) -> np.ndarray:
     return np.zeros((w["size"], w["size"]), np.uint8)
 
 
+def _worker_start() -> None:
+    """A drawing process dies when the pool ends it: the trainer's own SIGTERM/SIGINT handlers
+    (save a resumable state) are for the trainer, not its helpers."""
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def workers(n: int) -> int:
     """Processes to draw n drawings with: the cores this process may use, 1 for a small bank or
     where processes cannot be forked."""
@@ -262,7 +270,7 @@ def make_bank(n: int, seed: int, digits: torch.Tensor | None = None, size: int =
                 out[i] = torch.from_numpy(row)
                 bar.update()
         else:
-            with multiprocessing.get_context("fork").Pool(procs) as pool:
+            with multiprocessing.get_context("fork").Pool(procs, _worker_start) as pool:
                 for i, row in enumerate(pool.imap(_drawn, range(n), chunksize=64)):
                     out[i] = torch.from_numpy(row)
                     bar.update()

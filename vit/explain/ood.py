@@ -50,6 +50,17 @@ SIDE_SHARE = 0.2                 #    ink as the other (not a scrap of a neighbo
 MANY_MARKS = 4                   # this many separate marks: scattered, not one digit
 
 
+def ink_limits() -> dict:
+    """The ink checks' limits by name, for the page's own copy of the checks (vit/ui/inpage.js):
+    one list of numbers, here."""
+    return {"INK_SIDE": INK_SIDE, "CLEAN_SHARE": CLEAN_SHARE, "INK_THRESHOLD": INK_THRESHOLD,
+            "TINY_EXTENT": TINY_EXTENT, "DOT_SPAN": DOT_SPAN, "DOT_FILL": DOT_FILL,
+            "DOT_EXTENT": DOT_EXTENT, "DASH_ELONGATION": DASH_ELONGATION, "DASH_ANGLE": DASH_ANGLE,
+            "MARK_SHARE": MARK_SHARE, "SIDE_HEIGHT": SIDE_HEIGHT, "SIDE_OVERLAP": SIDE_OVERLAP,
+            "SIDE_GAP": SIDE_GAP, "SIDE_GAP_STROKES": SIDE_GAP_STROKES, "SIDE_SHARE": SIDE_SHARE,
+            "MANY_MARKS": MANY_MARKS}
+
+
 @dataclass(frozen=True)
 class Mark:
     """One connected mark of ink (strokes closer than a pixel of the ink map are joined)."""

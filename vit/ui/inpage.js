@@ -131,7 +131,24 @@
     if (!x) return null;                                   // nothing drawn yet
     const shape = [1, e.channels, e.size, e.size];
     const out = await s.session.run({pictures: new ort.Tensor("float32", x, shape)});
-    return stripValue(e, name, x, out.logits.data, out.cls_attention.data, out.rollout.data);
+    const value = stripValue(e, name, x, out.logits.data, out.cls_attention.data, out.rollout.data);
+    return judged(value, e, e.ink ? inkVerdict(canvas, e.ink) : null);
+  }
+
+  // The server's rules (vit/explain/ood.py's judge), in its order: the ink checks, then the
+  // feature distance, then the confidence threshold (stripValue applied it). The page cannot
+  // measure the distance (its model gives no [CLS] features): its answer then says so.
+  function judged(value, e, refusal) {
+    if (refusal) {
+      const noun = e.not_label.replace(/^not an? /, "");
+      value.refused = true;
+      value.reason = refusal.replaceAll("{noun}", noun);
+      value.answer = e.not_label.charAt(0).toUpperCase() + e.not_label.slice(1);
+    } else if (e.far && !value.refused) {
+      value.checking = true;
+      value.answer += ` — still checking it is ${e.not_label.replace(/^not /, "")}`;
+    }
+    return value;
   }
 
   // What pipeline.js draws, as vit/ui/pipeline.py's strip_value gives it (live: no lead map).
@@ -176,6 +193,179 @@
     }
     c.putImageData(im, 0, 0);
     return small.toDataURL("image/png");
+  }
+
+  // --- vit/explain/ood.py's ink checks, on the canvas the server is sent ---------------------
+  // The limits come from the server (its manifest's "ink"), so there is one list of them.
+  // Returns null (accepted) or the kind of refusal, in the server's words.
+
+  // ood.ink_map: the ink (alpha) box-averaged by a whole factor to ~INK_SIDE, its polarity
+  // from the border (layout._ink), area-shrunk to INK_SIDE, as uint8; null for a photo.
+  function inkMap(canvas, L) {
+    const W = canvas.width, H = canvas.height;
+    const d = canvas.getContext("2d", {willReadFrequently: true}).getImageData(0, 0, W, H).data;
+    let w = W, h = H, a = new Float64Array(W * H);
+    for (let i = 0; i < W * H; i++) a[i] = d[4 * i + 3] / 255;
+    const f = Math.floor(Math.max(W, H) / L.INK_SIDE);
+    if (f >= 2 && Math.min(Math.floor(H / f), Math.floor(W / f)) > 0) {
+      const nh = Math.floor(H / f), nw = Math.floor(W / f), b = new Float64Array(nh * nw);
+      for (let y = 0; y < nh * f; y++) for (let x = 0; x < nw * f; x++)
+        b[Math.floor(y / f) * nw + Math.floor(x / f)] += a[y * W + x];
+      for (let i = 0; i < b.length; i++) b[i] = Math.fround(b[i] / (f * f));
+      a = b; w = nw; h = nh;
+    }
+    const k = Math.max(1, Math.floor(Math.min(h, w) / 50)), border = [];
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++)
+      if (y < k || y >= h - k) border.push(a[y * w + x]);
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++)
+      if (x < k || x >= w - k) border.push(a[y * w + x]);
+    if (median(border) > 0.5) a = a.map(v => 1 - v);
+    let small = a, sw = w, sh = h;
+    if (Math.max(h, w) > L.INK_SIDE) {
+      const s = L.INK_SIDE / Math.max(h, w);
+      sh = Math.max(1, pyRound(h * s)); sw = Math.max(1, pyRound(w * s));
+      small = area(Float32Array.from(a), w, h, sw, sh);
+    }
+    const out = new Uint8Array(sw * sh), levels = new Uint32Array(256);
+    for (let i = 0; i < out.length; i++) {
+      out[i] = Math.min(Math.max(Math.floor(Math.fround(small[i] * 255 + 0.5)), 0), 255);
+      levels[out[i]]++;
+    }
+    return Math.max(...levels) >= L.CLEAN_SHARE * out.length ? {ink: out, w: sw, h: sh, levels} : null;
+  }
+
+  function median(v) {
+    const s = Float64Array.from(v).sort(), n = s.length;
+    return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+  }
+
+  // numpy's percentile (linear) of the values a histogram of uint8 levels counts, from `from` up.
+  function levelPercentile(levels, q, above = -1) {
+    let n = 0;
+    for (let v = above + 1; v < 256; v++) n += levels[v];
+    const pos = q / 100 * (n - 1), i = Math.floor(pos);
+    let seen = 0, lo = null, hi = null;
+    for (let v = above + 1; v < 256; v++) {
+      seen += levels[v];
+      if (lo === null && seen > i) lo = v;
+      if (seen > i + 1 || (seen > i && i + 1 >= n)) { hi = v; break; }
+    }
+    return lo + (hi - lo) * (pos - i);
+  }
+
+  // ood.measure: the ink mask (layout.contrast_range's stretch, then INK_THRESHOLD), its marks
+  // (8-connected after a 3x3 dilation), stroke width, and the principal axis of its pixels.
+  function measure(m, L) {
+    const {ink, w, h, levels} = m;
+    const lo = levelPercentile(levels, 1);
+    let hi = 255; while (hi > 0 && !levels[hi]) hi--;
+    if (hi <= lo) return null;
+    const top = levelPercentile(levels, 90, Math.floor(lo + L.INK_THRESHOLD * (hi - lo)));
+    const cut = lo + L.INK_THRESHOLD * Math.max(top - lo, 1e-6);
+    const mask = new Uint8Array(w * h);
+    let area = 0, sx = 0, sy = 0;
+    for (let i = 0; i < mask.length; i++) if (ink[i] > cut) { mask[i] = 1; area++; }
+    if (!area) return null;
+    let edges = 0, y0 = h, y1 = -1, x0 = w, x1 = -1;
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) {
+      const v = mask[y * w + x];
+      if (y + 1 < h) edges += v !== mask[(y + 1) * w + x];
+      if (x + 1 < w) edges += v !== mask[y * w + x + 1];
+      if (v) {
+        edges += (y === 0) + (y === h - 1) + (x === 0) + (x === w - 1);   // ink on the map's edge
+        y0 = Math.min(y0, y); y1 = Math.max(y1, y); x0 = Math.min(x0, x); x1 = Math.max(x1, x);
+        sx += x; sy += y;
+      }
+    }
+    const mx = sx / area, my = sy / area;
+    let cxx = 0, cyy = 0, cxy = 0;
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) if (mask[y * w + x]) {
+      cxx += (x - mx) ** 2; cyy += (y - my) ** 2; cxy += (x - mx) * (y - my);
+    }
+    const dof = area > 1 ? area - 1 : 1, A = (area > 1 ? cxx / dof : 0) + 1 / 12;
+    const C = (area > 1 ? cyy / dof : 0) + 1 / 12, B = area > 1 ? cxy / dof : 0;
+    const mid = (A + C) / 2, r = Math.hypot((A - C) / 2, B), large = mid + r, small = mid - r;
+    const [vx, vy] = B !== 0 ? [large - C, B] : A >= C ? [1, 0] : [0, 1];
+    let angle = Math.atan2(vy, vx) * 180 / Math.PI;
+    angle = angle > 90 ? angle - 180 : angle < -90 ? angle + 180 : angle;
+    const found = marks(mask, w, h), biggest = found.reduce((b, k) => Math.max(b, k.area), 0);
+    const kept = found.filter(k => k.area >= L.MARK_SHARE * biggest).sort((a, b) => a.left - b.left);
+    const box = {top: y0, left: x0, bottom: y1 + 1, right: x1 + 1, area: area};
+    return {canvas: Math.max(w, h), box: box, stroke: 2 * area / Math.max(edges, 1), marks: kept,
+            elongation: Math.sqrt(large / small), angle: angle};
+  }
+
+  function marks(mask, w, h) {
+    const grown = new Uint8Array(w * h), label = new Int32Array(w * h).fill(-1), out = [];
+    for (let y = 0; y < h; y++) for (let x = 0; x < w; x++) if (mask[y * w + x])
+      for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) {
+        const yy = y + dy, xx = x + dx;
+        if (yy >= 0 && yy < h && xx >= 0 && xx < w) grown[yy * w + xx] = 1;
+      }
+    const stack = [];
+    for (let i = 0; i < w * h; i++) {
+      if (!grown[i] || label[i] >= 0) continue;
+      const k = out.length, m = {top: h, left: w, bottom: 0, right: 0, area: 0};
+      out.push(m); label[i] = k; stack.push(i);
+      while (stack.length) {
+        const j = stack.pop(), y = Math.floor(j / w), x = j % w;
+        if (mask[j]) {
+          m.area++; m.top = Math.min(m.top, y); m.bottom = Math.max(m.bottom, y + 1);
+          m.left = Math.min(m.left, x); m.right = Math.max(m.right, x + 1);
+        }
+        for (let dy = -1; dy <= 1; dy++) for (let dx = -1; dx <= 1; dx++) {
+          const yy = y + dy, xx = x + dx, n = yy * w + xx;
+          if (yy >= 0 && yy < h && xx >= 0 && xx < w && grown[n] && label[n] < 0) {
+            label[n] = k; stack.push(n);
+          }
+        }
+      }
+    }
+    return out.map(m => Object.assign(m, {height: m.bottom - m.top, width: m.right - m.left}));
+  }
+
+  // ood.check_ink and side_by_side. "{noun}" is the model's noun ("digit").
+  function inkVerdict(canvas, L) {
+    const m = inkMap(canvas, L);
+    if (!m) return null;                      // a photo: the server judges it by confidence alone
+    const s = measure(m, L);
+    if (!s) return "There is no ink to read.";
+    const bh = s.box.bottom - s.box.top, bw = s.box.right - s.box.left, span = Math.max(bh, bw);
+    const extent = span / Math.max(s.canvas, 1), pct = Math.round(100 * extent);
+    if (extent < L.TINY_EXTENT) return `The mark is too small to read: it spans ${pct} % of the picture.`;
+    if (span < L.DOT_SPAN * s.stroke && s.box.area >= L.DOT_FILL * bh * bw && extent < L.DOT_EXTENT)
+      return `A single dot or blob, ${pct} % of the box across — there is no {noun} shape to read.`;
+    if (s.marks.length === 1 && s.elongation >= L.DASH_ELONGATION && Math.abs(s.angle) <= L.DASH_ANGLE)
+      return "A flat dash — no {noun} is that wide and flat.";
+    const n = sideBySide(s, L);
+    if (n) return `${n} separate marks side by side — this model reads one {noun} at a time.`;
+    if (s.marks.length >= L.MANY_MARKS)
+      return `${s.marks.length} separate marks scattered about — this model reads one {noun} at a time.`;
+    return null;
+  }
+
+  function sideBySide(s, L) {
+    const cols = [];
+    for (const m of [...s.marks].sort((a, b) => a.left - b.left)) {
+      const c = cols[cols.length - 1];
+      if (c && m.left < c.right) {
+        cols[cols.length - 1] = {top: Math.min(c.top, m.top), left: c.left,
+                                 bottom: Math.max(c.bottom, m.bottom), right: Math.max(c.right, m.right),
+                                 area: c.area + m.area};
+      } else cols.push({...m});
+    }
+    const height = s.box.bottom - s.box.top;
+    const tall = cols.map(c => ({...c, height: c.bottom - c.top, width: c.right - c.left}))
+      .filter(c => c.height >= L.SIDE_HEIGHT * height);
+    const apart = (a, b) => {
+      const overlap = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top), gap = b.left - a.right;
+      return overlap >= L.SIDE_OVERLAP * Math.min(a.height, b.height)
+        && gap >= Math.max(L.SIDE_GAP * Math.max(a.width, b.width), L.SIDE_GAP_STROKES * s.stroke)
+        && Math.min(a.area, b.area) >= L.SIDE_SHARE * Math.max(a.area, b.area);
+    };
+    let best = 1, run = 1;
+    for (let i = 1; i < tall.length; i++) { run = apart(tall[i - 1], tall[i]) ? run + 1 : 1; best = Math.max(best, run); }
+    return best >= 2 ? best : 0;
   }
 
   // --- the drawing laid out as vit/preprocessing/layout.py lays it out -----------------------
@@ -393,6 +583,13 @@
   watchAnswers();
 
   S.greyInput = greyInput;          // for tests: the layout, apart from the model
+  S.inkVerdict = inkVerdict;        // for tests: the ink checks, apart from the model
+  // For the agreement test: the page's whole answer (layout, model, rules) for a canvas.
+  S.answerFor = async function (name, canvas) {
+    const s = model(name);
+    for (let i = 0; i < 400 && !s.session; i++) await new Promise(r => setTimeout(r, 25));
+    return answer(canvas, name);
+  };
   S.stats = () => ({frames: S.frames, ms: S.ms.slice(), loads: S.loads, problem: S.problem,
                     ready: S.ready, threads: S.ready ? ort.env.wasm.numThreads : 0});
   // For the parity test: the model alone, on a given input.

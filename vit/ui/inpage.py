@@ -29,6 +29,7 @@ import json
 import logging
 from pathlib import Path
 
+from vit.explain import ood
 from vit.explain.ood import not_label
 from vit.export import PAGE_FILE, weights_sha256
 
@@ -150,7 +151,12 @@ class InPage:
                 "classes": list(config.class_names), "temperature": config.temperature,
                 "reject_below": config.reject_below, "not_label": not_label(config),
                 "style": {"name": style.name, "colour": style.colour, "box": style.box,
-                          "by_mass": style.by_mass, "strokes": style.strokes}}
+                          "by_mass": style.by_mass, "strokes": style.strokes},
+                # The server's "not a digit" rules the page applies itself (inpage.js): the ink
+                # checks, with vit/explain/ood.py's limits; the feature distance it cannot (the
+                # page model gives no [CLS] features), so it says it is still checking.
+                "ink": ood.ink_limits() if style.drawn and cfg.channels == 1 else None,
+                "far": config.far_above is not None}
 
     def middleware(self):
         """An ASGI middleware class answering GET and HEAD under PREFIX from the table (404 for
