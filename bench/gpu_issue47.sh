@@ -2,7 +2,7 @@
 # Issue 47's fine-tunes (photos and other hands), as one script for a lent GPU: the same commands
 # docs/training.md gives for this 2-core CPU (each fits its 45 minutes there), only faster.
 #
-#   VIT_COMMIT=<this commit> PART=mnist|fashion bash bench/gpu_issue47.sh [DATA_DIR]
+#   VIT_COMMIT=<this commit> PART=mnist|fashion bash bench/gpu_issue47.sh
 #
 # PART=mnist: two recipes from the bundled checkpoints/mnist, two seeds each — "photo": 1 epoch
 # over 20,000 digits with drawn and photographed non-digits; "photo-degrade": 1 epoch over all
@@ -15,12 +15,18 @@
 # log as $OUT/gpu_issue47-PART.log. Choose here on validation and the held-out tune halves
 # (python -m bench.heldout --split tune), then read the report halves of the chosen one.
 #
-# DATA_DIR (default gpu_data, ignored by git) holds what the commands read, smaller than
-# ../shared/data so it travels (a call carries at most 64 MiB, the repository ~31 of them):
-#   MNIST/raw/*.gz, FashionMNIST/raw/*.gz, and CIFAR-10-images/train/<class>/ with every fifth
-#   photo (the 10,000 the trainer takes from the whole folder: the same photos, so the same runs).
+# What the commands read travels in gpu_pack/ (ignored by git; a call carries at most 64 MiB,
+# the repository ~31 of them) and is laid out in $DATA (default /tmp/gpu_data) as ../shared/data
+# is here, once per machine:
+#   gpu_pack/MNIST/raw/*.gz              (gzip -c each of ../shared/data/MNIST/raw/*)
+#   gpu_pack/photos.webp, photos.json    (python -m bench.photo_pack pack ../shared/data gpu_pack/photos.webp:
+#                                         the trainer's 10,000 CIFAR-10 photos, the same pixels)
+#   gpu_pack/FashionMNIST/raw/*.gz       (from /usr/share/datasets/fashion-mnist)
+# A call carries gpu_pack/MNIST and the photos (PART=mnist), then the next, on the same warm
+# machine, gpu_pack/FashionMNIST alone (PART=fashion): the rest is still in $DATA.
 set -u
-DATA=${1:-gpu_data}
+DATA=${DATA:-/tmp/gpu_data}
+PACK=${PACK:-gpu_pack}
 PART=${PART:-mnist}
 OUT=${OUT:-/tmp/gpu-issue47}
 DEADLINE=${DEADLINE:-540}                  # seconds for the whole call, packing included
@@ -31,10 +37,12 @@ exec > >(tee -a "$OUT/gpu_issue47-$PART.log") 2>&1
 export PYTHONUNBUFFERED=1
 echo "=== $(date -u +%FT%TZ) commit ${VIT_COMMIT:-unnamed} part $PART"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"
-# 10,000 small files count as 40 MB of blocks against what a call may carry: they travel as
-# one tar (tar -cf cifar-photos.tar -C DATA_DIR CIFAR-10-images) and are unpacked here.
-if [ -f "$DATA/cifar-photos.tar" ] && [ ! -d "$DATA/CIFAR-10-images" ]; then
-  tar -xf "$DATA/cifar-photos.tar" -C "$DATA"
+mkdir -p "$DATA"
+for part in MNIST FashionMNIST; do
+  [ -d "$PACK/$part" ] && [ ! -d "$DATA/$part" ] && cp -r "$PACK/$part" "$DATA/"
+done
+if [ -f "$PACK/photos.webp" ] && [ ! -d "$DATA/CIFAR-10-images" ]; then
+  python3 -m bench.photo_pack unpack "$PACK/photos.webp" "$DATA" || exit 3
 fi
 for need in MNIST/raw CIFAR-10-images/train; do
   [ -d "$DATA/$need" ] || { echo "missing $DATA/$need: nothing run"; exit 3; }
