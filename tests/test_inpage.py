@@ -57,6 +57,13 @@ def test_every_bundled_model_runs_in_the_page_and_its_files_are_served_by_hash(m
     m = site.manifest
     assert m["problem"] is None and set(m["models"]) == set(BUNDLED)
     assert m["labels"] and m["default"] == "mnist"
+    # The server's "not a digit" rules the page must apply too: the ink checks' limits for the
+    # digit models, and for a model with a feature-distance check, that it has one (the page
+    # then says it is still checking).
+    from vit.explain import ood
+    assert m["models"]["mnist"]["ink"]["DASH_ELONGATION"] == ood.DASH_ELONGATION
+    assert m["models"]["mnist"]["far"] is False and m["models"]["fashion-mnist"]["ink"] is None
+    assert m["models"]["fashion-mnist"]["far"] is True
     serve_ = site.middleware()
     for entry in [*m["runtime"].values(), *m["models"].values()]:
         status, headers, body = serve(serve_, "GET", entry["url"])
