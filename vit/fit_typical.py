@@ -21,14 +21,18 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default="data", help="where its data set is (default: data)")
     p.add_argument("--share", type=float, default=FAR_SHARE,
                    help=f"of validation images answered 'not one of these' (default: {FAR_SHARE})")
+    p.add_argument("--device", default="auto",
+                   help="where the [CLS] tokens are computed: auto (a GPU where there is one), cpu, "
+                        "cuda, mps (default: auto)")
     args = p.parse_args(argv)
     if not 0 < args.share < 0.5:
         p.error("--share must be between 0 and 0.5")
     from vit.training.typical_fit import fit_typical
     try:
         fit_typical(args.checkpoint, args.data_dir, args.share,
-                    shlex.join(["python", "-m", "vit.fit_typical", *argv]))
-    except (CheckpointError, DataError) as e:
+                    shlex.join(["python", "-m", "vit.fit_typical", *argv]),
+                    device=None if args.device == "auto" else args.device)
+    except (CheckpointError, DataError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -22,12 +22,14 @@ from vit.training.records import git_commit
 
 
 def fit_typical(folder, data_dir, share: float = FAR_SHARE, command: str | None = None,
-                say=print) -> dict:
+                say=print, device: str | None = "cpu") -> dict:
     """Fit and write the checkpoint's typical.safetensors and calibration.far_above; returns
-    what config.json's calibration now records of it. Raises CheckpointError, DataError."""
+    what config.json's calibration now records of it. `device`: where the [CLS] tokens are
+    computed (None: a GPU where there is one). Raises CheckpointError, DataError."""
     started = time.time()
     folder = Path(folder)
-    ck = open_checkpoint(folder, "cpu")
+    from vit.device import pick_device
+    ck = open_checkpoint(folder, pick_device(device))
     c = ck.config
     if c.dataset == FOLDER:               # an image folder's model: its own train/ folder
         split = folder_split(data_dir, True, c.model.image_size, c.model.channels, c.class_names)
@@ -40,9 +42,11 @@ def fit_typical(folder, data_dir, share: float = FAR_SHARE, command: str | None 
     if val is None:
         raise CheckpointError(f"{folder}: trained without a validation split (--val-size 0)")
     torch.manual_seed(0)
-    feats = cls_features(ck.model, train.images, c.mean, c.std)
+    with torch.inference_mode():
+        feats = cls_features(ck.model, train.images, c.mean, c.std)
+        val_feats = cls_features(ck.model, val.images, c.mean, c.std)
     typical = fit(feats, train.labels.numpy(), c.model.num_classes)
-    far = typical.distance(cls_features(ck.model, val.images, c.mean, c.std))
+    far = typical.distance(val_feats)
     threshold = float(np.quantile(far, 1 - share))
     record = {"far_above": round(threshold, 3),
               "typical": {"fitted_on": f"[CLS] tokens of the {len(train):,} training images "
