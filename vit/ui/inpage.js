@@ -4,7 +4,8 @@
 // drawing on this canvas), the model runs in onnxruntime-web's WebAssembly build, and the strip
 // is drawn from its logits, [CLS] attention and rollout. At most one frame runs at a time; the
 // newest frame waits for it and every older one is dropped, never queued. When the pen lifts the
-// server answers as always, and its answer replaces these (it also checks the ink: "not a digit").
+// server answers as always, and its answer replaces these. The page applies the server's "not a
+// digit" rules itself (the ink checks of vit/explain/ood.py, then the confidence threshold).
 // Every file is checked against the SHA-256 the server's manifest gives before it is used; in a
 // page that is not a secure context (no crypto.subtle) nothing runs here and the server answers.
 (() => {
