@@ -194,7 +194,16 @@ def test_absurd_model_size_is_refused_from_the_config_alone(monkeypatch, tmp_pat
     refused(folder, "parameters", f"{MAX_PARAMETERS:,}")
 
 
-def test_limits_are_checked_against_the_real_model():
+def test_limits_are_checked_against_the_real_model(monkeypatch):
+    """The parameter limit counts what a real model of the config holds (every weight, bias and
+    norm, built here on the CPU), not an estimate: at the real count it passes, one below it is
+    refused, with the count."""
+    real = sum(v.numel() for v in ViT(TINY).state_dict().values())
+    monkeypatch.setattr(cp, "MAX_PARAMETERS", real)
+    cp.check_model_size(TINY, "config.json")
+    monkeypatch.setattr(cp, "MAX_PARAMETERS", real - 1)
+    with pytest.raises(CheckpointError, match=f"implies {real:,} parameters"):
+        cp.check_model_size(TINY, "config.json")
     assert implied_shapes(TINY) == {k: tuple(v.shape) for k, v in ViT(TINY).state_dict().items()}
 
 
