@@ -20,14 +20,18 @@ def main(argv=None) -> int:
     p.add_argument("checkpoint", help="a checkpoint folder")
     p.add_argument("--data-dir", default="data", help="where its data set is (default: data)")
     p.add_argument("--n", type=int, default=300, help="validation images measured (default: 300)")
+    p.add_argument("--device", default="cpu",
+                   help="where the maps are computed: cpu, auto (a GPU where there is one), cuda, "
+                        "mps (default: cpu)")
     args = p.parse_args(argv)
     if not 1 <= args.n <= 10_000:
         p.error("--n must be between 1 and 10000")
     from vit.explain.faithful import fit_faithfulness
     try:
         fit_faithfulness(args.checkpoint, args.data_dir, args.n,
-                         command=shlex.join(["python", "-m", "vit.fit_faithfulness", *argv]))
-    except (CheckpointError, DataError) as e:
+                         command=shlex.join(["python", "-m", "vit.fit_faithfulness", *argv]),
+                         device=None if args.device == "auto" else args.device)
+    except (CheckpointError, DataError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
