@@ -586,8 +586,9 @@ def test_the_pipeline_strip_is_above_the_fold_live_while_drawing_and_follows_the
     draw(pg, "1", lift=False)
     pg.wait_for_function(f"() => ({readout})().includes('while you draw')", timeout=30_000)
     pg.mouse.up()
+    # (the strip is empty for a moment while it reloads the server's answer: no element then)
     pg.wait_for_function(f"() => !({readout})().includes('while you draw') && "
-                         "document.querySelector('#pipeline .said').innerText.trim() === '1'",
+                         "(document.querySelector('#pipeline .said')?.innerText || '').trim() === '1'",
                          timeout=30_000)
     ctx.close()
 

@@ -2,8 +2,8 @@
 through the app's own path: other writers' scans (UCI optdigits, shipped with scikit-learn) and
 printed digits in every typeface shipped with the app's own packages; and the same pictures,
 which are not clothing, shown to the clothing model. Neither family was ever used for training
-or tuning. The floors are today's figures less a point or three: issue 47's goals (97 % of the
-scans read, none refused; 85 % of outside pictures refused by the clothing model) are not met
+or tuning. The floors are today's figures less a point or three: issue 40's goals (97 % of the
+scans read, none refused; 80 % of outside pictures refused by the clothing model) are not met
 yet (docs/reliability.md)."""
 import numpy as np
 import pytest
@@ -38,7 +38,7 @@ def test_other_writers_scans_are_read_and_almost_never_refused(mnist):
     cells, labels = optdigits()
     got = read_all(mnist, [scan(c, 8, Image.BICUBIC) for c in cells[::3]], labels[::3])
     assert got["errors"] == 0 and got["not one of these"] <= 0.01
-    assert got["right"] >= 0.935     # 94.7 % of all 1,797 before issue 47's fine-tune (2026-11-27)
+    assert got["right"] >= 0.935                     # 94.7 % of all 1,797 (2026-11-27)
 
 
 def test_printed_digits_in_every_shipped_typeface_are_read(mnist):
@@ -50,14 +50,13 @@ def test_printed_digits_in_every_shipped_typeface_are_read(mnist):
 
 
 def test_the_clothing_model_says_other_writers_digits_are_not_clothing_often_enough_to_hold():
-    """Issue 47: fine-tuned with MNIST's handwritten digits and photographs as "not a piece of
-    clothing", the clothing model refuses most of these scans (before: 41 % and 40 %, when it
-    had been shown pen-drawn digits only; docs/reliability.md). Blocky enlargements still pass
-    for garments a third of the time."""
+    """Far from issue 40's 80 %: shown pen-drawn digits only as "not a piece of clothing", the
+    bundled clothing model takes most of these scans for garments (docs/reliability.md: a
+    fine-tune shown MNIST's handwritten digits refused 58 % but was not bundled)."""
     clothing = Predictor(str(ROOT / "checkpoints" / "fashion-mnist"), "cpu")
     cells, _ = optdigits()
     smoothed = read_all(clothing, [scan(c, 8, Image.BICUBIC) for c in cells[::3]])
     blocky = read_all(clothing, [scan(c, 8, Image.NEAREST) for c in cells[::3]])
     assert smoothed["errors"] == blocky["errors"] == 0
-    assert smoothed["not one of these"] >= 0.88          # 90.7 % of these 599 (2026-11-27)
-    assert blocky["not one of these"] >= 0.66            # 69.3 %
+    assert smoothed["not one of these"] >= 0.38          # 41.4 % of these 599 (2026-11-27)
+    assert blocky["not one of these"] >= 0.37            # 39.6 %
