@@ -175,18 +175,22 @@ def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():
 
 
 def test_a_sure_answers_occlusion_map_is_not_blank():
-    """A drawn 0 read at 99.98 %: no single patch, blanked, moves P(0) by 0.05, so a map of the
-    probability's drop would look empty (the page once showed "max 0.00" that way). The panel then
-    maps the drop in log-odds, says so, and the patches that carry the ring stand out."""
+    """A drawn digit read at over 99.9 % where no single patch, blanked, moves its probability by
+    0.05, so a map of the probability's drop would look empty (the page once showed "max 0.00"
+    that way). The panel then maps the drop in log-odds, says so, and the patches that carry the
+    strokes stand out. (Which drawing is that sure depends on the model: the first of these.)"""
     from vit.data.examples import render_digit
     from vit.inference import Predictor
     from vit.ui.why_panel import FLAT, occlusion_view
     p = Predictor(ROOT / "checkpoints" / "mnist", "cpu")
-    a = p.analyse(255 - np.asarray(render_digit("0", 300, 26), np.uint8))
-    assert a.probs.argmax() == 0 and a.probs[0] > 0.999
-    assert p.occlusion(a.image, 0).max() < FLAT
-    shown, title, top, note = occlusion_view(p, p.occlusion_maps(a.image, 0), 0, answer=True)
-    assert title.startswith("drop in log-odds of 0") and shown.max() > 1.0 and top == shown.max()
+    for digit, size, pen in (("0", 300, 26), ("2", 200, 40), ("2", 200, 34)):
+        a, d = p.analyse(255 - np.asarray(render_digit(digit, size, pen), np.uint8)), int(digit)
+        if a.probs.argmax() == d and a.probs[d] > 0.999 and p.occlusion(a.image, d).max() < FLAT:
+            break
+    else:
+        pytest.fail("no drawing is read surely enough to make the probability's map flat")
+    shown, title, top, note = occlusion_view(p, p.occlusion_maps(a.image, d), d, answer=True)
+    assert title.startswith(f"drop in log-odds of {digit}") and shown.max() > 1.0 and top == shown.max()
     assert "less than 0.05" in note
     assert (shown > 0.25 * shown.max()).sum() >= 3                    # a shape, not one speck
     # An answer that does move keeps the probability's map and scale, and no note.
