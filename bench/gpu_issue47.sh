@@ -55,35 +55,47 @@ if [ "$PART" = mnist ]; then
   RECIPES=([photo]="--init checkpoints/mnist --subset 20000"
            [photo-degrade]="--init checkpoints/mnist --subset 0 --degrade 0.2")
   OUTLIERS=$DIGIT_OUT; DATASET=mnist
+elif [ "$PART" = soup ]; then
+  # Two more seeds of the bundled recipe (seed 1), whose weights can be averaged with it.
+  RECIPES=([photo-degrade]="--init $PACK/mnist-base --subset 0 --degrade 0.2")
+  OUTLIERS=$DIGIT_OUT; DATASET=mnist; SEEDS=${SEEDS:-0 2}
 elif [ "$PART" = prep ]; then
   echo "data laid out in $DATA"; exit 0
 else
   [ -d "$DATA/FashionMNIST/raw" ] || { echo "missing $DATA/FashionMNIST/raw: nothing run"; exit 3; }
   RECIPES=([fashion-photo]="--init checkpoints/fashion-mnist --subset 20000")
   # PART=fashion2: the outside pictures weigh more (--oe-weight 1.0), on 20,000 or all 55,000
+  # PART=fashion3: garments also shown as flat silhouettes, as the page's Fill tool makes them
+  # (--filled), for one epoch or two; every seed at once.
+  [ "$PART" = fashion3 ] && RECIPES=(
+    [fashion-fill]="--init checkpoints/fashion-mnist --subset 0 --oe-weight 1.0 --filled 0.25"
+    [fashion-fill2]="--init checkpoints/fashion-mnist --subset 0 --oe-weight 1.0 --filled 0.25 --epochs 2")
   [ "$PART" = fashion2 ] && RECIPES=(
     [fashion-oe1]="--init checkpoints/fashion-mnist --subset 20000 --oe-weight 1.0"
     [fashion-oe1-all]="--init checkpoints/fashion-mnist --subset 0 --oe-weight 1.0"
     [fashion-photo]="--init checkpoints/fashion-mnist --subset 20000")
   OUTLIERS=$CLOTHING_OUT; DATASET=fashion-mnist
 fi
-for seed in 0 1; do
+SEEDS=${SEEDS:-0 1}
+TOGETHER=${TOGETHER:-0}                    # 1: every seed's runs at once (a GPU with cores to spare)
+[ "$TOGETHER" = 1 ] && WAVES=("$SEEDS") || WAVES=($SEEDS)
+for wave in "${WAVES[@]}"; do
   pids=()
-  for name in "${!RECIPES[@]}"; do
+  for seed in $wave; do for name in "${!RECIPES[@]}"; do
     # shellcheck disable=SC2086
     timeout $(( DEADLINE - SECONDS - 20 )) python3 -m vit.train --dataset $DATASET $FT \
       --outliers "$OUTLIERS" --seed $seed --out "/tmp/i47/$name-s$seed" ${RECIPES[$name]} $EXTRA \
       > "$OUT/$name-s$seed.log" 2>&1 &
     pids+=($!)
-  done
+  done; done
   wait "${pids[@]}"
-  for name in "${!RECIPES[@]}"; do
+  for seed in $wave; do for name in "${!RECIPES[@]}"; do
     echo "--- $name-s$seed: $(tail -n 2 "$OUT/$name-s$seed.log" | tr '\n' ' ')"
     # The clothing model's "not one of these" distance, as the bundled one was fitted.
     [ "$DATASET" = fashion-mnist ] && timeout $(( DEADLINE - SECONDS - 10 )) python3 -m vit.fit_typical \
       "/tmp/i47/$name-s$seed" --data-dir "$DATA" --share 0.002 2>&1 | tail -n 1
     tar -cf "$OUT/$name-s$seed.tar" -C "/tmp/i47/$name-s$seed" --exclude=./train_state . 2>/dev/null
     rm -f "$OUT/$name-s$seed.log"
-  done
+  done; done
 done
 echo "=== done in ${SECONDS} s"

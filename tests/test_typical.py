@@ -12,6 +12,7 @@ from conftest import ROOT, run_main, run_module
 
 from vit.checkpoint import CheckpointError, open_checkpoint, save_checkpoint
 from vit.data.degrade import degrade
+from vit.data.filled import filled
 from vit.explain.typical import TYPICAL_FILE, Typical, fit, from_tensors
 from vit.inference import Predictor
 from vit.model import ViT, ViTConfig
@@ -119,6 +120,23 @@ def test_degrade_is_seeded_keeps_the_digit_and_touches_only_the_picked(tmp_path)
     # A rank's rows of the global batch get the numbers the whole batch would have drawn.
     whole = degrade(x, 0.5, torch.Generator().manual_seed(4))
     part = degrade(x[10:], 0.5, torch.Generator().manual_seed(4), total=20, mine=slice(10, 20))
+    assert torch.equal(whole[10:], part)
+
+
+def test_filled_makes_a_shaded_garment_one_flat_silhouette_and_is_seeded():
+    """--filled shows a garment as the page's Fill tool makes one: the shading gone, the shape kept."""
+    x = torch.zeros(20, 1, 28, 28)
+    x[:, :, 4:24, 8:20] = torch.linspace(0.1, 0.9, 12)                  # shaded cloth
+    x[:, :, 14:24, 13:15] = 0.0                                          # the gap between legs
+    a = filled(x, 0.5, torch.Generator().manual_seed(3))
+    assert torch.equal(a, filled(x, 0.5, torch.Generator().manual_seed(3)))
+    changed = (a != x).flatten(1).any(1)
+    assert 0 < changed.sum() < 20
+    for img in a[changed]:
+        assert img[0, 6:12, 10:18].min() == 1.0                          # flat inside
+        assert img[0, 16:24, 13:15].max() < 0.5 and img[0, :, :6].max() == 0   # gap, background
+    whole = filled(x, 0.5, torch.Generator().manual_seed(4))
+    part = filled(x[10:], 0.5, torch.Generator().manual_seed(4), total=20, mine=slice(10, 20))
     assert torch.equal(whole[10:], part)
 
 

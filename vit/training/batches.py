@@ -16,6 +16,7 @@ import torch
 from vit.data import trivial_augment
 from vit.data.affine import draw_erasing, erase
 from vit.data.degrade import degrade
+from vit.data.filled import filled
 from vit.data.loading import Split, normalize, to_unit_float
 from vit.data.specs import DatasetSpec
 from vit.preprocessing.styles import Style
@@ -26,6 +27,7 @@ from vit.training.seeds import (
     STREAM_AUGMENT,
     STREAM_DEGRADE,
     STREAM_ERASE,
+    STREAM_FILLED,
     STREAM_NEG,
     STREAM_ORDER,
     STREAM_POLICY,
@@ -220,6 +222,9 @@ def make_batch(s: Session, order: torch.Tensor, step: int) -> Batch:
     if s.tc.degrade:            # the digits only: drawn for the global batch, as erasing
         x[:len(idx)] = degrade(x[:len(idx)], s.tc.degrade,
                                _generator(s.tc.seed, STREAM_DEGRADE, step), len(batch), mine)
+    if s.tc.filled:             # the garments only: an outside picture filled is still outside
+        x[:len(idx)] = filled(x[:len(idx)], s.tc.filled,
+                              _generator(s.tc.seed, STREAM_FILLED, step), len(batch), mine)
     if s.tc.erase:              # the digits only: a non-digit with a hole is still one
         gen = _generator(s.tc.seed, STREAM_ERASE, step)
         S = s.spec.image_size
