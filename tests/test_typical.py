@@ -186,3 +186,22 @@ def test_the_page_says_so_for_noise_with_the_bundled_cifar_model(tmp_path):
     value = page.classify(str(tmp_path / "noise.png"))
     assert value["label"].startswith("not a")
     assert len(value["confidences"]) == 10
+
+
+def test_fit_faithfulness_measures_the_maps_on_validation_and_the_page_leads_with_the_best(
+        tmp_path, tiny_data, capsys):
+    """`python -m vit.fit_faithfulness` writes which map removes the answer fastest, measured on
+    the validation split, and the page's choice (`lead_map`) follows what it wrote."""
+    from vit.explain.faithful import LEADS, lead_map
+    _checkpoint(tmp_path / "ck")
+    r = run_module("vit.fit_faithfulness", str(tmp_path / "ck"), "--data-dir", str(tiny_data),
+                   "--n", "4")
+    assert r.returncode == 0, r.stderr
+    config = open_checkpoint(tmp_path / "ck", "cpu").config
+    record = config.faithfulness
+    assert set(LEADS) <= set(record["deletion"]) and record["lead"] in LEADS
+    assert record["lead"] == min(LEADS, key=record["deletion"].get) == lead_map(config)
+    assert "4 validation images" in record["measured_on"]
+    bad = run_main(capsys, "vit.fit_faithfulness", str(tmp_path / "nowhere"), "--data-dir",
+                   str(tiny_data))
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr

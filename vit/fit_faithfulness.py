@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if not 1 <= args.n <= 10_000:
         p.error("--n must be between 1 and 10000")
-    from vit.explain.faithful import fit_faithfulness
+    from vit.training.faithfulness_fit import fit_faithfulness
     try:
         fit_faithfulness(args.checkpoint, args.data_dir, args.n,
                          command=shlex.join(["python", "-m", "vit.fit_faithfulness", *argv]),
