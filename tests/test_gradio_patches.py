@@ -49,3 +49,38 @@ def test_the_queue_keeps_no_summary_nobody_reads(monkeypatch):
     assert queue.compute_analytics_summary(records) == {"functions": {}}
     monkeypatch.setenv("VIT_MONITORING", "1")
     assert queue.compute_analytics_summary(records)["functions"]["f"]["total_requests"] == 3
+
+
+def test_the_app_refuses_to_patch_a_gradio_it_was_not_written_for(monkeypatch):
+    """The patches replace private parts of one Gradio release: on another the app stops at
+    start-up with one line naming both versions and the fix, before patching anything."""
+    import pytest
+
+    from vit.ui import create_app, gradio_patches
+    from vit.ui.models import StartupError
+    assert gr.__version__ == gradio_patches.WRITTEN_FOR       # the installed one runs
+    monkeypatch.setattr(gr, "__version__", "6.32.0")
+    with pytest.raises(StartupError) as e:
+        create_app()
+    message = str(e.value)
+    assert "\n" not in message and "6.31.0" in message and "6.32.0" in message
+    assert "pip install -r requirements.txt" in message
+
+
+def test_the_speedups_can_be_switched_off_and_the_fixes_cannot():
+    """VIT_GRADIO_SPEEDUPS=0 leaves Gradio's own per-event work (patches 13 and 14) as it is, to
+    tell whether a fault is theirs; the patches that close holes are applied either way."""
+    import subprocess
+    import sys
+    code = ("import gradio.queueing as q, gradio.blocks as b, gradio.state_holder as s;"
+            "before = (q.Queue.compute_analytics_summary, b.Blocks.postprocess_data,"
+            " s.SessionState.__setitem__);"
+            "from vit.ui import gradio_patches as p; import sys; p.apply(sys.argv[1] == '1');"
+            "after = (q.Queue.compute_analytics_summary, b.Blocks.postprocess_data,"
+            " s.SessionState.__setitem__);"
+            "print([x is not y for x, y in zip(before, after)])")
+    changed = {flag: subprocess.run([sys.executable, "-c", code, flag], capture_output=True,
+                                    text=True, timeout=120).stdout.strip()
+               for flag in ("0", "1")}
+    # (summaries, skips, small sessions): off leaves the first two, on replaces all three
+    assert changed == {"0": "[False, False, True]", "1": "[True, True, True]"}

@@ -28,6 +28,7 @@ from vit.testset import data_dir_for_app
 from vit.ui import (
     boundary,
     draw_tab,
+    gradio_patches,
     mechanism_panel,
     testset_tab,
     upload_tab,
@@ -38,18 +39,11 @@ from vit.ui.gradio_patches import (
     ImageFile,
     VerdictLabel,
     bounded_connections,
-    hide_server_paths,
     mcp_tools,
-    never_rewrite_cached_images,
-    no_summaries,
     raise_file_limit,
-    short_errors,
-    skips_cost_nothing,
-    small_sessions,
-    tolerant_clicks,
 )
 from vit.ui.inpage import InPage
-from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits
+from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
 from vit.ui.memory import keep_trimming, trim
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, QUICK, TESTSET, Page
@@ -76,9 +70,10 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     else the bundled checkpoints/); `data_dir`: where test sets are ($VIT_DATA_DIR, else data/).
     Process-wide settings (torch's CPU threads: VIT_THREADS) are the caller's: app.py sets
     them. Raises StartupError."""
-    for patch in (never_rewrite_cached_images, hide_server_paths, small_sessions, short_errors,
-                  tolerant_clicks, skips_cost_nothing, no_summaries):
-        patch()
+    try:
+        gradio_patches.apply(speedups=env_int("VIT_GRADIO_SPEEDUPS", 1, 0, 1) == 1)
+    except gradio_patches.WrongGradio as e:
+        raise StartupError(str(e)) from None
     mcp_tools(TOOL_NAMES)
     limits = Limits.from_env()
     try:

@@ -88,6 +88,11 @@ refused before Gradio sees them: vit/ui/routes.py.
    outputs and change a few). `skips_cost_nothing` sends those as they are, unbuilt.
    Remove when Gradio passes a skip through untouched (tests/test_gradio_patches.py
    `test_an_output_left_as_it_is_is_not_rebuilt`).
+Patches 13 and 14 only save time and memory: `apply(speedups=False)` (VIT_GRADIO_SPEEDUPS=0)
+leaves them out, to tell whether a fault is theirs. The rest close holes and stay. `apply` refuses
+to patch a Gradio other than the one they were read in (WRITTEN_FOR): each copies or replaces a
+private part of it, and on another release could fail quietly.
+
 14. The queue summarises every event's timings into a pandas table of up to 10,000 events after
    each event, for the monitoring dashboard, which this app serves only with VIT_MONITORING=1.
    `no_summaries` computes it only then.
@@ -109,6 +114,30 @@ from vit.ui import routes
 from vit.ui.uploads import NOT_UPLOADED, ROOM, received_file
 
 _patched: set[str] = set()
+WRITTEN_FOR = "6.31.0"              # the gradio release these patches were read in and tested on
+
+
+class WrongGradio(RuntimeError):
+    """The installed Gradio is not the one the patches were written for (one line)."""
+
+
+def check_version(version: str | None = None) -> None:
+    """Raise WrongGradio unless `version` (default: the installed one) is WRITTEN_FOR."""
+    version = gr.__version__ if version is None else version
+    if version != WRITTEN_FOR:
+        raise WrongGradio(f"this app patches gradio {WRITTEN_FOR} and found {version[:40]}: "
+                          f"pip install -r requirements.txt (gradio=={WRITTEN_FOR})")
+
+
+def apply(speedups: bool = True) -> None:
+    """Every patch the page needs, after checking the Gradio they were written for: those that
+    close a hole always, the two that only save time and memory (13, 14) unless `speedups` is
+    False. Idempotent. Raises WrongGradio."""
+    check_version()
+    fixes = (never_rewrite_cached_images, hide_server_paths, small_sessions, short_errors,
+             tolerant_clicks)
+    for patch in fixes + ((skips_cost_nothing, no_summaries) if speedups else ()):
+        patch()
 log = logging.getLogger("vit.ui")
 MAX_PICTURE_SIDE = 16_383           # pixels: the most a WebP picture may have a side
 
