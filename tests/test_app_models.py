@@ -311,12 +311,11 @@ def test_queue_is_bounded_and_the_cache_is_cleaned(tmp_path):
     drawing at once was refused with 16, `python -m bench.inpage --crowd`), one visitor holds at
     most 8 of them (`python -m bench.fairness`), and Gradio's upload and picture cache is cleaned
     of files older than an hour every 30 minutes."""
-    from vit.ui.limits import Limits
     root = tmp_path / "ck"
     tiny(root / "mnist")
     demo = create_app(root, device="cpu")
     assert demo._queue.max_size == 64 and demo.delete_cache == (1800, 3600)
-    (gate, *_) = Limits.from_env().middleware()
+    (gate, *_) = demo.limits.middleware()
     assert gate.kwargs["per_visitor"] == 8
 
 
@@ -405,6 +404,7 @@ def test_a_model_that_failed_tells_every_later_visitor_why(broken_root):
     ({"VIT_DEVICE": "meta"}, "VIT_DEVICE"), ({"VIT_DEVICE": "bogus"}, "VIT_DEVICE"),
     ({"VIT_THREADS": "abc"}, "VIT_THREADS"), ({"VIT_QUEUE_SIZE": "0"}, "VIT_QUEUE_SIZE"),
     ({"VIT_CHECKPOINTS": "/nonexistent/chekpoints"}, "python -m vit.train"),
+    ({"VIT_INPAGE": "yes"}, "VIT_INPAGE"), ({"VIT_GRADIO_SPEEDUPS": "2"}, "VIT_GRADIO_SPEEDUPS"),
 ])
 def test_bad_settings_stop_start_up_with_one_line(env, message, monkeypatch, capsys):
     """app.py's own start-up, in-process (the real process: the test below)."""

@@ -723,11 +723,12 @@ def test_forwarded_addresses_are_believed_only_where_a_proxy_is_known(monkeypatc
                                                                        setting, trusted):
     """Issue 46, finding 2: with VIT_TRUSTED_PROXIES=1 by default and no proxy in front, a fresh
     forged X-Forwarded-For per request escaped the upload limit (45 of 45) and the queue share."""
+    from vit.settings import Settings
     from vit.ui.limits import Limits
     monkeypatch.setenv("SPACE_ID", space)
     monkeypatch.setenv("VIT_TRUSTED_PROXIES", setting)
     monkeypatch.delenv("VIT_UNLIMITED_LOCAL", raising=False)
-    identity = Limits.from_env().identity
+    identity = Limits.from_settings(Settings.from_env()).identity
     assert identity.trusted_proxies == trusted and not identity.unlimited_local
     forged = [{"headers": [(b"x-forwarded-for", f"198.51.100.{i}".encode())],
                "client": ("203.0.113.5", 1)} for i in range(45)]

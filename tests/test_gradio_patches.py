@@ -38,17 +38,19 @@ def test_the_queue_keeps_no_summary_nobody_reads(monkeypatch):
     """After every event the queue built a pandas table of up to 10,000 events' timings, read
     only by the monitoring dashboard."""
     from gradio.queueing import Queue
-    no_summaries()
+    no_summaries(monitoring=False)
     queue = Queue.__new__(Queue)
     queue.cached_event_analytics_summary = {"functions": {}}
     queue.events_recorded = queue.event_count_at_last_cache = 5
     queue.events_recorded_per_fn, queue.ANAYLTICS_CACHE_FREQUENCY = {}, 1
     queue.events_recorded += 1
     records = [{"function": "f", "status": "success", "process_time": 0.1}] * 3
-    monkeypatch.delenv("VIT_MONITORING", raising=False)
     assert queue.compute_analytics_summary(records) == {"functions": {}}
-    monkeypatch.setenv("VIT_MONITORING", "1")
-    assert queue.compute_analytics_summary(records)["functions"]["f"]["total_requests"] == 3
+    no_summaries(monitoring=True)                      # VIT_MONITORING=1: the dashboard reads them
+    try:
+        assert queue.compute_analytics_summary(records)["functions"]["f"]["total_requests"] == 3
+    finally:
+        no_summaries(monitoring=False)
 
 
 def test_the_app_refuses_to_patch_a_gradio_it_was_not_written_for(monkeypatch):

@@ -2,9 +2,9 @@
 that need that device marked for a Hugging Face ZeroGPU Space (`gpu_task`)."""
 from __future__ import annotations
 
-import os
-
 import torch
+
+from vit.settings import Settings
 
 RUNNABLE_DEVICES = ("cpu", "cuda", "mps")
 
@@ -13,7 +13,7 @@ def pick_device(name: str | None = None) -> torch.device:
     """'auto' / None ($VIT_DEVICE, else auto) -> cuda, then mps, then cpu; anything else must name a
     device a model can really run on here: torch also knows 'meta' (shapes without data) and
     others, on which a forward pass fails deep inside torch. Raises ValueError saying why."""
-    name = name or os.environ.get("VIT_DEVICE") or "auto"
+    name = name or Settings.from_env().device
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -38,7 +38,7 @@ def pick_device(name: str | None = None) -> torch.device:
 def on_zero_gpu() -> bool:
     """Whether this process runs on a ZeroGPU Space (which sets SPACES_ZERO_GPU, read as the
     `spaces` package reads it)."""
-    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
+    return Settings.from_env().zero_gpu
 
 
 def gpu_task(fn):

@@ -15,6 +15,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from vit.settings import Settings
+
 
 def one_line(e: BaseException) -> str:
     """An exception's message on one line (library messages sometimes span several)."""
@@ -107,8 +109,9 @@ BUNDLED = bundled_folder()
 def _served() -> list[tuple[Path, str]]:
     """The folders the app serves models from: the repository's checkpoints/ and $VIT_CHECKPOINTS."""
     found = [(BUNDLED.resolve(), "the bundled checkpoints folder the app serves")]
-    if os.environ.get("VIT_CHECKPOINTS"):
-        found.append((Path(os.environ["VIT_CHECKPOINTS"]).expanduser().resolve(),
+    served = Settings.from_env().checkpoints
+    if served:
+        found.append((Path(served).expanduser().resolve(),
                       "the folder the app serves ($VIT_CHECKPOINTS)"))
     return found
 

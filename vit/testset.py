@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from vit.data.specs import builtin_spec
 from vit.device import gpu_task, on_zero_gpu
 from vit.explain.calibration import calibrated
 from vit.scoring import confusion_matrix, predict_logits
+from vit.settings import Settings
 from vit.storage import StorageError, load_tensors, save_tensors
 
 CACHE = Path(".cache") / "test-predictions.safetensors"
@@ -155,7 +155,7 @@ def own_cache(folder: Path) -> Path | None:
 # --- the confusion matrix as a clickable picture --------------------------------------------
 
 
-def data_dir_for_app() -> Path:
+def data_dir_for_app(settings: Settings | None = None) -> Path:
     """Where the app looks for test sets: $VIT_DATA_DIR, else the trainer's default `data/`."""
-    return Path(os.environ.get("VIT_DATA_DIR",
-                               Path(__file__).resolve().parent.parent / DEFAULT_DATA_DIR))
+    given = (settings or Settings.from_env()).data_dir
+    return Path(given) if given else Path(__file__).resolve().parent.parent / DEFAULT_DATA_DIR

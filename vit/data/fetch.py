@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from vit.data.loading import DataError
+from vit.settings import Settings
 
 MAX_BYTES = 16 << 20            # a test split's largest file (MNIST's images: 7.8 MB unpacked)
 TIMEOUT = 20                    # seconds without a byte before a mirror is given up
@@ -56,7 +57,7 @@ def fetchable(name: str | None) -> bool:
 
 
 def mirrors(name: str) -> tuple[str, ...]:
-    own = os.environ.get("VIT_DATA_URL", "").strip()
+    own = Settings.from_env().data_url
     return (own.rstrip("/") + "/",) if own else MIRRORS[name]
 
 

@@ -26,6 +26,7 @@ import torch
 from vit.data.affine import Augment
 from vit.data.specs import FOLDER, DatasetSpec
 from vit.preprocessing.styles import PHOTOS
+from vit.settings import Settings
 
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff"}
 SPLIT_DIRS = {True: ("train",), False: ("test", "val")}
@@ -153,8 +154,8 @@ def cache_dir(root: Path) -> Path:
     made read-only is respected even for root), else a folder per data set in the user's cache."""
     if os.access(root, os.W_OK) and root.stat().st_mode & stat.S_IWUSR:
         return root / CACHE_DIR
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "vit-explorer" / hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    return Settings.from_env().user_cache / "vit-explorer" / key
 
 
 def _read_cache(path: Path, key: str):

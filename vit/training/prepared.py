@@ -17,26 +17,26 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-CACHE_ENV = "VIT_CACHE_DIR"
+from vit.settings import Settings
+
 OFF = "none"
 
 
 def cache_root(flag: str = "") -> Path | None:
     """The folder prepared data is kept in (None: caching off)."""
-    where = flag or os.environ.get(CACHE_ENV, "")
+    settings = Settings.from_env()
+    where = flag or settings.cache_dir
     if where.lower() == OFF:
         return None
     if where:
         return Path(where)
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "vit-explorer" / "runs"
+    return settings.user_cache / "vit-explorer" / "runs"
 
 
 def code_digest(*objects) -> str:

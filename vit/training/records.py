@@ -7,7 +7,6 @@ import csv
 import datetime as dt
 import fnmatch
 import hashlib
-import os
 import re
 import subprocess
 from dataclasses import asdict
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from vit.settings import Settings
 from vit.storage import atomic_write
 from vit.training.config import RUNTIME_FIELDS
 from vit.training.session import Session
@@ -85,7 +85,7 @@ def git_commit() -> str:
     """The commit whose code runs: $VIT_COMMIT when the command names it (a GPU machine's copy
     of the working tree may carry a .git older than its files, whose HEAD would be wrong), else
     HEAD's hash with '-dirty' when vit/ differs from it ('unknown' outside git)."""
-    named = os.environ.get("VIT_COMMIT", "").strip()
+    named = Settings.from_env().commit
     if named:
         if not re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", named):
             raise ValueError(f"VIT_COMMIT must be a commit's hex hash, not {named[:60]!r}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import functools
 import inspect
-import os
 import shutil
 import tempfile
 import threading
@@ -23,6 +22,7 @@ from vit.data.examples import write_examples
 from vit.device import pick_device
 from vit.preprocessing.decode import MAX_FILE_BYTES
 from vit.preprocessing.styles import STYLES
+from vit.settings import SettingError, Settings
 from vit.storage import BUNDLED
 from vit.testset import data_dir_for_app
 from vit.ui import (
@@ -43,7 +43,7 @@ from vit.ui.gradio_patches import (
     raise_file_limit,
 )
 from vit.ui.inpage import InPage
-from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits, env_int
+from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits
 from vit.ui.memory import keep_trimming, trim
 from vit.ui.models import Models, StartupError
 from vit.ui.page import ANALYSIS, QUICK, TESTSET, Page
@@ -65,25 +65,25 @@ SCROLL_TO_RESULT = "() => document.querySelector('#status')?.scrollIntoView({blo
 
 
 def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
-               models: Models | None = None) -> gr.Blocks:
-    """Build the page. `checkpoints`: a folder of checkpoint folders (default $VIT_CHECKPOINTS,
-    else the bundled checkpoints/); `data_dir`: where test sets are ($VIT_DATA_DIR, else data/).
-    Process-wide settings (torch's CPU threads: VIT_THREADS) are the caller's: app.py sets
-    them. Raises StartupError."""
+               models: Models | None = None, settings: Settings | None = None) -> gr.Blocks:
+    """Build the page. `settings`: every setting (default: read from the environment now,
+    vit/settings.py); `checkpoints`, `data_dir` and `device` override its VIT_CHECKPOINTS (else
+    the bundled checkpoints/), VIT_DATA_DIR (else data/) and VIT_DEVICE. Process-wide settings
+    (torch's CPU threads: VIT_THREADS) are the caller's: app.py sets them. Raises StartupError."""
     try:
-        gradio_patches.apply(speedups=env_int("VIT_GRADIO_SPEEDUPS", 1, 0, 1) == 1)
-    except gradio_patches.WrongGradio as e:
+        settings = settings or Settings.from_env()
+        gradio_patches.apply(settings.gradio_speedups, settings.monitoring)
+    except (SettingError, gradio_patches.WrongGradio) as e:
         raise StartupError(str(e)) from None
     mcp_tools(TOOL_NAMES)
-    limits = Limits.from_env()
+    limits = Limits.from_settings(settings)
     try:
-        device = pick_device(device or os.environ.get("VIT_DEVICE") or "auto")
+        device = pick_device(device or settings.device)
     except ValueError as e:
         raise StartupError(f"VIT_DEVICE: {e}") from None
-    hub = [h.strip() for h in os.environ.get("VIT_HUB_MODELS", "").split(",") if h.strip()]
-    models = models or Models(checkpoints or os.environ.get("VIT_CHECKPOINTS", BUNDLED),
-                              device, hub=hub)
-    data_dir = Path(data_dir) if data_dir else data_dir_for_app()
+    models = models or Models(checkpoints or settings.checkpoints or BUNDLED, device,
+                              hub=list(settings.hub_models))
+    data_dir = Path(data_dir) if data_dir else data_dir_for_app(settings)
     # A fresh private folder (0700) per process, removed at exit: a fixed /tmp path could be
     # another user's.
     if examples_dir is None:
@@ -94,9 +94,9 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     page = Page(models, data_dir, examples)
     # The model in the visitor's browser while the pen moves (vit/ui/inpage.py); VIT_INPAGE=0:
     # every update from the server, as before.
-    inpage = InPage(models, disabled=os.environ.get("VIT_INPAGE", "1").strip() == "0")
+    inpage = InPage(models, disabled=not settings.inpage)
     with gr.Blocks(title="ViT Explorer", delete_cache=CACHE_LIFETIME) as demo:
-        ui = layout(page, models, data_dir)
+        ui = layout(page, models, data_dir, settings.on_space)
         wire = Wiring(page, models, ui)
         wire.inputs()
         wire.panels()
@@ -110,12 +110,13 @@ def create_app(checkpoints=None, data_dir=None, device=None, examples_dir=None,
     demo.queue(max_size=limits.queue_size, default_concurrency_limit=CONCURRENCY,
                api_open=False)
     demo.limits = limits
+    demo.settings = settings
     demo.inpage = inpage
     demo.page = page                    # for tests and notebooks: the handlers over these models
     return demo
 
 
-def layout(page: Page, models: Models, data_dir: Path) -> SimpleNamespace:
+def layout(page: Page, models: Models, data_dir: Path, on_space: bool = False) -> SimpleNamespace:
     """The page's components, laid out: the header, the first screen (the input's tabs beside
     the answer, the strip and what the answer rests on), then the folded panels. Returns them
     by name (`comps`: every component a handler may name) and the panels' own records."""
@@ -138,7 +139,7 @@ def layout(page: Page, models: Models, data_dir: Path) -> SimpleNamespace:
                 with gr.Tab("Upload", id="upload") as upload_el:
                     upload = upload_tab.build()
                 # On a Space the tab appears only when the data is there or can be fetched.
-                tst = testset_tab.build(models, data_dir, visible="SPACE_ID" not in os.environ
+                tst = testset_tab.build(models, data_dir, visible=not on_space
                                         or testset_tab.data_available(models, data_dir))
         with gr.Column(scale=6, min_width=300, elem_id="result-col"):
             first = first_screen(p)
@@ -347,7 +348,8 @@ def launch(demo: gr.Blocks, **kwargs):
     """Serve the page with its script, style and limits (vit/ui/limits.py; GRADIO_SERVER_NAME /
     GRADIO_SERVER_PORT honoured)."""
     limits = getattr(demo, "limits", None) or Limits()
-    if getattr(demo, "page", None) is not None and os.environ.get("VIT_WARM", "1") != "0":
+    settings = getattr(demo, "settings", None) or Settings()
+    if getattr(demo, "page", None) is not None and settings.warm:
         # The panels' per-model pictures and test-set answers, in the background: a visitor who
         # opens them later finds them ready (one who comes first waits on the same work).
         threading.Thread(target=_warm, args=(demo.page,), name="vit-warm", daemon=True).start()
@@ -362,7 +364,7 @@ def launch(demo: gr.Blocks, **kwargs):
     # drawing's PNG, every picture) into the browser's localStorage, ~250 ms of the page's main
     # thread per event here — the page stuttered while drawing — and keeps drawings there.
     # The Model Context Protocol beside the page (vit/ui/tools.py), unless VIT_MCP=0.
-    kwargs.setdefault("mcp_server", os.environ.get("VIT_MCP", "1").strip() != "0")
+    kwargs.setdefault("mcp_server", settings.mcp)
     return demo.launch(css=CSS, js=JS, show_error=True, max_file_size=MAX_FILE_BYTES, run_history=False,
                        state_session_capacity=limits.sessions,
                        app_kwargs={"middleware": _inpage(demo) + limits.middleware()}, **kwargs)

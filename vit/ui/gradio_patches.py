@@ -110,10 +110,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from vit.ui import routes
 from vit.ui.uploads import NOT_UPLOADED, ROOM, received_file
 
 _patched: set[str] = set()
+_patched_config: dict = {}          # what a patch was last configured with (uvicorn's Config, monitoring)
 WRITTEN_FOR = "6.31.0"              # the gradio release these patches were read in and tested on
 
 
@@ -129,15 +129,19 @@ def check_version(version: str | None = None) -> None:
                           f"pip install -r requirements.txt (gradio=={WRITTEN_FOR})")
 
 
-def apply(speedups: bool = True) -> None:
+def apply(speedups: bool = True, monitoring: bool = False) -> None:
     """Every patch the page needs, after checking the Gradio they were written for: those that
     close a hole always, the two that only save time and memory (13, 14) unless `speedups` is
-    False. Idempotent. Raises WrongGradio."""
+    False (`monitoring`: the dashboard is served, so 14 keeps Gradio's summaries). Idempotent.
+    Raises WrongGradio."""
     check_version()
     fixes = (never_rewrite_cached_images, hide_server_paths, small_sessions, short_errors,
              tolerant_clicks)
-    for patch in fixes + ((skips_cost_nothing, no_summaries) if speedups else ()):
+    for patch in fixes:
         patch()
+    if speedups:
+        skips_cost_nothing()
+        no_summaries(monitoring)
 log = logging.getLogger("vit.ui")
 MAX_PICTURE_SIDE = 16_383           # pixels: the most a WebP picture may have a side
 
@@ -361,15 +365,17 @@ def skips_cost_nothing() -> None:
     _patched.add("skips")
 
 
-def no_summaries() -> None:
-    """Patch 14 (idempotent): with VIT_MONITORING unset the summary stays empty."""
+def no_summaries(monitoring: bool = False) -> None:
+    """Patch 14 (patched once; the latest call's `monitoring` holds): unless Gradio's dashboard
+    is served (`monitoring`: VIT_MONITORING=1) the summary stays empty."""
+    _patched_config["monitoring"] = monitoring
     if "summaries" in _patched:
         return
     from gradio.queueing import Queue
     summarise = Queue.compute_analytics_summary
 
     def compute_analytics_summary(self, records):
-        if routes.monitoring():
+        if _patched_config.get("monitoring"):
             return summarise(self, records)
         return self.cached_event_analytics_summary
 
@@ -464,7 +470,6 @@ def bounded_connections(limit: int, first_request_s: float) -> None:
     uvicorn.Config = BoundedConfig
 
 
-_patched_config: dict = {}
 
 
 def raise_file_limit() -> int:

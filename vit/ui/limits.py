@@ -1,21 +1,6 @@
-"""Every bound a host can rely on, in one place: read once from the environment at start-up
-(`Limits.from_env`, a bad value stops the app with one line) and applied by `launch`.
-
-| setting                 | default | bounds                                                    |
-|-------------------------|---------|-----------------------------------------------------------|
-| VIT_SESSIONS            | 2000    | visitors' sessions kept in memory (oldest dropped first)  |
-| VIT_QUEUE_SIZE          | 64      | events waiting for a worker; more are told "busy"         |
-| VIT_CONNECTIONS         | 2000    | open HTTP connections; more get 503 at once (and never    |
-|                         |         | more than the process's open-file limit allows)           |
-| VIT_UPLOADS_PER_MINUTE  | 30      | uploads per visitor (address) a minute                    |
-| VIT_UPLOADS_IN_FLIGHT   | 4       | uploads being received at once                            |
-| VIT_UPLOAD_CACHE_MB     | 1000    | the folder of uploads and answer pictures (oldest first;  |
-|                         |         | never the page's own files)                               |
-| VIT_MONITORING          | 0       | 1: serve Gradio's monitoring routes (else 404)            |
-| VIT_TRUSTED_PROXIES     | 0; on a | proxies in front that append to X-Forwarded-For; 0: none, |
-|                         | Space 1 | the socket's peer is the visitor (vit/ui/identity.py)     |
-| VIT_UNLIMITED_LOCAL     | 0       | 1: this machine's own requests skip per-visitor limits    |
-|                         |         | (only where nothing here forwards others' requests)       |
+"""Every bound a host can rely on, in one place: set from vit/settings.py's `Settings` (read once
+at start-up; a bad value stops the app with one line; their table: docs/hosting.md "Settings")
+and applied by `launch`.
 
 Fixed: an upload request says its size and carries at most 50 MB (`MAX_FILE_BYTES`, one
 file's worth); any other request's body at most `MAX_REQUEST_BYTES`; a body must keep arriving
@@ -29,16 +14,15 @@ Decoding: vit/preprocessing/`open_image`. Values inside a request: vit/ui/bounda
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 
 from starlette.requests import ClientDisconnect
 
 from vit.preprocessing.decode import MAX_FILE_BYTES
+from vit.settings import Settings
 from vit.ui import routes
 from vit.ui.identity import Identity
-from vit.ui.models import StartupError
 from vit.ui.uploads import UploadLimits, paced, plain
 
 MAX_REQUEST_BYTES = 2_000_000       # a drawing's PNG is a few KB; a photo on the canvas ~0.5 MB
@@ -46,26 +30,6 @@ FIRST_REQUEST_SECONDS = 10
 PER_VISITOR_WAITING = 8            # events one visitor may have waiting (a page sends ≤ 3 at once)
 CACHE_LIFETIME = (1800, 3600)       # Gradio's delete_cache: (every, older than), in seconds
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-def env_int(name: str, default: int, lo: int, hi: int) -> int:
-    """An integer setting from the environment, or StartupError with one line."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise StartupError(f"{name}={raw[:20]!r} is not a whole number") from None
-    if not lo <= value <= hi:
-        raise StartupError(f"{name} must be between {lo} and {hi}, not {value}")
-    return value
-
-
-def threads_from_env() -> int:
-    """Torch CPU threads per request (VIT_THREADS, else 1: with two cores, two concurrent requests
-    on one thread each beat one request whose two threads fight the other's)."""
-    return env_int("VIT_THREADS", 1, 1, 4 * (os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -80,33 +44,26 @@ class Limits:
     upload_cache_mb: int = 1000
     trusted_proxies: int = 0
     unlimited_local: bool = False
+    monitoring: bool = False          # Gradio's monitoring routes served (VIT_MONITORING=1)
 
     @property
     def identity(self) -> Identity:
         return Identity(self.trusted_proxies, self.unlimited_local)
 
     @classmethod
-    def from_env(cls) -> "Limits":
-        # A Space's proxy appends the visitor's address; elsewhere nobody is known to.
-        proxies = 1 if os.environ.get("SPACE_ID", "").strip() else 0
-        return cls(sessions=env_int("VIT_SESSIONS", cls.sessions, 10, 1_000_000),
-                   queue_size=env_int("VIT_QUEUE_SIZE", cls.queue_size, 1, 10_000),
-                   connections=env_int("VIT_CONNECTIONS", cls.connections, 10, 100_000),
-                   uploads_per_minute=env_int("VIT_UPLOADS_PER_MINUTE", cls.uploads_per_minute,
-                                              1, 100_000),
-                   uploads_in_flight=env_int("VIT_UPLOADS_IN_FLIGHT", cls.uploads_in_flight,
-                                             1, 1000),
-                   trusted_proxies=env_int("VIT_TRUSTED_PROXIES", proxies, 0, 10),
-                   unlimited_local=env_int("VIT_UNLIMITED_LOCAL", 0, 0, 1) == 1,
-                   upload_cache_mb=env_int("VIT_UPLOAD_CACHE_MB", cls.upload_cache_mb,
-                                           2 * MAX_FILE_BYTES // 1_000_000, 10_000_000))
+    def from_settings(cls, s: Settings) -> "Limits":
+        return cls(sessions=s.sessions, queue_size=s.queue_size, connections=s.connections,
+                   uploads_per_minute=s.uploads_per_minute, uploads_in_flight=s.uploads_in_flight,
+                   upload_cache_mb=s.upload_cache_mb, trusted_proxies=s.proxies,
+                   unlimited_local=s.unlimited_local, monitoring=s.monitoring)
 
     def middleware(self) -> list:
         """For `launch(app_kwargs={"middleware": …})`: outermost first."""
         from starlette.middleware import Middleware
         # One visitor may hold a few of the queue's waiting places, never all of them.
         per_visitor = min(PER_VISITOR_WAITING, max(2, self.queue_size // 2))
-        return [Middleware(RequestLimits, per_visitor=per_visitor, identity=self.identity),
+        return [Middleware(RequestLimits, per_visitor=per_visitor, identity=self.identity,
+                           monitoring=self.monitoring),
                 Middleware(UploadLimits, per_visitor=self.uploads_per_minute,
                            identity=self.identity,
                            in_flight=self.uploads_in_flight,
@@ -265,16 +222,16 @@ class RequestLimits:
     — before Gradio parses or keeps any. Gradio's routes this app does not offer answer 404."""
 
     def __init__(self, app, max_bytes: int = MAX_REQUEST_BYTES, per_visitor: int = 8,
-                 identity: Identity = Identity()):
+                 identity: Identity = Identity(), monitoring: bool = False):
         self.app, self.max_bytes, self.per_visitor = app, max_bytes, per_visitor
-        self.identity = identity
+        self.identity, self.monitoring = identity, monitoring
         self._joining: dict[str, int] = {}      # visitor -> events being pushed right now
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         send = nosniff(send)
-        if routes.not_offered(scope["path"]):
+        if routes.not_offered(scope["path"], self.monitoring):
             return await plain(send, 404, "Not offered by this app.")
         if scope["method"] == "GET":
             problem = routes.get_problem(scope)

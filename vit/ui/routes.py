@@ -11,7 +11,6 @@ app launches with `api_open=False`); `…/file=<path>` serves a file of the cach
 """
 from __future__ import annotations
 
-import os
 import re
 from urllib.parse import parse_qs, unquote
 
@@ -29,13 +28,10 @@ QUEUE_DATA = re.compile(r"/queue/data/?$")
 FILE = re.compile(r"/file=")
 
 
-def monitoring() -> bool:
-    """Whether Gradio's monitoring dashboard is served (VIT_MONITORING=1)."""
-    return os.environ.get("VIT_MONITORING", "0").strip() == "1"
-
-
-def not_offered(path: str) -> bool:
-    if monitoring() and "/monitoring" in path:
+def not_offered(path: str, monitoring: bool = False) -> bool:
+    """Whether `path` is a route of Gradio's this app does not offer (`monitoring`: Gradio's
+    monitoring dashboard is served, VIT_MONITORING=1)."""
+    if monitoring and "/monitoring" in path:
         return False
     return bool(NOT_OFFERED.match(path))
 
