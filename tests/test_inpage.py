@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ARTIFACTS
 
 from vit.data.examples import render_digit
 from vit.export import PAGE_FILE, export_page
@@ -228,6 +229,48 @@ def test_while_the_pen_moves_the_page_answers_itself_and_asks_the_server_nothing
     pg.wait_for_function("() => !document.querySelector('#status').hasAttribute('data-stale')")
     assert any("queue/join" in u for u in asked[len(during):])
     assert "7" in pg.inner_text("#status")
+    pg.close()
+
+
+HIDDEN = ("el => [...el.children].every(c => getComputedStyle(c).visibility === 'hidden')"
+          " && getComputedStyle(el, '::before').content")
+
+
+@pytest.mark.browser
+def test_while_the_pen_is_down_the_strip_is_the_only_answer_on_screen(browser, app_server):
+    """Issue 49, 1: drawing again, the headline still said the last drawing's answer (greyed)
+    beside the strip's live one, and "what the answer rests on" showed the last drawing's map and
+    words; after Clear that box was an empty frame. Now what belongs to the last drawing is hidden,
+    in place (nothing below moves), and says when this drawing's answer comes."""
+    pg = _page(browser, app_server[1])
+    _ready(pg)
+    pg.click("#drawpad [data-act=clear]")
+    pg.wait_for_function("() => document.querySelector('#status').innerText.includes('Draw')")
+    # (the map's lane answers after the headline's)
+    pg.wait_for_function("() => !document.querySelector('#glance img') && "
+                         "getComputedStyle(document.querySelector('#glance')).visibility === 'hidden'",
+                         timeout=30_000)
+    _stroke(pg)
+    pg.mouse.up()                                                   # a 7, answered by the server
+    pg.wait_for_function("() => document.querySelector('#status').innerText.includes('reads this as 7')"
+                         " && !document.querySelector('#status').hasAttribute('data-stale')",
+                         timeout=30_000)
+    pg.wait_for_selector("#glance img", timeout=30_000)
+    strip_top = pg.locator("#pipeline").bounding_box()["y"]
+    _stroke(pg, ((0.5, 0.2), (0.5, 0.85)))                          # pen down again: a stroke more
+    live = json.loads(pg.evaluate("JSON.stringify(window.vitStrip.value())"))
+    status, why = pg.locator("#status"), pg.locator("#why-row")
+    assert live["inpage"]
+    assert "reads this as" not in status.inner_text()               # the old answer is not shown
+    assert "lift the pen" in status.evaluate(HIDDEN)                # and it says why
+    assert "lift the pen" in why.evaluate(HIDDEN)
+    assert pg.locator("#pipeline").bounding_box()["y"] == strip_top  # nothing jumped
+    pg.screenshot(path=ARTIFACTS / "browser" / "49-1-pen-down.png")
+    pg.mouse.up()
+    pg.wait_for_function("() => !document.querySelector('#status').hasAttribute('data-stale')"
+                         " && document.querySelector('#status').innerText.includes('reads this as')",
+                         timeout=30_000)
+    assert not why.evaluate(HIDDEN)
     pg.close()
 
 

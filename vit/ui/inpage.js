@@ -104,6 +104,8 @@
     return true;
   };
 
+  const STALE = ["status", "why-row"];          // what belongs to the last lifted drawing
+
   async function run() {
     S.scheduled = false;
     const job = S.pending, since = S.since;
@@ -114,8 +116,9 @@
       const value = await answer(job.canvas, job.name);
       if (value && chosen() === job.name) {
         window.vitStrip.show(value);
-        // The headline is the server's last answer: dimmed until the pen lifts and it answers.
-        document.querySelector("#status")?.setAttribute("data-stale", "");
+        // The headline and what the answer rests on are the server's last answer: hidden, and
+        // saying so, until the pen lifts and it answers (page.css: one input, one answer).
+        for (const id of STALE) document.getElementById(id)?.setAttribute("data-stale", "");
         S.shown = true;
         S.frames += 1;
         S.ms.push(performance.now() - since);
@@ -576,7 +579,7 @@
     const answered = document.querySelector("#answered");
     if (!answered) { setTimeout(watchAnswers, 500); return; }
     new MutationObserver(() => {
-      document.querySelector("#status")?.removeAttribute("data-stale");
+      for (const id of STALE) document.getElementById(id)?.removeAttribute("data-stale");
       // (its strip's value lands beside the echo, maybe just after it)
       if (S.shown) { S.shown = false; setTimeout(() => window.vitStrip && window.vitStrip.reload(), 150); }
     }).observe(answered, {childList: true, subtree: true, characterData: true, attributes: true});
