@@ -84,6 +84,30 @@ def test_the_strip_carries_the_models_input_the_maps_and_the_top_classes(page):
     assert (clamped["layer"], clamped["head"], clamped["patch"]) == (6, 1, 48)
 
 
+def test_the_strip_writes_each_probability_as_the_headline_does(page):
+    """Issue 49, 4: one answer read "95.6 %" in the headline and "95.7 %" in the strip: the strip
+    got the probability rounded to 5 decimals and rounded it again. For the same analysis, every
+    class the strip lists now reads as the headline's `percent` writes it."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    from vit.text import percent
+
+    def page_writes(v: float) -> str:           # pipeline.js pct(): (100 * v).toFixed(1) + " %"
+        return str(Decimal(100 * v).quantize(Decimal("0.1"), ROUND_HALF_UP)) + " %"
+
+    p, a = page.predictor("mnist"), page.predictor("mnist").analyse(render_digit("7"))
+    rng = np.random.default_rng(0)
+    checked = 0
+    for probs in [a.probs, *rng.dirichlet(np.full(10, 0.3), 2000).astype(np.float32)]:
+        shown = pipeline.strip_value(p, Analysis(a.image, probs, a.verdict, None))
+        by_name = dict(shown["classes"])
+        for i, name in enumerate(p.class_names):
+            if name in by_name:
+                assert page_writes(by_name[name]) == percent(probs[i]), (name, probs[i])
+                checked += 1
+    assert checked > 10_000
+
+
 def test_the_strip_answers_while_the_pen_is_down(page):
     visit = page.visit()
     live = page.follow_drawing(visit, {**seven(), "final": False}, "mnist")

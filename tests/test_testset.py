@@ -80,7 +80,7 @@ def test_selections():
     assert r.select("all", true=0, pred=0).tolist() == [0, 5]
     assert r.select("all", limit=2).tolist() == [0, 1]
     assert r.confusion().tolist() == [[2, 0, 0], [0, 2, 0], [1, 1, 0]]
-    assert r.caption(2) == "2→1 60%" and r.caption(0) == "0 ✓ 90%"
+    assert r.caption(2) == "2→1 60.0 %" and r.caption(0) == "0 ✓ 90.0 %"
     with pytest.raises(ValueError):
         r.select("best")
 
