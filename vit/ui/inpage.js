@@ -37,10 +37,19 @@
 
   function say(text) { if (window.vitNote) window.vitNote(text); }
 
+  // Why the page can't run the model, in a visitor's words (S.problem keeps the browser's own,
+  // for tests and bug reports): "Failed to fetch" said nothing to anybody.
+  function plainly(problem) {
+    if (/fetch|network|load failed|did not load|HTTP \d/i.test(problem)) return "its files could not be downloaded";
+    if (/failed its check/.test(problem)) return "its files arrived changed, so they were not used";
+    if (/WebAssembly|wasm/i.test(problem)) return "this browser can't run WebAssembly here";
+    return "it stopped with an error";
+  }
+
   function fail(e) {
     S.problem = String(e && e.message || e);
     S.ready = false;
-    say("While you draw, the server answers (this browser can't run the model: " + S.problem + ").");
+    say("While you draw, the server answers (this browser can't run the model: " + plainly(S.problem) + ").");
   }
 
   S.start = async function (m) {

@@ -138,9 +138,9 @@
       const s = document.createElement("script");
       s.src = m.script.url; s.integrity = m.script.integrity; s.crossOrigin = "anonymous";
       s.onload = () => window.vitInPage && window.vitInPage.start(m);
-      s.onerror = () => serverAnswers("the in-page model could not load");
+      s.onerror = () => serverAnswers("the model's files for this page could not be downloaded");
       document.head.appendChild(s);
-    }).catch(() => serverAnswers("the in-page model could not load"));
+    }).catch(() => serverAnswers("the model's files for this page could not be downloaded"));
   }
   // After the page's first answer, when the browser is idle: the runtime (3.7 MB compressed) and
   // the model never hold up the page's opening; the server answers until they are ready.
