@@ -276,6 +276,15 @@ def test_while_the_pen_is_down_the_strip_is_the_only_answer_on_screen(browser, a
                          " && document.querySelector('#status').innerText.includes('reads this as')",
                          timeout=30_000)
     assert not why.evaluate(HIDDEN)
+    # Issue 49, 8: a one-line answer and a two-line one ("Not a digit" and why) leave the strip
+    # where it was (it jumped ~40 px at each lift between them).
+    pg.click("#drawpad [data-act=clear]")
+    _stroke(pg, ((0.3, 0.5), (0.7, 0.5)))
+    pg.mouse.up()
+    pg.wait_for_function("() => document.querySelector('#status').innerText.includes('Not a digit')"
+                         " && !document.querySelector('#status').hasAttribute('data-stale')",
+                         timeout=30_000)
+    assert pg.locator("#pipeline").bounding_box()["y"] == strip_top
     pg.close()
 
 
