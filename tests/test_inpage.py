@@ -261,6 +261,10 @@ def test_while_the_pen_is_down_the_strip_is_the_only_answer_on_screen(browser, a
                          " && !document.querySelector('#status').hasAttribute('data-stale')",
                          timeout=30_000)
     pg.wait_for_selector("#glance img", timeout=30_000)
+    # Issue 49, 8: the map's frame was a button without a name that did nothing.
+    pg.wait_for_function("() => [...document.querySelectorAll('#glance button')].every("
+                         "b => b.tabIndex === -1 && b.getAttribute('role') === 'none')")
+    assert "the answer rests on" in pg.locator("#glance img").get_attribute("alt")   # still said
     strip_top = pg.locator("#pipeline").bounding_box()["y"]
     _stroke(pg, ((0.5, 0.2), (0.5, 0.85)))                          # pen down again: a stroke more
     live = json.loads(pg.evaluate("JSON.stringify(window.vitStrip.value())"))

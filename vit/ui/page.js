@@ -109,6 +109,11 @@
       status.setAttribute("aria-atomic", "true");
     }
     document.querySelectorAll(".empty[aria-label]:not([role])").forEach(e => e.setAttribute("role", "img"));
+    // Gradio wraps the map beside the answer in a button that does nothing here: a tab stop
+    // without a name. It is made a plain frame; the picture's own alt text still speaks.
+    document.querySelectorAll("#glance button:not([role])").forEach(b => {
+      b.setAttribute("role", "none"); b.tabIndex = -1;
+    });
   }
   new MutationObserver(tidy).observe(document.body, {childList: true, subtree: true});
   tidy();
