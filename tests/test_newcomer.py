@@ -242,12 +242,30 @@ def test_the_strip_names_the_patch_the_answer_rests_on_by_the_measured_lead_map(
 
 def test_the_deletion_test_says_which_map_to_believe():
     from vit.ui.why_panel import verdict
-    assert verdict({"rollout": 0.40, "relevance": 0.12, "occlusion": 0.20, "random order": 0.45}) \
+    assert verdict({"rollout": 0.40, "relevance": 0.12, "occlusion": 0.20, "random order": 0.45})[0] \
         == "Relevance found the patches the answer rests on best: believe it first."
-    assert verdict({"rollout": 0.13, "relevance": 0.12, "occlusion": 0.12, "random order": 0.45}) \
+    assert verdict({"rollout": 0.13, "relevance": 0.12, "occlusion": 0.12, "random order": 0.45})[0] \
         .startswith("Relevance, occlusion and rollout found")
-    assert verdict({"rollout": 0.44, "relevance": 0.43, "occlusion": 0.46, "random order": 0.45}) \
+    assert verdict({"rollout": 0.44, "relevance": 0.43, "occlusion": 0.46, "random order": 0.45})[0] \
         .startswith("No map does better than blanking patches at random")
+
+
+def test_a_map_that_ignores_the_model_is_never_simply_believed():
+    """Issue 49, 3: the scoreboard said of occlusion and rollout "believe either of them" and, in
+    the same paragraph, that both hardly changed when later layers were made random."""
+    from vit.ui.why_panel import verdict
+    tied = {"rollout": 0.13, "relevance": 0.30, "occlusion": 0.12, "random order": 0.45}
+    said, named = verdict(tied, same=["rollout", "occlusion"])
+    assert "believe either" not in said and "believe" not in said.split("but")[-1]
+    assert said == ("Occlusion and rollout found the patches the answer rests on about equally well "
+                    "(better than chance), but they hardly changed when the later layers were "
+                    "replaced by random ones (⚠️), so they show the picture's layout more than "
+                    "what the model learned: read them as where the answer may rest, not as why.")
+    said, _ = verdict(tied, same=["rollout"])
+    assert said.endswith("but rollout hardly changed when the later layers were replaced by random "
+                         "ones (⚠️), so it shows the picture's layout more than what the model "
+                         "learned: believe occlusion.")
+    assert named == ["occlusion", "rollout"]
 
 
 def test_the_strips_head_menus_set_the_pages_layer_and_head(page):

@@ -127,13 +127,15 @@ def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
     table = (f"| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising layers "
              f"{board.randomised_from}–{depth} ↓ |\n|---|---|---|---|\n{rows}")
     same = [k for k in METHODS if board.correlation[k] >= SAME]
-    listed = ", ".join(same[:-1]) + " and " + same[-1] if len(same) > 1 else "".join(same)
-    sanity = (f" {listed[:1].upper() + listed[1:]} hardly changed when the later layers were replaced "
-              f"by random ones (⚠️): {'it shows' if len(same) == 1 else 'they show'} the picture's "
-              f"layout more than what those layers learned." if same else
+    said, named = verdict(board.deletion, same)
+    others = [k for k in same if k not in named]         # flagged maps the verdict did not name
+    sanity = (f" {_listed(others, True)} also hardly changed when the later layers were replaced "
+              f"by random ones (⚠️): {'it shows' if len(others) == 1 else 'they show'} the "
+              f"picture's layout more than what those layers learned." if others else
+              "" if same else
               " Every map changed when the later layers were replaced by random ones: each "
               "depends on what the model learned.")
-    text = (f"**Which map to believe for the answer {name}?** {verdict(board.deletion)}{sanity} "
+    text = (f"**Which map to believe for the answer {name}?** {said}{sanity} "
             + caption("", f"**Deletion** blanks the patches each map ranks first, one by one, "
                           f"and takes the mean P({name}) along the way: lower = the map found "
                           f"what the answer rests on. **Insertion** starts from a blank picture "
@@ -156,21 +158,39 @@ SAME = 0.7          # a rank correlation this high after randomising: the map ba
 TIE = 0.03          # deletion scores closer than this are not told apart (16 steps, one input)
 
 
-def verdict(aucs: dict[str, float]) -> str:
-    """The deletion test's result in one sentence: which map to believe, or that they tie."""
+def _listed(names, capital: bool = False) -> str:
+    text = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+    return text[:1].upper() + text[1:] if capital else text
+
+
+def verdict(aucs: dict[str, float], same=()) -> tuple[str, list[str]]:
+    """Which map to believe, in one or two sentences, from the deletion test (`aucs`) and the
+    randomisation check (`same`: the maps that hardly changed with random later layers, which
+    show the picture more than the model); and the maps it names. A map that wins the first
+    and fails the second is never simply "believed": the page said both in one breath."""
     maps = {k: v for k, v in aucs.items() if "random" not in k}
     chance = min((v for k, v in aucs.items() if "random" in k), default=None)
     order = sorted(maps, key=maps.get)
     best = order[0]
     if chance is not None and maps[best] > chance - TIE:
-        return "No map does better than blanking patches at random here: believe none of them."
+        return "No map does better than blanking patches at random here: believe none of them.", []
     tied = [k for k in order if maps[k] - maps[best] < TIE]
-    if len(tied) > 1:
-        names = ", ".join(tied[:-1]) + " and " + tied[-1]
-        return (f"{names[0].upper() + names[1:]} found the patches the answer rests on about "
-                f"equally well (better than chance): believe {'either' if len(tied) == 2 else 'any'}"
-                f" of them.")
-    return f"{best.capitalize()} found the patches the answer rests on best: believe it first."
+    passed = [k for k in tied if k not in same]
+    failed = [k for k in tied if k in same]
+    found = (f"{_listed(tied, True)} found the patches the answer rests on about equally well "
+             f"(better than chance)" if len(tied) > 1 else
+             f"{best.capitalize()} found the patches the answer rests on best")
+    if not failed:
+        return (found + (f": believe {'either' if len(tied) == 2 else 'any'} of them."
+                         if len(tied) > 1 else ": believe it first."), tied)
+    who = ("it" if len(failed) == 1 else "they") if failed == tied else _listed(failed)
+    layout = (f"{who} hardly changed when the later layers were replaced by random ones (⚠️), "
+              f"so {'it shows' if len(failed) == 1 else 'they show'} the picture's layout more "
+              f"than what the model learned")
+    if passed:
+        return f"{found}, but {layout}: believe {_listed(passed)}.", tied
+    return (f"{found}, but {layout}: read {'it' if len(failed) == 1 else 'them'} as where the "
+            f"answer may rest, not as why.", tied)
 
 
 def switch_heads(p: Predictor, a: Analysis, heads, after: np.ndarray | None) -> str:
