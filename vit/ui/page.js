@@ -17,21 +17,31 @@
     ["#deeper", "Each step opens its detail here: the arithmetic of one head, every map scored, " +
                 "every layer and head. The Glossary explains every term."],
   ];
-  let bubble = null;
+  let bubble = null, opener = null;
 
   function close(done) {
     document.querySelectorAll(".tour-target").forEach(t => t.classList.remove("tour-target"));
+    const had = bubble !== null && bubble.contains(document.activeElement);
     if (bubble) bubble.remove();
     bubble = null;
-    if (done) try { localStorage.setItem(KEY, "done"); } catch (e) { /* private mode */ }
+    if (done) {
+      try { localStorage.setItem(KEY, "done"); } catch (e) { /* private mode */ }
+      // Focus goes back where the tour was started from, not to the page's end.
+      if (had) (opener && opener.isConnected ? opener : document.querySelector("#tour-start"))
+        ?.focus({preventScroll: true});
+    }
   }
+  // Escape closes the tour, as it closes any dialog.
+  document.addEventListener("keydown", e => { if (e.key === "Escape" && bubble) close(true); });
 
   function show(i) {
     close(false);
     const [sel, text] = STEPS[i];
     const target = document.querySelector(sel);
     if (!target) { if (i + 1 < STEPS.length) show(i + 1); else close(true); return; }
-    target.scrollIntoView({block: "nearest", behavior: "instant"});
+    const seen = target.getBoundingClientRect();
+    if (seen.top < 0 || seen.bottom > window.innerHeight)       // not at an edge: in the middle
+      target.scrollIntoView({block: "center", behavior: "instant"});
     bubble = document.createElement("div");
     bubble.id = "tour";
     bubble.setAttribute("role", "dialog");
@@ -53,8 +63,9 @@
       window.scrollTo({top: 0, behavior: "instant"});      // back to the canvas and the strip
     };
     bubble.append(p, step, skip, next);
-    // Inside Gradio's container: page.css is scoped to it.
-    (document.querySelector(".gradio-container") || document.body).appendChild(bubble);
+    // Right after the part it names (inside Gradio's container, to which page.css is scoped):
+    // fixed on screen, but next to that part for the keyboard — one Tab away, not fifty.
+    target.insertAdjacentElement("afterend", bubble);
     const r = target.getBoundingClientRect(), w = Math.min(300, window.innerWidth - 20);
     bubble.style.width = w + "px";
     const h = bubble.offsetHeight, W = window.innerWidth, H = window.innerHeight;
@@ -75,7 +86,7 @@
   }
 
   document.addEventListener("click", e => {
-    if (e.target.closest("#tour-start")) { e.preventDefault(); show(0); }
+    if (e.target.closest("#tour-start")) { e.preventDefault(); opener = e.target.closest("#tour-start"); show(0); }
     // The glossary is folded: a link to it, or to one of its terms, opens it in place.
     const link = e.target.closest('a[href="#glossary"], a[href^="#term-"]');
     if (link) {
