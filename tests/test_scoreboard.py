@@ -71,9 +71,17 @@ def test_the_scoreboard_on_a_bundled_model(name):
     assert board.randomised_from == p.model.cfg.depth // 2 + 1
 
 
-def test_the_why_panel_scoreboard(seven):
+def test_the_why_panel_scoreboard(seven, monkeypatch):
+    from vit.pictures import attention_maps
     p, a = seven
+    fit, drawn = attention_maps._fit_title, []
+    monkeypatch.setattr(attention_maps, "_fit_title", lambda *args: drawn.append(fit(*args)) or drawn[-1])
+    attention_maps._colorbar_template.cache_clear()
     text, picture = why_panel.faithfulness(p, a)
+    # Issue 49, 6: every map's title is drawn whole ("rollout: rank corr. +0.99 (max 0.0…")
+    titles = [t for _, t, _ in drawn]
+    assert len(titles) == 2 * len(METHODS) and not any(t.endswith("…") for t in titles), titles
+    assert any(t.startswith("rollout: ρ ") for t in titles)
     assert "| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising layers 4–6 ↓ |" in text
     for k in (*METHODS, RANDOM):
         assert f"| {k} |" in text

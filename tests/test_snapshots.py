@@ -47,8 +47,15 @@ def test_the_app_shows_the_input_through_each_snapshot(snapped):
     assert np.allclose(frames[-1].probs, a.probs, atol=1e-6)          # the end is the model
     assert not np.allclose(frames[0].probs, frames[-1].probs)          # it learned something
     assert frames[0].name == "5.56 % (step 1)" and frames[-1].name == "the end"
-    picture, large, words = training_panel.render(p, a, None)
+    from vit.pictures import attention_maps
+    fit, drawn = attention_maps._fit_title, []
+    attention_maps._colorbar_template.cache_clear()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(attention_maps, "_fit_title", lambda *args: drawn.append(fit(*args)) or drawn[-1])
+        picture, large, words = training_panel.render(p, a, None)
     assert picture.shape[1] > 4 * 112 and large.shape[1] >= 280
+    # Issue 49, 6: the bar's title drawn whole ("bottom: position similarity, -1 blue, 1 r…")
+    assert drawn and not any(t.endswith("…") for _, t, _ in drawn), drawn
     assert words.startswith("At the end it answered") and words.count("**") == 6   # top three
     _, early, words = training_panel.render(p, a, None, 3)
     assert words.startswith("At 5.56 % (step 1) it answered")

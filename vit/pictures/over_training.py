@@ -60,6 +60,7 @@ def filmstrip(img: np.ndarray, frames: list[Frame], patch: int, class_names: lis
     h = max(c.shape[0] for c in columns)
     columns = [np.pad(c, ((0, h - c.shape[0]), (0, GAP), (0, 0)), constant_values=255) for c in columns]
     strip = np.concatenate(columns, axis=1)
-    bar = _colorbar(strip.shape[1], top, "top: rollout, one scale; "
-                                         "bottom: position similarity, -1 blue, 1 red")
+    # The bar is the top row's (rollout, one scale for every column); the bottom row's fixed -1
+    # to 1 is said beside the picture (vit/ui/training_panel.py): both in one line were cut.
+    bar = _colorbar(strip.shape[1], top, "top row: rollout, one scale for every column")
     return np.concatenate([strip, bar], axis=0)

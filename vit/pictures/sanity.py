@@ -1,5 +1,5 @@
 """The model-randomisation check as a picture: each map on the trained model above the same map
-on the model whose later layers were re-initialised, with their rank correlation. Each map has its
+on the model whose later layers were re-initialised, with their rank correlation (ρ). Each map has its
 own scale (the check compares orders, not sizes), its bar says which; attention maps reach at
 least five times the even level, as the page's do, so an even spread does not glow."""
 from __future__ import annotations
@@ -24,7 +24,9 @@ def sanity_picture(img: np.ndarray, board: Scoreboard, depth: int, tile: int = 1
         tiles = []
         for k in METHODS:
             shown = np.clip(maps[k], 0, None)       # what each map ranks first is its largest
-            title = k if maps is board.maps else f"{k}: rank corr. {board.correlation[k]:+.2f}"
+            # ρ: the rank correlation (Spearman's), as the scoreboard's table names it; the
+            # longer words cut the title short on a 168-pixel tile ("rank corr. +0.99 (max 0.0…").
+            title = k if maps is board.maps else f"{k}: ρ {board.correlation[k]:+.2f}"
             if k in ATTENTION:      # as on the page: an even spread is dark, not a full-scale glow
                 tiles.append(single_map_picture(img, shown, title, size=tile,
                                                 uniform=uniform_level(shown.shape[0])))

@@ -23,8 +23,9 @@ PRECISE = (
     "in the checkpoint's `snapshots/` folder; the last column is the finished checkpoint. Top "
     "row: attention rollout into the final [CLS] over the input, on one scale for every column. "
     "Bottom row: the cosine similarity of the chosen patch's position embedding (outlined) with "
-    "every patch's (the ViT paper's Figure 7, centre), on the fixed scale −1 to 1: random at the "
-    "start, it becomes a smooth bump around the patch as the model learns where things are. "
+    "every patch's (the ViT paper's Figure 7, centre), on the fixed scale −1 (blue) to 1 (red): "
+    "random at the start, it becomes a smooth bump around the patch as the model learns where "
+    "things are. "
     "The answers use the finished model's temperature for every column.")
 NONE = ("This model keeps no training snapshots: it was trained before the trainer kept them, or "
         "with `--snapshots none`. Train one with `python -m vit.train` (or `python -m vit.sweep`), "
