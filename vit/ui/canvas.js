@@ -2,9 +2,9 @@
 // `props`, `trigger` and `watch` in scope). Ink is the canvas's alpha: black strokes on a
 // transparent canvas over a white page, so what is sent is exactly where the pen went.
 //
-// What the server gets: props.value = {png: "data:image/png;base64,…" | null, final, seq}, then
-// a "live" event while the pen moves (at most every THROTTLE_MS, final: false: the answer alone)
-// or a "lift" event when it lifts (final: true: the answer and every picture). A 400x400 line
+// What the server gets: props.value = {png: "data:image/png;base64,…" | null, seq[, example]},
+// then a "live" event while the pen moves (at most every THROTTLE_MS: the answer alone) or a
+// "lift" event when it lifts (the answer and every picture): the event says which, not the value. A 400x400 line
 // drawing is a PNG of a few kilobytes — the Sketchpad uploaded several full-size layer files
 // per stroke, and nothing while drawing.
 // From the server: a value {load: dataURL | null, seq} puts that picture on the canvas (an
@@ -60,7 +60,7 @@ function send(final) {
   inked = final ? hasInk() : true;
   const seq = +element.dataset.sent + 1 || 1;      // the page echoes it once this is answered
   element.dataset.sent = String(seq);
-  const v = {png: inked ? canvas.toDataURL("image/png") : null, final: final, seq: seq};
+  const v = {png: inked ? canvas.toDataURL("image/png") : null, seq: seq};
   if (example && inked) v.example = example;
   props.value = v;
   trigger(final ? "lift" : "live");

@@ -56,7 +56,8 @@ def _page_parts() -> tuple[str, str]:
 
 class DrawingCanvas(gr.HTML):
     """The canvas. Its value, as the browser sends it: {"png": a PNG data URL or None (an empty
-    canvas), "final": False while the pen is still down, "seq": n (counting sends)}. Sent to
+    canvas), "seq": n (counting sends), "example": its name while an example is on it}, with a
+    "live" event while the pen is down and a "lift" event when it lifts. Sent to
     it: {"load": a data URL or None, "seq": n} puts that picture on the canvas (or clears it),
     which then sends it back."""
 
@@ -69,14 +70,15 @@ class DrawingCanvas(gr.HTML):
         return {"type": "object", "properties": {
             "png": {"type": "string", "description": "a PNG data URL: black ink on transparency "
                                                      "(null: an empty canvas)"},
-            "final": {"type": "boolean", "description": "false while the pen is still moving"}},
-            "example": {"png": PREFIX + "…", "final": True}}
+            "seq": {"type": "integer", "description": "which send this is (the page echoes it "
+                                                      "when answered)"}},
+            "example": {"png": PREFIX + "…", "seq": 1}}
 
     def example_payload(self):
-        return {"png": None, "final": True}
+        return {"png": None}
 
     def example_value(self):
-        return {"png": None, "final": True}
+        return {"png": None}
 
 
 def read_drawing(value) -> dict | None:
@@ -144,7 +146,7 @@ def drawing_value(ink, seq: int = 1) -> dict:
         buf = io.BytesIO()
         Image.fromarray(rgba, "RGBA").save(buf, "PNG")
         data = buf.getvalue()
-    return {"png": PREFIX + base64.b64encode(data).decode(), "final": True, "seq": seq}
+    return {"png": PREFIX + base64.b64encode(data).decode(), "seq": seq}
 
 
 def load_value(png_bytes: bytes | None, seq: int, colour: bool = False) -> dict:
