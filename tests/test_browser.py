@@ -783,6 +783,30 @@ def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(brow
     ctx.close()
 
 
+def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(browser, app_server):
+    """Issue 49, 2: with a phone's browser bars (390x664 visible of 390x844) the pinned answer
+    began at y=468 over a canvas running to y=626; the strip's "Most: patch 39" said nothing of
+    what it was; the tour's step 4 described a part the phone does not show."""
+    ctx, pg = fresh(browser, app_server, 390, 664)
+    pg.wait_for_function("""() => document.querySelector('#drawpad canvas').getBoundingClientRect().bottom
+        <= document.querySelector('#result-col').getBoundingClientRect().top""", timeout=10_000)
+    top = pg.evaluate("document.querySelector('#drawpad canvas').getBoundingClientRect().top")
+    assert top >= 0                                        # the whole canvas, above the answer
+    pg.screenshot(path=SHOTS / "49-2-phone-visible.png")
+    pg.wait_for_function("() => document.querySelector('#pipeline .drove')?.innerText.trim()",
+                         timeout=30_000)
+    assert pg.locator("#pipeline .drove").inner_text().startswith("Rests most on patch")
+    pg.locator("#tour-start").click()
+    for n in (2, 3, 4):
+        pg.locator("#tour .tour-next").click()
+        pg.wait_for_function(f"() => document.querySelector('#tour .tour-count').innerText === '{n} / 5'")
+    assert "What the answer rests on" in pg.locator("#tour").inner_text()
+    shown = pg.evaluate("""() => { const t = document.querySelector('.tour-target');
+        return t && t.getBoundingClientRect().height > 0 && t.matches('#pipeline .drove'); }""")
+    assert shown                                  # the strip's answer step, which the phone shows
+    ctx.close()
+
+
 # --- Learn by experiment: a sweep's models in the app, the logit lens, the scoreboard --------
 @pytest.fixture(scope="module")
 def sweep_server(tiny_data, tmp_path_factory):

@@ -11,9 +11,10 @@
                             "numbers per patch, told its place. [CLS] is one extra token with no " +
                             "pixels: every layer it gathers from the others, and the answer is " +
                             "read from it."],
-    ["#why-row", "What the answer rests on, by the map measured most faithful for this model, " +
-                 "and whether the other maps agree. Where [CLS] looked (step 4) is not the same " +
-                 "as why it answered."],
+    // (on a phone the map beside the answer is folded away: the strip's answer step says it)
+    [["#why-row", "#pipeline .drove"],
+     "What the answer rests on, by the map measured most faithful for this model, and whether " +
+     "the other maps agree. Where [CLS] looked (step 4) is not the same as why it answered."],
     ["#deeper", "Each step opens its detail here: the arithmetic of one head, every map scored, " +
                 "every layer and head. The Glossary explains every term."],
   ];
@@ -37,7 +38,9 @@
   function show(i) {
     close(false);
     const [sel, text] = STEPS[i];
-    const target = document.querySelector(sel);
+    // The first of its parts that is on the page and shown (a bubble beside nothing says nothing).
+    const target = [].concat(sel).map(q => document.querySelector(q))
+      .find(t => t && t.getClientRects().length && t.getBoundingClientRect().height > 0);
     if (!target) { if (i + 1 < STEPS.length) show(i + 1); else close(true); return; }
     const seen = target.getBoundingClientRect();
     if (seen.top < 0 || seen.bottom > window.innerHeight)       // not at an edge: in the middle
@@ -167,6 +170,33 @@
     }, 300);
     setTimeout(() => { clearInterval(first); idle(); }, 20000);
   }
+  // On a phone the answer is pinned to the screen's bottom, over the canvas's lower part until the
+  // page scrolls: once it has answered, a page the visitor has not scrolled brings the whole canvas
+  // above it, again while the pinned answer settles to its height (its first seconds), never after
+  // the visitor scrolls.
+  let placed = 0;
+  function fitCanvas() {
+    const canvas = document.querySelector("#drawpad canvas"), sheet = document.querySelector("#result-col");
+    if (!canvas || !sheet || Math.abs(window.scrollY - placed) > 1 ||
+        getComputedStyle(sheet).position !== "fixed") return;
+    const c = canvas.getBoundingClientRect(), under = c.bottom + 8 - sheet.getBoundingClientRect().top;
+    if (under > 0) {
+      window.scrollBy({top: Math.min(under, c.top - 4), behavior: "instant"});
+      placed = window.scrollY;
+    }
+  }
+  const fit = setInterval(() => {
+    if (!(window.vitStrip && window.vitStrip.value())) return;
+    clearInterval(fit);
+    fitCanvas();
+    const sheet = document.querySelector("#result-col");
+    if (sheet && window.ResizeObserver) {
+      const watch = new ResizeObserver(fitCanvas);
+      watch.observe(sheet);
+      setTimeout(() => watch.disconnect(), 5000);
+    }
+  }, 300);
+  setTimeout(() => clearInterval(fit), 30000);
   let seen = null;
   try { seen = localStorage.getItem(KEY); } catch (e) { seen = "done"; }
   if (!seen) {

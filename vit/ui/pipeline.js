@@ -138,7 +138,8 @@ function drawAnswer() {
     by.textContent = plain[1] +
       (img && !data.colour && emptyPatch(d) ? " (an empty patch: where the ink is not counts too)" : "");
     const short = document.createElement("span");
-    short.className = "short"; short.textContent = "Most: ";
+    // (a phone's narrow step: the long words folded away, this left)
+    short.className = "short"; short.textContent = "Rests most on ";
     drove.replaceChildren(short, lead, `${plain[0] ? "patch" : "Patch"} ${d + 1}`, where, by);
     // Said, not asserted: the other maps may rank the patches differently for this input.
     const others = ["rollout", "relevance", "occlusion"].filter(k => k !== data.lead);
