@@ -1,7 +1,8 @@
 """Everything this app changes about Gradio 6.31, in one place, each with the reason and the
 condition for removing it ("Remove when"). Each is a behaviour of gradio 6.31.0 read in its
-source and met here; none was found filed upstream in the stored issue index (searched
-2026-11-26), so each names the test that fails while Gradio still needs it. The routes Gradio
+source and met here. Searched for upstream in the stored issue index (2026-11-26, again
+2026-11-27): two have a related issue, named at the patch (3, 11); none was found for the rest.
+Each names the test that fails while Gradio still needs it. The routes Gradio
 opens that this app does not offer, and the shapes of request Gradio answered with HTTP 500, are
 refused before Gradio sees them: vit/ui/routes.py.
 
@@ -26,7 +27,9 @@ refused before Gradio sees them: vit/ui/routes.py.
    refuse it with a traceback in the log: a model with more layers than the first one could not
    be explored past the first model's depth. `FreeSlider` and `FreeDropdown` pass values on; the
    app's handlers clamp or refuse them (vit/ui/views.py `clamp`, vit/ui/models.py).
-   Remove when a component's choices and range follow gr.update() per session.
+   Remove when a component's choices and range follow gr.update() per session. Upstream,
+   related: gradio-app/gradio#12246 (open: a valid update of a Dropdown's choices and value is
+   refused as "not in the list of choices").
 4. A client that names a file it did not upload is refused with a message that spells out the
    server's working directory ("Cannot move /srv/app/x to the gradio cache dir…"), and a file
    object in a click's event data was refused with its path and a traceback in the log;
@@ -77,6 +80,9 @@ refused before Gradio sees them: vit/ui/routes.py.
    its refusals are one line (the MCP library quoted a refused argument back whole). (The
    tools are unqueued, so Gradio calls them directly, not back over HTTP.)
    Remove when gr.Blocks can name the endpoints its MCP server offers (tests/test_mcp.py).
+   Upstream: gradio-app/gradio#11463 (asked for exactly this; closed, with `show_api` — now
+   `api_visibility` — as the answer, which also takes an endpoint off the public API this app
+   keeps for its clients).
 12. `gr.SelectData` read a click's `index` and `value` from whatever a client sent, before any
    handler: a missing key or a list was a KeyError or TypeError with a traceback.
    `tolerant_clicks` makes them None (a click at no place: one line, vit/ui/boundary.py).
