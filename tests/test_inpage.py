@@ -292,13 +292,19 @@ def test_while_the_pen_is_down_the_strip_is_the_only_answer_on_screen(browser, a
     pg.close()
 
 
-@pytest.mark.browser
-def test_with_the_runtime_blocked_the_server_answers_while_drawing_and_the_page_says_so(browser, app_server):
+def _blocked(browser, url, pattern):
+    """A fresh page whose requests matching `pattern` never arrive."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.route("**/vit/inpage/**", lambda route: route.abort())
+    context.route(pattern, lambda route: route.abort())
     pg = context.new_page()
     pg.add_init_script(NO_TOUR)
-    pg.goto(app_server[1], wait_until="load")
+    pg.goto(url, wait_until="load")
+    return context, pg
+
+
+@pytest.mark.browser
+def test_with_the_runtime_blocked_the_server_answers_while_drawing_and_the_page_says_so(browser, app_server):
+    context, pg = _blocked(browser, app_server[1], "**/vit/inpage/**")
     pg.wait_for_function("() => window.vitStrip && window.vitStrip.value()", timeout=60_000)
     pg.wait_for_selector("#inpage-note", timeout=30_000)
     note = pg.inner_text("#inpage-note")
@@ -318,11 +324,7 @@ def test_with_the_runtime_blocked_the_server_answers_while_drawing_and_the_page_
     pg.mouse.up()
     context.close()
     # The page's script loads and its runtime's file does not: the same words, not the browser's.
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.route("**/ort-wasm-simd-threaded.wasm", lambda route: route.abort())
-    pg = context.new_page()
-    pg.add_init_script(NO_TOUR)
-    pg.goto(app_server[1], wait_until="load")
+    context, pg = _blocked(browser, app_server[1], "**/ort-wasm-simd-threaded.wasm")
     pg.wait_for_function("() => window.vitInPage && window.vitInPage.problem", timeout=60_000)
     note = pg.inner_text("#inpage-note")
     assert "can't run the model: its files could not be downloaded" in note, note

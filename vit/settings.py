@@ -38,6 +38,8 @@ TABLE: tuple[Setting, ...] = (
     Setting("VIT_DATA_URL", "data_url", "text", ""),
     Setting("VIT_THREADS", "threads", "int", 1, 1, 4 * (os.cpu_count() or 1)),
     Setting("VIT_SESSIONS", "sessions", "int", 2000, 10, 1_000_000),
+    # About a second of events on 2 cores: at 16 a crowd drawing at once was turned away while
+    # each lift was still answered quickly (docs/benchmarks.md, "The model in the page").
     Setting("VIT_QUEUE_SIZE", "queue_size", "int", 64, 1, 10_000),
     Setting("VIT_CONNECTIONS", "connections", "int", 2000, 10, 100_000),
     Setting("VIT_UPLOADS_PER_MINUTE", "uploads_per_minute", "int", 30, 1, 100_000),

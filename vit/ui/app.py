@@ -347,8 +347,8 @@ def visit_last(fn) -> inspect.Signature:
 def launch(demo: gr.Blocks, **kwargs):
     """Serve the page with its script, style and limits (vit/ui/limits.py; GRADIO_SERVER_NAME /
     GRADIO_SERVER_PORT honoured)."""
-    limits = getattr(demo, "limits", None) or Limits()
     settings = getattr(demo, "settings", None) or Settings()
+    limits = getattr(demo, "limits", None) or Limits.from_settings(settings)
     if getattr(demo, "page", None) is not None and settings.warm:
         # The panels' per-model pictures and test-set answers, in the background: a visitor who
         # opens them later finds them ready (one who comes first waits on the same work).

@@ -34,17 +34,16 @@ SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 @dataclass(frozen=True)
 class Limits:
-    sessions: int = 2000
-    # About a second of events on 2 cores: at 16 a crowd drawing at once was turned away while
-    # each lift was still answered quickly (docs/benchmarks.md, "The model in the page").
-    queue_size: int = 64
-    connections: int = 2000
-    uploads_per_minute: int = 30
-    uploads_in_flight: int = 4
-    upload_cache_mb: int = 1000
-    trusted_proxies: int = 0
-    unlimited_local: bool = False
-    monitoring: bool = False          # Gradio's monitoring routes served (VIT_MONITORING=1)
+    """The bounds `launch` applies, as vit/settings.py read them (defaults there: `Settings`)."""
+    sessions: int
+    queue_size: int
+    connections: int
+    uploads_per_minute: int
+    uploads_in_flight: int
+    upload_cache_mb: int
+    trusted_proxies: int
+    unlimited_local: bool
+    monitoring: bool                  # Gradio's monitoring routes served (VIT_MONITORING=1)
 
     @property
     def identity(self) -> Identity:
