@@ -39,6 +39,8 @@ def test_settings_are_read_once_and_checked():
         (12, False, ("a/b", "c/d"), 1, True)
     assert Settings.from_env({}) == Settings() and Settings().proxies == 0
     assert Settings.from_env({"SPACE_ID": "x", "VIT_TRUSTED_PROXIES": "0"}).proxies == 0
+    # A library function's default reads its own setting: a bad app bound does not stop a command.
+    assert Settings.read("device", {"VIT_SESSIONS": "5", "VIT_DEVICE": "cpu"}) == "cpu"
     for env, words in (({"VIT_SESSIONS": "5"}, "VIT_SESSIONS must be between 10"),
                        ({"VIT_MCP": "no"}, "VIT_MCP='no' is not a whole number"),
                        ({"VIT_WARM": "2"}, "VIT_WARM must be between 0 and 1")):

@@ -13,7 +13,7 @@ def pick_device(name: str | None = None) -> torch.device:
     """'auto' / None ($VIT_DEVICE, else auto) -> cuda, then mps, then cpu; anything else must name a
     device a model can really run on here: torch also knows 'meta' (shapes without data) and
     others, on which a forward pass fails deep inside torch. Raises ValueError saying why."""
-    name = name or Settings.from_env().device
+    name = name or Settings.read("device")
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -38,7 +38,7 @@ def pick_device(name: str | None = None) -> torch.device:
 def on_zero_gpu() -> bool:
     """Whether this process runs on a ZeroGPU Space (which sets SPACES_ZERO_GPU, read as the
     `spaces` package reads it)."""
-    return Settings.from_env().zero_gpu
+    return Settings.read("zero_gpu")
 
 
 def gpu_task(fn):

@@ -2,7 +2,8 @@
 
 `Settings.from_env()` reads them once and checks each (a bad value: `SettingError`, one line
 naming the variable); the app reads them at start-up and passes each down to what it bounds
-(vit/ui/app.py `create_app(settings=…)`), a command reads them when it starts. Nothing else in
+(vit/ui/app.py `create_app(settings=…)`); a library function's default (the device, a cache
+folder) reads its own one, `Settings.read(field)`, when no value is passed. Nothing else in
 `vit/` reads the environment, but for torchrun's own variables (RANK, WORLD_SIZE, …:
 vit/training/distributed.py) and `app.py`, which must look at SPACES_ZERO_GPU before torch is
 imported. `TABLE` is the table docs/hosting.md shows ("Settings"; a test holds them together).
@@ -93,6 +94,14 @@ class Settings:
         env = os.environ if env is None else env
         return cls(**{s.field: _parse(s, env.get(s.env)) for s in TABLE})
 
+    @staticmethod
+    def read(field: str, env: Mapping[str, str] | None = None):
+        """One setting alone, for a library function's default (the device, the cache folder):
+        a bad value of another setting is not that function's to refuse. Raises SettingError."""
+        env = os.environ if env is None else env
+        s = next(s for s in TABLE if s.field == field)
+        return _parse(s, env.get(s.env))
+
     @property
     def on_space(self) -> bool:
         return bool(self.space_id)
@@ -102,10 +111,12 @@ class Settings:
         """Proxies in front that append the visitor's address: a Space's one unless told."""
         return (1 if self.on_space else 0) if self.trusted_proxies is None else self.trusted_proxies
 
-    @property
-    def user_cache(self) -> Path:
-        """The user's cache folder ($XDG_CACHE_HOME, else ~/.cache)."""
-        return Path(self.xdg_cache_home) if self.xdg_cache_home else Path.home() / ".cache"
+
+
+def user_cache() -> Path:
+    """The user's cache folder ($XDG_CACHE_HOME, else ~/.cache)."""
+    given = Settings.read("xdg_cache_home")
+    return Path(given) if given else Path.home() / ".cache"
 
 
 def _parse(s: Setting, raw: str | None):

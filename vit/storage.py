@@ -109,7 +109,7 @@ BUNDLED = bundled_folder()
 def _served() -> list[tuple[Path, str]]:
     """The folders the app serves models from: the repository's checkpoints/ and $VIT_CHECKPOINTS."""
     found = [(BUNDLED.resolve(), "the bundled checkpoints folder the app serves")]
-    served = Settings.from_env().checkpoints
+    served = Settings.read("checkpoints")
     if served:
         found.append((Path(served).expanduser().resolve(),
                       "the folder the app serves ($VIT_CHECKPOINTS)"))

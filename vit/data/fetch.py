@@ -57,7 +57,7 @@ def fetchable(name: str | None) -> bool:
 
 
 def mirrors(name: str) -> tuple[str, ...]:
-    own = Settings.from_env().data_url
+    own = Settings.read("data_url")
     return (own.rstrip("/") + "/",) if own else MIRRORS[name]
 
 

@@ -26,7 +26,7 @@ import torch
 from vit.data.affine import Augment
 from vit.data.specs import FOLDER, DatasetSpec
 from vit.preprocessing.styles import PHOTOS
-from vit.settings import Settings
+from vit.settings import user_cache
 
 IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff"}
 SPLIT_DIRS = {True: ("train",), False: ("test", "val")}
@@ -155,7 +155,7 @@ def cache_dir(root: Path) -> Path:
     if os.access(root, os.W_OK) and root.stat().st_mode & stat.S_IWUSR:
         return root / CACHE_DIR
     key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-    return Settings.from_env().user_cache / "vit-explorer" / key
+    return user_cache() / "vit-explorer" / key
 
 
 def _read_cache(path: Path, key: str):

@@ -23,20 +23,19 @@ from typing import Callable
 
 import torch
 
-from vit.settings import Settings
+from vit.settings import Settings, user_cache
 
 OFF = "none"
 
 
 def cache_root(flag: str = "") -> Path | None:
     """The folder prepared data is kept in (None: caching off)."""
-    settings = Settings.from_env()
-    where = flag or settings.cache_dir
+    where = flag or Settings.read("cache_dir")
     if where.lower() == OFF:
         return None
     if where:
         return Path(where)
-    return settings.user_cache / "vit-explorer" / "runs"
+    return user_cache() / "vit-explorer" / "runs"
 
 
 def code_digest(*objects) -> str:

@@ -85,7 +85,7 @@ def git_commit() -> str:
     """The commit whose code runs: $VIT_COMMIT when the command names it (a GPU machine's copy
     of the working tree may carry a .git older than its files, whose HEAD would be wrong), else
     HEAD's hash with '-dirty' when vit/ differs from it ('unknown' outside git)."""
-    named = Settings.from_env().commit
+    named = Settings.read("commit")
     if named:
         if not re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", named):
             raise ValueError(f"VIT_COMMIT must be a commit's hex hash, not {named[:60]!r}")
