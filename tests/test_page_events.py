@@ -99,14 +99,15 @@ class PageEvents:
         """canvas.js: a picture put on the canvas (an example) is drawn and sent back at once."""
         if not isinstance(value, dict) or "load" not in value:
             return
-        sent = {"png": value["load"], "final": True, "seq": next(self.sent)}
+        sent = {"png": value["load"], "seq": next(self.sent)}
         if value["load"] and value.get("name"):
             sent["example"] = value["name"]
         self.draw(sent)
 
-    def draw(self, sent: dict) -> None:
+    def draw(self, sent: dict, live: bool = False) -> None:
+        """The canvas's value, then its event: "live" while the pen moves, "lift" when it lifts."""
         self.values[self.pad._id] = sent
-        self.fire(self.pad, "lift" if sent["final"] else "live")
+        self.fire(self.pad, "live" if live else "lift")
 
 
 def _same(a, b) -> bool:
@@ -177,13 +178,13 @@ def test_every_panel_describes_the_input_of_the_tab_in_view(demo, uploads):
         def draw_a_digit(self, digit, angle):
             """While the pen moves the answer alone follows it; then the pen lifts."""
             sent = drawing_value(_ink(digit, angle), next(self.page.sent))
-            self.page.draw({**sent, "final": False})
+            self.page.draw(sent, live=True)
             self.page.draw({**sent, "seq": next(self.page.sent)})
 
         @precondition(lambda self: self.tab == "draw")
         @rule()
         def clear_the_canvas(self):
-            self.page.draw({"png": None, "final": True, "seq": next(self.page.sent)})
+            self.page.draw({"png": None, "seq": next(self.page.sent)})
 
         @precondition(lambda self: self.tab == "draw")
         @rule(i=st.integers(0, 9))
