@@ -2,7 +2,8 @@
 # Issue 47's fine-tunes (photos and other hands), as one script for a lent GPU: the same commands
 # docs/training.md gives for this 2-core CPU (each fits its 45 minutes there), only faster.
 #
-#   VIT_COMMIT=<this commit> PART=mnist|fashion bash bench/gpu_issue47.sh
+#   VIT_COMMIT=$(git rev-parse HEAD) PART=mnist|fashion|fashion2|fashion3|soup|prep bash bench/gpu_issue47.sh
+#   (the commit in full: a bundled checkpoint needs all 40 characters)
 #
 # PART=mnist: two recipes from the bundled checkpoints/mnist, two seeds each — "photo": 1 epoch
 # over 20,000 digits with drawn and photographed non-digits; "photo-degrade": 1 epoch over all
