@@ -3,7 +3,8 @@
 # docs/training.md gives for this 2-core CPU (each fits its 45 minutes there), only faster.
 #
 #   VIT_COMMIT=$(git rev-parse HEAD) PART=mnist|fashion|fashion2|fashion3|soup|prep bash bench/gpu_issue47.sh
-#   (the commit in full: a bundled checkpoint needs all 40 characters)
+#   (the commit in full, written into the command here: a bundled checkpoint needs all 40
+#   characters, and the copy of .git a GPU machine gets may hold an older HEAD)
 #
 # PART=mnist: two recipes from the bundled checkpoints/mnist, two seeds each — "photo": 1 epoch
 # over 20,000 digits with drawn and photographed non-digits; "photo-degrade": 1 epoch over all
