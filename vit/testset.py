@@ -158,5 +158,5 @@ def own_cache(folder: Path) -> Path | None:
 
 def data_dir_for_app(settings: Settings | None = None) -> Path:
     """Where the app looks for test sets: $VIT_DATA_DIR, else the trainer's default `data/`."""
-    given = (settings or Settings.from_env()).data_dir
+    given = settings.data_dir if settings else Settings.read("data_dir")
     return Path(given) if given else Path(__file__).resolve().parent.parent / DEFAULT_DATA_DIR

@@ -129,8 +129,9 @@ def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
     same = [k for k in METHODS if board.correlation[k] >= SAME]
     said, named = verdict(board.deletion, same)
     others = [k for k in same if k not in named]         # flagged maps the verdict did not name
-    sanity = (f" {_listed(others, True)} also hardly changed when the later layers were replaced "
-              f"by random ones (⚠️): {'it shows' if len(others) == 1 else 'they show'} the "
+    also = " also" if set(named) & set(same) else ""       # the verdict named one flagged map
+    sanity = (f" {_listed(others, True)}{also} hardly changed when the later layers were "
+              f"replaced by random ones (⚠️): {'it shows' if len(others) == 1 else 'they show'} the "
               f"picture's layout more than what those layers learned." if others else
               "" if same else
               " Every map changed when the later layers were replaced by random ones: each "
