@@ -396,7 +396,7 @@ def test_a_session_keeps_no_copy_of_the_page_or_of_what_a_client_sent(page):
 def test_a_colour_picture_is_kept_small_per_visitor():
     import numpy as np
 
-    from vit.ui.page import KEPT_COLOUR_SIDE, shrunk
+    from vit.ui.reading import KEPT_COLOUR_SIDE, shrunk
     kept = shrunk(np.zeros((400, 300, 3), np.uint8), KEPT_COLOUR_SIDE)
     assert kept.shape == (224, 168, 3) and kept.nbytes < 160_000
 

@@ -46,10 +46,10 @@ from vit.ui.inpage import InPage
 from vit.ui.limits import CACHE_LIFETIME, FIRST_REQUEST_SECONDS, Limits
 from vit.ui.memory import keep_trimming, trim
 from vit.ui.models import Models, StartupError
-from vit.ui.page import ANALYSIS, QUICK, TESTSET, Page
+from vit.ui.page import TESTSET, Page
 from vit.ui.panels import PANELS
 from vit.ui.pipeline import PipelineStrip
-from vit.ui.render import AFTER_ANALYSIS, EVERY, rest_message
+from vit.ui.render import AFTER_ANALYSIS, ANALYSIS, EVERY, QUICK, rest_message
 from vit.ui.tools import NAMES as TOOL_NAMES
 from vit.ui.tools import Tools
 from vit.ui.uploads import ROOM, pin

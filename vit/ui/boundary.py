@@ -38,6 +38,11 @@ MAX_INDEX = 10 ** 7          # a click's coordinates or a gallery's position: fa
 HEAD = re.compile(r"\d{1,4},\d{1,4}")
 
 
+
+def user_error(message: str) -> gr.Error:
+    """An error for the person (or client) on the other end: shown to them, not logged as a crash."""
+    return gr.Error(message, print_exception=False)
+
 class BadValue(ValueError):
     """A value a client sent that does not parse: the message says what was expected (one line,
     never the value)."""

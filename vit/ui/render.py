@@ -289,3 +289,8 @@ FOLDED_VIEWS = tuple(n for group, _, open_field in GROUPS if open_field for n in
 # All that event sends (Page.why).
 AFTER_ANALYSIS = EXPLAINED + FOLDED_VIEWS
 NO_SECOND = compare_panel.NO_SECOND
+# What a handler that analyses an input sends on its own lane; the rest follows on the "why" lane.
+ANALYSIS = ANSWER + PICTURES
+# What a choice on the page may send on its own lane: every view it touched but the "why" maps,
+# which wait for their own lane (a target change is one: it sends EVERY there).
+QUICK = tuple(n for n in EVERY if n not in why_panel.MAPS)

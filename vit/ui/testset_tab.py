@@ -1,9 +1,10 @@
 """The Test set tab: the selected model's answers on its data set's test split — a gallery of
-mistakes / least confident / all, class filters, and a clickable confusion matrix."""
+mistakes / least confident / all, class filters, and a clickable confusion matrix; and
+`TestSetHandlers`, the page's handlers of it (mixed into `Page`, vit/ui/page.py)."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gradio as gr
@@ -12,10 +13,12 @@ import numpy as np
 from vit.data.fetch import FETCHES, FetchError, fetchable
 from vit.data.loading import DataError, load_split
 from vit.pictures.attention_maps import digit_picture
-from vit.pictures.confusion import confusion_picture
+from vit.pictures.confusion import cell_at, confusion_picture
 from vit.testset import KINDS, Results, load_results
 from vit.text import md, percent
+from vit.ui.boundary import user_error
 from vit.ui.models import Models
+from vit.ui.record import Shown, Visit
 from vit.ui.words import alt, caption
 
 GALLERY_SIZE = 60
@@ -175,3 +178,90 @@ class Answers:
 def reporter(progress):
     """A Gradio progress bar as `Answers.get` reports to it: (done, total)."""
     return lambda done, total: progress(done / total, desc="Testing the model on the test set")
+
+
+class TestSetHandlers:
+    """The Test set tab chosen, its filters, a confusion-matrix cell and a gallery picture
+    clicked, and its answers after a model switch. Uses `Page`'s `predictor`, `answers`,
+    `_reread`, `_commit`, `_show_tab` and `view`."""
+    def to_test_tab(self, visit: Visit):
+        """On the Test set tab, once it is open: the test image last picked (through the model
+        in use), or until one is picked a headline saying so."""
+        base, item, a = visit.record, visit.record.test, None
+        ready = self.answers.ready(base.model)
+        if item is None:
+            return self._show_tab(visit, base, replace(base, tab="test", test_ready=ready))
+        if item.model != base.model:
+            item, a = self._reread(item, base.model)
+        return self._show_tab(visit, base, replace(base.showing(item, "test"), tab="test",
+                                                   test_ready=ready), (item, a))
+
+    def testset_view(self, visit: Visit, kind, true, pred, progress=gr.Progress()):
+        base = visit.record
+        self.predictor(base.model)             # an unknown model: one line, not a traceback
+        status, confusion, reliability, gallery, listed, body = self.answers.view(
+            base.model, kind, true, pred, reporter(progress))
+        visit.commit(base, replace(base, test_listed=tuple(listed),
+                                   test_ready=self.answers.ready(base.model)))
+        return {"testset_status": status, "confusion": confusion, "reliability": reliability,
+                "gallery": gallery, "testset_body": body}
+
+    def open_testset(self, visit: Visit, kind, true, pred, progress=gr.Progress()):
+        base = visit.record
+        visit.commit(base, replace(base, testset_open=True, tab="test"))
+        return self.testset_view(visit, kind, true, pred, progress)
+
+    def pick_cell(self, visit: Visit, evt: gr.SelectData, progress=gr.Progress()):
+        """A click on the confusion matrix filters the gallery to that cell."""
+        p = self.predictor(visit.record.model)
+        try:
+            cell = cell_at(float(evt.index[0]), float(evt.index[1]), len(p.class_names))
+        except (TypeError, ValueError, IndexError, KeyError, OverflowError):
+            cell = None
+        if cell is None:
+            return {}
+        true, pred = cell
+        kind = "mistakes" if true != pred else "least confident"
+        return {"kind": kind, "true": true, "pred": pred,
+                **self.testset_view(visit, kind, true, pred, progress)}
+
+    def show_test_image(self, visit: Visit, shared, layer, head, evt: gr.SelectData):
+        """A gallery click: that test image, as the model saw it (no preprocessing), in every view."""
+        base = visit.record
+        name = base.model
+        p = self.predictor(name)
+        try:
+            i = int(base.test_listed[int(evt.index)])
+            r = self.answers.get(name)
+            image = r.images[i] / 255.0
+        except (TypeError, ValueError, IndexError, KeyError, DataError):
+            raise user_error("That test image is no longer listed; pick another.") from None
+        a = p.analyse_input(image.astype(np.float32))
+        item = Shown("test", a.image, a.image, name,
+                     origin=(name, p.config.title, i, p.class_names[r.labels[i]]))
+        mine = replace(base.showing(item, "test"), tab="test", shared=shared, layer=layer,
+                       head=head)
+        return self._commit(visit, base, mine, known=(item, a))
+
+    def clear_testset(self, visit: Visit):
+        """At a model switch, until the new model's answers are in: no stale gallery whose
+        pictures a click would mistake for the new model's test images."""
+        base = visit.record
+        if not base.testset_open:
+            return {}
+        visit.commit(base, replace(base, test_listed=()))
+        return {"testset_status": f"Loading the {md(self.predictor(base.model).config.title)} "
+                                  f"test set…", "confusion": None, "reliability": None,
+                "gallery": gr.update(value=[], selected_index=None)}
+
+    def refresh_testset(self, visit: Visit, kind, progress=gr.Progress()):
+        """After a model switch: its class names in the filters, and its answers if the tab is open."""
+        p = self.predictor(visit.record.model)
+        choices = gr.update(choices=class_choices(p.class_names), value=-1)
+        if not visit.record.testset_open:
+            return {"true": choices, "pred": choices}
+        out = self.testset_view(visit, kind, -1, -1, progress)
+        # The headline too: on the Test set tab it says whether this model's test set is here.
+        # No thumbnail highlighted: the one clicked before was another model's test image.
+        return {**out, **self.view(visit.record, ("status",), visit=visit), "true": choices, "pred": choices,
+                "gallery": gr.update(value=out["gallery"], selected_index=None)}
