@@ -214,9 +214,31 @@ def test_one_scale_for_all_maps_is_absolute_and_each_map_is_captioned(attn, img)
     assert np.abs(pic[y + 2, x + 2].astype(int) - _cell_colour(0.2, 0.0)).max() <= 1
     below = pic[y + 112 + MINI + 1:y + 112 + MINI + CAPTION, x:x + 112]
     assert (below < 100).any()                                     # a caption is written there
-    assert tile_caption(0.354, 0.0004, True) == "max 0.35 · [CLS] <0.001"
-    assert tile_caption(0.0054, 0.02, False) == "0 to 0.005 · [CLS] 0.02"
-    assert tile_caption(0.5, None, True) == "max 0.50"
+    # shares as the page writes every share ("5.4 %"), the strip's readout of a map included
+    assert tile_caption(0.354, 0.0004, True) == "max 35.4 % · [CLS] <0.1 %"
+    assert tile_caption(0.0054, 0.02, False) == "0 to 0.5 % · [CLS] 2.0 %"
+    assert tile_caption(0.5, None, True) == "max 50.0 %"
+
+
+def test_an_attention_maps_title_and_bar_tell_one_scale(img, monkeypatch):
+    """Issue 49, 4: a map titled "(max 0.05)" sat over a bar ending at 0.10 with nothing to say
+    why. The bar ends at VIVID times an even spread (a near-flat map stays dull), marks the map's
+    own maximum there, and title and bar write shares as the page does ("5.0 %")."""
+    from PIL import ImageDraw
+
+    from vit.pictures import attention_maps
+    m = np.full((G, G), 1 / (G * G + 1))
+    m[0, 0] = 0.05
+    said, draw_text = [], ImageDraw.ImageDraw.text
+    monkeypatch.setattr(ImageDraw.ImageDraw, "text", lambda self, xy, text, *a, **k:
+                        said.append(text) or draw_text(self, xy, text, *a, **k))
+    attention_maps._colorbar_template.cache_clear()
+    pic = attention_maps.single_map_picture(img, m, "rollout", uniform=1 / (G * G + 1))
+    assert "rollout (max 5.0 %)" in said and "10.0 %" in said and "max" in said
+    bar = pic[-attention_maps.BAR_HEIGHT:]
+    x0, x1 = attention_maps._bar_span(pic.shape[1])
+    tick = x0 + round(0.05 / 0.10 * (x1 - x0 - 1))
+    assert (np.abs(bar[20, tick - 1:tick + 2].astype(int) - (20, 100, 200)).sum(1) < 30).any()
 
 
 def test_a_click_on_a_map_names_its_layer_and_head(attn, img):

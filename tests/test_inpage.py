@@ -292,6 +292,32 @@ def test_while_the_pen_is_down_the_strip_is_the_only_answer_on_screen(browser, a
     pg.close()
 
 
+@pytest.mark.browser
+def test_the_strips_attention_is_on_the_pictures_scale(browser, app_server):
+    """Issue 49, 4: the strip drew a map on its own scale ("0 … 5.4 %") where the page's picture
+    of the same map had a bar to 10 % (five times an even spread) and a title "max 0.05". Now the
+    strip's bar ends where the pictures' does (attention_maps.VIVID), marks the map's largest
+    weight, and writes shares as the page writes every share."""
+    from vit.pictures.attention_maps import VIVID, share
+    pg = _page(browser, app_server[1])
+    _ready(pg)
+    pg.click("#drawpad [data-act=clear]")
+    _stroke(pg)
+    pg.mouse.up()
+    pg.wait_for_function("() => document.querySelector('#status').innerText.includes('reads this as')"
+                         " && !document.querySelector('#status').hasAttribute('data-stale')",
+                         timeout=30_000)
+    scale = pg.locator("#pipeline .s-attention .scale")
+    pg.wait_for_function("() => document.querySelector('#pipeline .s-attention .hi').textContent")
+    assert scale.get_attribute("data-vivid") == str(VIVID)
+    hi = scale.locator(".hi").inner_text()
+    even = float(scale.locator(".even").get_attribute("title").split()[1]) / 100     # "even: 2.0 % each"
+    peak = float(scale.locator(".peak").get_attribute("title").split(": ")[1].split()[0]) / 100
+    assert hi == share(max(peak, VIVID * even))
+    assert peak < VIVID * even or hi == share(peak)
+    pg.close()
+
+
 def _blocked(browser, url, pattern):
     """A fresh page whose requests matching `pattern` never arrive."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})

@@ -81,7 +81,7 @@ def test_the_why_panel_scoreboard(seven, monkeypatch):
     # Issue 49, 6: every map's title is drawn whole ("rollout: rank corr. +0.99 (max 0.0…")
     titles = [t for _, t, _ in drawn]
     assert len(titles) == 2 * len(METHODS) and not any(t.endswith("…") for t in titles), titles
-    assert any(t.startswith("rollout: ρ ") for t in titles)
+    assert any(t.startswith("rollout: rho ") for t in titles)   # the font has no ρ
     assert "| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising layers 4–6 ↓ |" in text
     for k in (*METHODS, RANDOM):
         assert f"| {k} |" in text

@@ -191,9 +191,11 @@ def scale_top(peak: float, grid: int) -> float:
     return max(float(peak), VIVID * uniform_level(grid))
 
 
-def number(v: float) -> str:
-    """An attention weight in a caption: 2 decimals, 3 below 0.01, and "<0.001" below that."""
-    return f"{v:.2f}" if v >= 0.01 else f"{v:.3f}" if v >= 0.001 else "<0.001"
+def share(v: float) -> str:
+    """A share of attention (a weight) as the page writes every share and probability
+    (vit/text.py percent, "5.4 %"), so a map's title, its colour bar and the strip's readout of
+    the same map agree; "<0.1 %" below what one decimal shows."""
+    return percent(v) if v >= 0.0005 else "<0.1 %"
 
 
 BAR_HEIGHT = 44      # pixels of a colour bar under a picture
@@ -243,18 +245,37 @@ def _fit_title(draw: ImageDraw.ImageDraw, title: str, x0: int, width: int):
     return (8, 2), title[:lo].rstrip() + "…", font
 
 
-def _colorbar(width: int, top: float | str, title: str, uniform: float | None = None) -> np.ndarray:
-    """A colour bar from 0 to `top` (a number, or words such as "its max"), with the uniform
-    level 1/T marked on it when given."""
+def _colorbar(width: int, top: float | str, title: str, uniform: float | None = None,
+              peak: float | None = None, label: str | None = None) -> np.ndarray:
+    """A colour bar from 0 to `top` (a share of attention or a probability, written as one:
+    "10.0 %"; or words such as "its max"), or to `label` where given (a top in another unit,
+    "8.0 log-odds"). Marked on it when given: the uniform level 1/T, and the map's own largest
+    value `peak` where the scale runs past it (the title's "max"), so the two agree."""
     template, x = _colorbar_template(width, title)
     im = template.copy()
     draw = ImageDraw.Draw(im)
-    draw.text((x, 17), top if isinstance(top, str) else number(top), fill="black", font=load_font(12))
-    if uniform is not None and not isinstance(top, str) and 0 < uniform <= top:
-        x0, x1 = _bar_span(width)
-        u = x0 + round(uniform / top * (x1 - x0 - 1))
-        draw.line([(u, 15), (u, 32)], fill="black", width=1)
-        draw.text((max(0, u - 2), 31), f"uniform 1/{round(1 / uniform)}", fill="black",
+    text = label if label is not None else top if isinstance(top, str) else share(top)
+    draw.text((x, 17), text, fill="black", font=load_font(12))
+    if isinstance(top, str):
+        return np.asarray(im)
+    x0, x1 = _bar_span(width)
+    at = lambda v: x0 + round(v / top * (x1 - x0 - 1))       # noqa: E731
+    if peak is not None and 0 < peak < 0.97 * top:
+        draw.line([(at(peak), 15), (at(peak), 32)], fill=(20, 100, 200), width=2)
+        # Its word beside it, right or left, where it clears the uniform level's words and
+        # the scale's end; else the tick alone (the title gives the number).
+        small = load_font(11)
+        w = draw.textlength("max", font=small)
+        taken = (at(uniform) - 2, at(uniform) - 2 + draw.textlength(f"uniform 1/{round(1 / uniform)}",
+                                                                    font=small)) \
+            if uniform is not None else (0, 0)
+        for x in (at(peak) + 3, at(peak) - 3 - w):
+            if x >= 0 and x + w <= x1 + 4 and not (x - 3 < taken[1] and x + w + 3 > taken[0]):
+                draw.text((x, 31), "max", fill=(20, 90, 190), font=small)
+                break
+    if uniform is not None and 0 < uniform <= top:
+        draw.line([(at(uniform), 15), (at(uniform), 32)], fill="black", width=1)
+        draw.text((max(0, at(uniform) - 2), 31), f"uniform 1/{round(1 / uniform)}", fill="black",
                   font=load_font(11))
     return np.asarray(im)
 
@@ -262,8 +283,8 @@ def _colorbar(width: int, top: float | str, title: str, uniform: float | None = 
 def tile_caption(peak: float, cls_share: float | None, shared_scale: bool) -> str:
     """Under each [CLS] map: its largest weight (with one scale) or its own range (each map scaled
     to itself), and the share [CLS] keeps for itself, which no patch map shows."""
-    text = f"max {number(peak)}" if shared_scale else f"0 to {number(peak)}"
-    return text + (f" · [CLS] {number(cls_share)}" if cls_share is not None else "")
+    text = f"max {share(peak)}" if shared_scale else f"0 to {share(peak)}"
+    return text + (f" · [CLS] {share(cls_share)}" if cls_share is not None else "")
 
 
 CAPTION = 15        # pixels under each map of the layers x heads picture for its caption
@@ -361,25 +382,33 @@ def head_at(x: float, y: float, L: int, H: int, image_size: int, tile: int = 112
 
 def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: int = 336,
                        marked: int | None = None, uniform: float | None = None,
-                       top: float | None = None, probability: bool = False) -> np.ndarray:
+                       top: float | None = None, unit: str | None = None,
+                       titled_max: bool = True) -> np.ndarray:
     """One (G, G) map over the image, with the patch grid, a colour bar, and optionally one patch
     outlined (the patch whose attention row this is). `uniform`: the level of evenly spread
     weights, for maps of attention: the scale then reaches at least VIVID times it, the bar marks
-    it and the title gives the map's maximum. `top`: the scale's top, for maps with an absolute
-    meaning of their own (a probability drop). `probability`: the map is of probabilities, and
-    its bar says so in the page's one format ("92.0 %", as its title), not as a fraction."""
+    it and the map's maximum, and the title gives that maximum, all as shares ("5.4 %"). `top`:
+    the scale's top, for maps with an absolute meaning of their own, in `unit`: "probability"
+    (written as the page writes one, "92.0 %") or "log-odds" (the number; the title names the
+    unit); with neither, the map is scaled to its own largest value, which has no unit of its
+    own, and the bar says "its max". `titled_max=False`: an attention map's maximum is only
+    marked on its bar (a small tile whose title has no room for it)."""
     peak = float(grid_map.max())
     G = grid_map.shape[0]
-    if top is None:
-        top = peak if uniform is None else max(peak, VIVID * uniform)
+    if uniform is not None:
+        top, label = max(peak, VIVID * uniform), None
+        title = f"{title} (max {share(peak)})" if titled_max else title
+    elif top is None:
+        top, label = max(peak, 1e-12), "its max"
+    else:
+        # log-odds: the number alone (the title names the unit; the bar's end has ~60 px)
+        label = percent(top) if unit == "probability" else f"{top:.1f}"
     out = heat_overlay(img, grid_map, top, size)
     out = _composite(out, _grid_layer(out.shape[0], G, False, (90, 90, 90)))
     if marked is not None:
         _mark(out, marked, G)
-    if uniform is not None:
-        title = f"{title} (max {number(peak)})"
-    label = percent(top) if probability else top
-    return np.concatenate([out, _colorbar(out.shape[1], label, title, uniform)], axis=0)
+    bar = _colorbar(out.shape[1], top, title, uniform, peak if uniform is not None else None, label)
+    return np.concatenate([out, bar], axis=0)
 
 
 def patch_at(x: float, y: float, size: int, grid: int) -> int:

@@ -18,8 +18,8 @@ from vit.pictures.attention_maps import (
     _up,
     colorize,
     load_font,
-    number,
     scale_top,
+    share,
 )
 
 DIVERGING = "RdBu_r"                     # red = positive, blue = negative, white = 0
@@ -235,7 +235,7 @@ def _head_row(c: _Canvas, w: WalkThrough, image: np.ndarray, y: int) -> None:
     c.paste(_heat(w.weights[1:].reshape(G, G), image, size, CMAP, 0.0, top, patch), x, y)
     _colour_bar(c, CMAP, 0.0, top, x + size + 6, y, size, (1 / T, f"1/{T}"))
     c.text(x, y - 36, "9. softmax: weights, sum 1", 13)
-    c.text(x, y - 19, f"[CLS] gets {number(float(w.weights[0]))} · cyan: uniform 1/{T}", 11, FAINT)
+    c.text(x, y - 19, f"[CLS] gets {share(float(w.weights[0]))} · cyan: uniform 1/{T}", 11, FAINT)
     c.text(905, y + size // 2, "→", 22, FAINT, "mm")
     _bars(c, w.out, float(np.abs(w.out).max()), 960, y, 265, size)
     c.text(925, y - 36, "10. output: Σ weight × value", 13)

@@ -24,15 +24,20 @@ def sanity_picture(img: np.ndarray, board: Scoreboard, depth: int, tile: int = 1
         tiles = []
         for k in METHODS:
             shown = np.clip(maps[k], 0, None)       # what each map ranks first is its largest
-            # ρ: the rank correlation (Spearman's), as the scoreboard's table names it; the
-            # longer words cut the title short on a 168-pixel tile ("rank corr. +0.99 (max 0.0…").
-            title = k if maps is board.maps else f"{k}: ρ {board.correlation[k]:+.2f}"
+            # rho: the rank correlation (Spearman's ρ, as the scoreboard's words name it; the
+            # pictures' font has no Greek letters); the longer words cut the title short on a
+            # 168-pixel tile ("rank corr. +0.99 (max 0.0…"). Occlusion's unit is in its title.
+            name = "occlusion, log-odds" if k == "occlusion" else k
+            title = name if maps is board.maps else f"{name}: rho {board.correlation[k]:+.2f}"
             if k in ATTENTION:      # as on the page: an even spread is dark, not a full-scale glow
                 tiles.append(single_map_picture(img, shown, title, size=tile,
-                                                uniform=uniform_level(shown.shape[0])))
-            else:
+                                                uniform=uniform_level(shown.shape[0]),
+                                                titled_max=maps is board.maps))
+            elif k == "occlusion":     # the drop in the answer's log-odds
                 tiles.append(single_map_picture(img, shown, title, size=tile,
-                                                top=max(float(shown.max()), 1e-9)))
+                                                top=max(float(shown.max()), 1e-9), unit="log-odds"))
+            else:                      # relevance: no unit of its own, scaled to its max
+                tiles.append(single_map_picture(img, shown, title, size=tile))
         h = max(t.shape[0] for t in tiles)
         tiles = [np.pad(t, ((0, h - t.shape[0]), (0, GAP), (0, 0)), constant_values=255) for t in tiles]
         band = Image.new("RGB", (sum(t.shape[1] for t in tiles), LABEL), "white")

@@ -41,7 +41,7 @@ from vit.explain.mechanism import (
     walk_through,
 )
 from vit.inference import Analysis, Predictor
-from vit.pictures.attention_maps import number
+from vit.pictures.attention_maps import share
 from vit.pictures.mechanism_views import (
     attention_distance_picture,
     filters_picture,
@@ -49,7 +49,7 @@ from vit.pictures.mechanism_views import (
     walk_through_picture,
 )
 from vit.preprocessing.styles import DIGITS
-from vit.text import md, percent
+from vit.text import md
 from vit.ui import views
 from vit.ui.words import alt, caption
 
@@ -140,16 +140,16 @@ def walk_text(w: WalkThrough) -> str:
     """The walk-through's numbers in words."""
     T, Dh = len(w.weights), len(w.q)
     order = np.argsort(w.weights)[::-1]
-    top = ", ".join(f"**{_name(int(j))}** {number(float(w.weights[j]))}" for j in order[:3])
-    share = float(w.weights[order[:3]].sum())
+    top = ", ".join(f"**{_name(int(j))}** {share(float(w.weights[j]))}" for j in order[:3])
+    together = float(w.weights[order[:3]].sum())
     me = _name(w.token)
-    own = "" if w.token == 0 else f"; itself {number(float(w.weights[w.token]))}"
+    own = "" if w.token == 0 else f"; itself {share(float(w.weights[w.token]))}"
     where = (f"\"Explore one patch\" shows for {me}" if w.token else
              "\"Where each head looks\" shows for [CLS]")
     return (f"**{me[0].upper() + me[1:]}, layer {w.layer + 1}, head {w.head + 1}.** The largest "
-            f"weights: {top} (together {percent(share)} of the output's mix). [CLS] gets "
-            f"{number(float(w.weights[0]))}{own}. Spread evenly, each of the {T} tokens would "
-            f"get 1/{T} = {number(1 / T)}. The output (step 10) is {Dh} numbers: the values "
+            f"weights: {top} (together {share(together)} of the output's mix). [CLS] gets "
+            f"{share(float(w.weights[0]))}{own}. Spread evenly, each of the {T} tokens would "
+            f"get 1/{T} = {share(1 / T)}. The output (step 10) is {Dh} numbers: the values "
             f"v of all {T} tokens, mixed in these proportions. These weights are {me}'s row "
             f"of the attention matrix of layer {w.layer + 1}, head {w.head + 1}: the numbers "
             f"{where}, computed here by hand from the model's weights.")

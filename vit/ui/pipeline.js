@@ -97,7 +97,11 @@ function drawAttention() {
                ctx.fillText("after the pen lifts", 14, PX / 2); }
     return;
   }
-  const g = data.grid, s = PX / g, top = Math.max(...map) || 1;
+  // One scale with every attention picture on the page: to the map's largest weight, or
+  // VIVID times an even spread if that is larger, so a nearly flat map stays dull.
+  const scale = pipe.querySelector(".s-attention .scale"), u = data.even;
+  const peak = Math.max(...map), top = Math.max(peak, (+scale.dataset.vivid || 1) * u) || 1;
+  const g = data.grid, s = PX / g;
   ctx.globalAlpha = 0.35; ctx.drawImage(img, 0, 0, PX, PX); ctx.globalAlpha = 1;
   for (let p = 0; p < g * g; p++) {
     const [r, gg, b] = colour(map[p] / top);
@@ -106,12 +110,13 @@ function drawAttention() {
   }
   const m = marked();
   if (m !== null) outline(ctx, (m % g) * s, Math.floor(m / g) * s, s, s, "#22c55e", 2);
-  hi.textContent = pct(top);       // this map's own scale: 0 to its largest weight
-  // Where "spread evenly" falls on that scale: a map whose top is near it is nearly flat,
-  // however bright its colours.
-  const even = pipe.querySelector(".s-attention .even"), u = data.even;
+  hi.textContent = pct(top);
+  // Where "spread evenly" and this map's largest weight fall on that scale.
+  const even = scale.querySelector(".even"), most = scale.querySelector(".peak");
   even.style.left = (100 * Math.min(1, u / top)).toFixed(1) + "%";
   even.title = `even: ${pct(u)} each`;
+  most.style.left = (100 * Math.min(1, peak / top)).toFixed(1) + "%";
+  most.title = `this map's largest weight: ${pct(peak)}`;
 }
 
 // One format on the whole page (vit/text.py percent): "99.5 %".

@@ -23,7 +23,7 @@ from PIL import Image
 
 from vit.explain.faithful import AGREE, agreement, lead_map
 from vit.inference import Analysis, Explained, Predictor
-from vit.pictures.attention_maps import uniform_level
+from vit.pictures.attention_maps import VIVID, uniform_level
 from vit.ui import views
 from vit.ui.words import GLOSSARY, unsure_words
 
@@ -38,8 +38,9 @@ STEPS = (
     ("tokens", "3 · Tokens", "Each patch becomes a token: a list of numbers, plus its place. "
                             "[CLS] is one extra token, with no pixels, that gathers the answer",
      "token"),
-    ("attention", "4 · Attention", "Where [CLS] looked (green tick: spread evenly). Where it "
-                                   "looked is not why it answered: that is step 5", "attention"),
+    ("attention", "4 · Attention", "Where [CLS] looked (green tick: spread evenly; blue: its "
+                                   "largest weight). Where it looked is not why it answered: "
+                                   "that is step 5", "attention"),
     ("answer", "5 · Answer", "Read from [CLS] after the last layer", "calibrated"),
 )
 # Where each step's detail opens (the accordion below the strip) and what the link says.
@@ -73,8 +74,12 @@ def _template() -> str:
                 f'<canvas class="c-{key}" aria-label="{html.escape(title)}"></canvas>')
         extra = ""
         if key == "attention":
-            extra = ('<div class="scale"><span class="lo">0</span><i><b class="even" '
-                     'title="green: attention spread evenly"></b></i><span class="hi"></span>'
+            # The scale of every attention picture on the page (attention_maps.VIVID): to the
+            # map's largest weight, or VIVID times an even spread if that is larger.
+            extra = (f'<div class="scale" data-vivid="{VIVID}"><span class="lo">0</span><i>'
+                     '<b class="even" title="green: attention spread evenly"></b>'
+                     '<b class="peak" title="blue: this map\'s largest weight"></b></i>'
+                     '<span class="hi"></span>'
                      '</div><div class="modes" role="radiogroup" aria-label="Which attention">'
                      '<button type="button" role="radio" data-mode="rollout" aria-checked="true">'
                      'all layers</button><button type="button" role="radio" data-mode="head" '

@@ -12,8 +12,8 @@ import numpy as np
 from vit.explain.faithful import AGREE, LEADS, agreement, lead_map
 from vit.explain.scoreboard import METHODS, RANDOM
 from vit.inference import Analysis, Explained, Predictor
-from vit.pictures.attention_maps import single_map_picture
-from vit.pictures.sanity import sanity_picture
+from vit.pictures.attention_maps import single_map_picture, uniform_level
+from vit.pictures.sanity import ATTENTION, sanity_picture
 from vit.text import md, percent
 from vit.ui.record import ANSWER, Shown
 from vit.ui.words import alt, caption, term
@@ -120,7 +120,7 @@ def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
     name = md(p.class_names[board.target])
     depth = p.model.cfg.depth
     rows = "\n".join(
-        f"| {k} | {board.deletion[k]:.2f} | {board.insertion[k]:.2f} | "
+        f"| {k} | {percent(board.deletion[k])} | {percent(board.insertion[k])} | "
         + (f"{board.correlation[k]:+.2f}{' ⚠️' if board.correlation[k] >= SAME else ''} |"
            if k in board.correlation else "— |")
         for k in (*METHODS, RANDOM))
@@ -142,13 +142,14 @@ def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
                           f"what the answer rests on. **Insertion** starts from a blank picture "
                           f"and reveals them in that order: higher = better. Random orders are "
                           f"the line to beat (Petsiuk et al. 2018). **Rank correlation**: "
-                          f"Spearman's ρ between each map and the same map on a copy of the "
+                          f"Spearman's ρ (rho, as the pictures write it) between each map and "
+                          f"the same map on a copy of the "
                           f"model whose layers {board.randomised_from}–{depth}, final norm and "
                           f"head were re-initialised (Adebayo et al. 2018); near 1 (⚠️, "
                           f"≥ {SAME}) means the map hardly depends on what those layers learned. "
                           f"Raw attention is the last layer's [CLS] attention, averaged over "
-                          f"heads. One input, {STEPS} steps: scores closer than {TIE} are not "
-                          f"told apart.")
+                          f"heads. One input, {STEPS} steps: scores closer than "
+                          f"{100 * TIE:.0f} points are not told apart.")
             + "\n\n" + table)
     return text, sanity_picture(a.image, board, depth)
 
@@ -224,7 +225,7 @@ def render(p: Predictor, a: Analysis, e: Explained) -> tuple:
     name = md(raw)                                   # Markdown, escaped (vit/text.py)
     rel_pic = single_map_picture(image, e.relevance, f"relevance for {raw}")
     occ, title, top, note = occlusion_view(p, e.occlusion, t, answer)
-    occ_pic = single_map_picture(image, occ, title, top=top, probability=not note)  # no note: P
+    occ_pic = single_map_picture(image, occ, title, top=top, unit=occlusion_unit(note))
     text = (f"Explaining **{name}**"
             + ("" if answer else f" (the model's answer is {md(p.class_names[best])}: occlusion shows "
                                  f"which patches, blanked, would make it more of a {name})")
@@ -245,9 +246,11 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     raw = p.class_names[t]
     if lead == "occlusion":
         shown, title, top, note = occlusion_view(p, e.answer_occlusion, t, True)
-        pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top, probability=not note)
-    else:
-        pic = single_map_picture(a.image, maps[lead], f"{lead} for {raw}", size=GLANCE)
+        pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top,
+                                 unit=occlusion_unit(note))
+    else:       # an attention map on the scale the page draws attention on everywhere
+        pic = single_map_picture(a.image, maps[lead], f"{lead} for {raw}", size=GLANCE,
+                                 uniform=uniform_level(p.grid) if lead in ATTENTION else None)
     rho = agreement(lead, maps)
     deletion = p.config.faithfulness.get("deletion", {})
     measured = (f"the map that removed the answer fastest when this model was tested "
@@ -262,7 +265,7 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
                  f"not as one cause.")
     how = ("Deletion test on held-out images: blank the patches a map ranks first and watch "
            "the answer fade; mean probability left, lower is better: "
-           + ", ".join(f"{k} {deletion[k]:.2f}" for k in LEADS if k in deletion) + ". "
+           + ", ".join(f"{k} {percent(deletion[k])}" for k in LEADS if k in deletion) + ". "
            if deletion else "") + ("Rank correlation with it here: "
                                    + ", ".join(f"{k} {r:+.2f}" for k, r in rho.items()) + ".")
     text = (f"**What the answer rests on, by {term(lead)}**: {measured}. {agree}\n\n"
@@ -289,10 +292,15 @@ def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
                 max(peak, OCCLUSION_TOP), "")
     shown = np.clip(maps["log-odds"], 0, None)
     peak = float(shown.max())
-    note = (f" Blanking any one patch moves P({md(name)}) by less than {FLAT:.2f} (at most "
-            f"{moved:.3f}), so occlusion shows the drop in its log-odds instead (a drop of 1 "
+    note = (f" Blanking any one patch moves P({md(name)}) by less than {100 * FLAT:.0f} points (at "
+            f"most {100 * moved:.1f}), so occlusion shows the drop in its log-odds instead (a drop of 1 "
             f"divides the odds by e ≈ 2.7).")
     return shown, f"drop in log-odds of {name}, max {peak:.1f}{squares}", max(peak, LOG_ODDS_TOP), note
+
+
+def occlusion_unit(note: str) -> str:
+    """What `occlusion_view`'s map is in: a probability's drop, or (with its note) log-odds."""
+    return "log-odds" if note else "probability"
 
 
 def model_updates(p: Predictor) -> tuple[dict, dict]:
