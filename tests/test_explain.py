@@ -241,6 +241,18 @@ def test_an_attention_maps_title_and_bar_tell_one_scale(img, monkeypatch):
     assert (np.abs(bar[20, tick - 1:tick + 2].astype(int) - (20, 100, 200)).sum(1) < 30).any()
 
 
+def test_patch_numbers_are_readable_over_white_ink():
+    """Issue 49, 6: the patch numbers were yellow, unreadable where they lay over white ink. Over
+    an all-white input each number now has a dark edge (the grid's blue lines are lighter)."""
+    from vit.pictures.attention_maps import patch_grid_picture
+    pic = patch_grid_picture(np.ones((28, 28), np.float32), 7).astype(float)
+    cell = pic.shape[0] // 7
+    corner = pic[2:cell // 2, 4:cell // 2]                      # where patch 1's number is drawn
+    luminance = corner @ np.array([0.2126, 0.7152, 0.0722])
+    assert (luminance < 60).sum() >= 10
+    assert ((corner[..., 0] > 200) & (corner[..., 2] < 80)).sum() >= 5     # and the yellow itself
+
+
 def test_a_click_on_a_map_names_its_layer_and_head(attn, img):
     """What the page uses to open a clicked thumbnail in the explorer: every map's centre and
     its caption name that map; labels, gaps and the colour bar name none."""

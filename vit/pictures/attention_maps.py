@@ -109,7 +109,9 @@ def _grid_layer(size: int, grid: int, numbers: bool, colour=GRID_COLOUR):
         font = load_font(max(9, int(cell) // 4))
         for p in range(grid * grid):
             r, c = divmod(p, grid)
-            draw.text((c * cell + 3, r * cell + 2), str(p + 1), fill=(255, 200, 0, 255), font=font)
+            # Yellow with a black edge: readable over white ink and over the black ground alike.
+            draw.text((c * cell + 3, r * cell + 2), str(p + 1), fill=(255, 200, 0, 255), font=font,
+                      stroke_width=1, stroke_fill=(0, 0, 0, 255))
     return _layer_from_pil(im)
 
 
