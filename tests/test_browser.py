@@ -254,6 +254,21 @@ def test_test_set_explorer(page):
     wait_text(page, "#testset-status", "least confident first")
     page.wait_for_selector("#testset-gallery img", timeout=30_000)
     page.screenshot(path=SHOTS / "5-test-set.png", full_page=True)
+    # Issue 49, 6: a fifth column was cut at the right edge, the first row lay under the label,
+    # and captions were cut ("5→3 99.…"). Every thumbnail and caption is whole now.
+    cut = page.evaluate("""() => {
+      const g = document.querySelector('#testset-gallery'), wrap = g.querySelector('.grid-wrap');
+      const label = g.querySelector('label').getBoundingClientRect(), w = wrap.getBoundingClientRect();
+      const items = [...g.querySelectorAll('.thumbnail-item')].map(e => e.getBoundingClientRect());
+      const captions = [...g.querySelectorAll('.caption-label')];
+      return {wide: wrap.scrollWidth - wrap.clientWidth,
+              outside: items.filter(r => r.right > w.right + 1 || r.left < w.left - 1).length,
+              under_label: items.filter(r => r.top < label.bottom - 1).length,
+              captions_cut: captions.filter(c => c.scrollWidth > c.clientWidth + 1).length,
+              n: items.length};
+    }""")
+    assert cut["n"] > 5 and cut["wide"] <= 0 and cut["outside"] == 0, cut
+    assert cut["under_label"] == 0 and cut["captions_cut"] == 0, cut
     page.locator("#testset-gallery img").first.click()
     wait_status(page, "Test image #")
     assert "true class" in status(page)
