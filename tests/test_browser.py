@@ -688,6 +688,15 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
     pg.locator("#pipeline .s-tokens summary").click()
     assert pg.locator("#pipeline .s-tokens .pop").is_visible()
     assert "position" in pg.locator("#pipeline .s-tokens .pop").inner_text()
+    # Issue 49, 8: a step's "?" opened over the picture it explains. Each opens below it now.
+    for step in ("seen", "patches", "tokens", "attention", "answer"):
+        pg.locator(f"#pipeline .s-{step} summary").click()
+        pop = pg.locator(f"#pipeline .s-{step} .pop")
+        assert pop.is_visible(), step
+        shown = pg.locator(f"#pipeline .s-{step} canvas, #pipeline .s-{step} .bars").first.bounding_box()
+        box = pop.bounding_box()
+        assert box["y"] >= shown["y"] + shown["height"] - 1, (step, box, shown)
+    pg.keyboard.press("Escape")
     pg.get_by_role("link", name="Glossary").first.click()
     pg.wait_for_selector("#glossary button.label-wrap.open")     # the link opens it in place
     pg.wait_for_function("() => document.querySelector('#glossary').innerText.includes('rollout')")
