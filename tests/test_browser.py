@@ -649,6 +649,32 @@ def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follo
     ctx.close()
 
 
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_no_tour_bubble_covers_the_lesson(browser, app_server, size):
+    """Issue 49, 5: the tour's first bubble lay over strip steps 1-2, and steps 4-5 over the
+    examples. At every step the bubble covers neither the part it names nor the canvas, the strip
+    or what the answer rests on."""
+    ctx, pg = fresh(browser, app_server, *size, tour=True)
+    pg.wait_for_selector("#tour", timeout=30_000)
+    for n in range(1, 6):
+        pg.wait_for_function(f"() => document.querySelector('#tour .tour-count').innerText === '{n} / 5'")
+        covered = pg.evaluate("""() => {
+          const t = document.querySelector('#tour').getBoundingClientRect(), out = {};
+          for (const e of [document.querySelector('.tour-target'), ...['#drawpad', '#pipeline',
+                           '#why-row'].map(q => document.querySelector(q))]) {
+            if (!e || !e.getClientRects().length) continue;
+            const r = e.getBoundingClientRect();
+            const x = Math.min(t.right, r.right) - Math.max(t.left, r.left);
+            const y = Math.min(t.bottom, r.bottom) - Math.max(t.top, r.top);
+            if (x > 1 && y > 1) out[e.id || e.className] = Math.round(x * y);
+          }
+          return out; }""")
+        assert not covered, (n, covered)
+        pg.screenshot(path=SHOTS / f"49-5-tour-{size[0]}-{n}.png")
+        pg.locator("#tour .tour-next").click()
+    ctx.close()
+
+
 def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_server):
     """A first visit starts a five-step tour, which can be skipped and is not shown again; "Take
     the tour" starts it over. A "?" opens the precise version in place; the glossary names

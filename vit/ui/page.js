@@ -18,6 +18,9 @@
     ["#deeper", "Each step opens its detail here: the arithmetic of one head, every map scored, " +
                 "every layer and head. The Glossary explains every term."],
   ];
+  // What a bubble should not cover, and how much each counts (show: where it goes).
+  const LESSON = [["#drawpad", 3], ["#pipeline", 3], ["#status", 3], ["#why-row", 3],
+                  ["#draw-examples", 1], ["#intro", 1], ["#deeper", 1]];
   let bubble = null, opener = null;
 
   function close(done) {
@@ -72,17 +75,26 @@
     const r = target.getBoundingClientRect(), w = Math.min(300, window.innerWidth - 20);
     bubble.style.width = w + "px";
     const h = bubble.offsetHeight, W = window.innerWidth, H = window.innerHeight;
-    // Beside the part it names where there is room (so it covers none of it), else below or
-    // above it, else over its bottom edge.
-    let left, top;
-    if (r.right + 12 + w < W) { left = r.right + 12; top = r.top + 8; }
-    else if (r.left - 12 - w > 0) { left = r.left - 12 - w; top = r.top + 8; }
-    else {
-      left = Math.max(10, Math.min(r.left, W - w - 10));
-      top = r.bottom + 8 + h < H ? r.bottom + 8 : r.top - h - 8 > 0 ? r.top - h - 8 : H - h - 8;
-    }
-    bubble.style.top = Math.max(8, Math.min(top, H - h - 8)) + "px";
-    bubble.style.left = left + "px";
+    // Beside, below or above the part it names (or at the screen's edge where none of those is
+    // free, as on a phone): wherever it covers least of what the lesson
+    // shows (the canvas, the strip, the answer and what it rests on count three times the
+    // examples and the rest), and never the part itself.
+    const at = (left, top) => ({left: Math.max(10, Math.min(left, W - w - 10)),
+                                top: Math.max(8, Math.min(top, H - h - 8))});
+    const spots = [at(r.right + 12, r.top + 8), at(r.left - 12 - w, r.top + 8),
+                   at(r.left, r.bottom + 8), at(r.left, r.top - h - 8),
+                   at(r.left, H), at(r.left, 0)];       // a phone: the screen's bottom or top
+    const covered = s => [[target, 100], ...LESSON.map(([q, k]) => [document.querySelector(q), k])]
+      .filter(([e]) => e && e.getClientRects().length)
+      .reduce((sum, [e, k]) => {
+        const b = e.getBoundingClientRect();
+        const x = Math.max(0, Math.min(s.left + w, b.right) - Math.max(s.left, b.left));
+        const y = Math.max(0, Math.min(s.top + h, b.bottom) - Math.max(s.top, b.top));
+        return sum + k * x * y;
+      }, 0);
+    const best = spots.reduce((a, b) => covered(b) < covered(a) ? b : a);
+    bubble.style.top = best.top + "px";
+    bubble.style.left = best.left + "px";
     document.querySelectorAll(".tour-target").forEach(t => t.classList.remove("tour-target"));
     target.classList.add("tour-target");            // outlined while its step is shown
     next.focus({preventScroll: true});
