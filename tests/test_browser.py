@@ -404,6 +404,29 @@ def page_with_model(browser, app_server, option: str, hint: str, example: str):
     return pg
 
 
+def test_how_it_learned_is_found_from_the_default_model(browser, app_server):
+    """Issue 49, 7: "How it learned" was absent on the default model, nothing saying that another
+    model has it. Its title now names the model that kept snapshots; once that model is chosen,
+    it opens on its filmstrip."""
+    pg = browser.new_page(viewport={"width": 1280, "height": 800})
+    pg.add_init_script(NO_TOUR)
+    pg.goto(app_server[1])
+    wait_status(pg, "Example")
+    learned = pg.locator("#learned")
+    assert learned.is_visible()
+    title = learned.locator("button.label-wrap").inner_text()
+    assert "kept by Handwritten digits (MNIST), 139 k parameters" in title and "Model menu" in title
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Handwritten digits (MNIST), 139 k parameters").click()
+    pg.wait_for_function("() => !document.querySelector('#learned button.label-wrap').innerText"
+                         ".includes('kept by')", timeout=30_000)
+    open_panel(pg, "#learned", "How it learned")
+    pg.wait_for_selector("#learned-picture img", timeout=60_000)
+    assert "Over training" in pg.locator("#learned-text").inner_text()
+    pg.screenshot(path=SHOTS / "49-7-how-it-learned.png", full_page=True)
+    pg.close()
+
+
 def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(browser, app_server):
     """Switching to Fashion-MNIST changes what the page asks for and its examples; an outline is
     "not a piece of clothing", and filled with the Fill tool it becomes a solid shape, read as

@@ -11,7 +11,7 @@ import gradio as gr
 
 from vit.data.examples import example_name
 from vit.inference import Predictor
-from vit.ui import draw_tab, views, why_panel
+from vit.ui import draw_tab, training_panel, views, why_panel
 from vit.ui.record import ANSWER, Shown, Visit
 
 
@@ -42,8 +42,9 @@ class ModelHandlers:
                 # A new model's example starts the canvas afresh: Undo would bring back a drawing
                 # made for the other model.
                 "pad": {**self.first_view(name), "reset": True} if crossing else gr.update(),
-                # "How it learned" only for a model that kept snapshots: no empty panel.
-                "learned_panel": gr.update(visible=self.models.learned(name))}
+                # "How it learned": its title says which models kept snapshots.
+                "learned_panel": gr.update(visible=self.models.learned(),
+                                           label=training_panel.label(self.models, name))}
 
     def reanalyse(self, visit: Visit):
         """After a model switch: the input on screen through the new model — unless the visitor

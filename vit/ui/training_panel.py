@@ -45,9 +45,20 @@ class TrainingPanel:
     text: gr.Markdown
 
 
-def build(visible: bool = True) -> TrainingPanel:
-    with gr.Accordion("How it learned (attention over training)", open=False, visible=visible,
-                      elem_id="learned") as accordion:
+TITLE = "How it learned (attention over training)"
+
+
+def label(models, name: str) -> str:
+    """The panel's title for model `name`: for a model that kept no snapshots, which models did
+    (a visitor on the default model otherwise never learns the panel exists)."""
+    if models.learned(name):
+        return TITLE
+    titles = [t for t, n in models.choices() if models.learned(n)]
+    return f"{TITLE}: kept by {' and '.join(titles)}; choose it in the Model menu above"
+
+
+def build(visible: bool = True, title: str = TITLE) -> TrainingPanel:
+    with gr.Accordion(title, open=False, visible=visible, elem_id="learned") as accordion:
         gr.Markdown(caption(PLAIN, PRECISE))
         when = FreeSlider(0, 100, value=100, step=1, label="How far into training (%)",
                          info="the kept snapshot nearest to it is shown large",
@@ -101,9 +112,26 @@ def render(p: Predictor, a: Analysis, patch: int | None, at=100,
     then = ", ".join(f"**{md(names[c])}** {percent(float(f.probs[c]))}" for c in order)
     said = "; ".join(f"{g.name}: {md(names[int(g.probs.argmax())])} "
                      f"({percent(float(g.probs.max()))})" for g in frames)
-    text = f"At {f.name} it answered {then}. Over training — {said}."
+    text = f"At {f.name} it answered {then}. Over training — {said}." + settled(frames)
     return (filmstrip(a.image, frames, chosen, names, marked=i),
             filmstrip(a.image, [f], chosen, names, tile=300), text)
+
+
+SETTLED = 0.02     # no patch's rollout share moving this much over training: "hardly moved"
+
+
+def settled(frames: list) -> str:
+    """Where attention hardly moved over training, the words say so: the top row's maps are on
+    one honest scale, so a near-even rollout that barely changes shows as barely changing."""
+    from vit.explain.faithful import spearman
+    first, last = frames[0].rollout, frames[-1].rollout
+    if len(frames) < 2 or float(np.abs(last - first).max()) >= SETTLED:
+        return ""
+    rho = spearman(first.ravel(), last.ravel())
+    return (f" Where [CLS] gathered from hardly moved over training (no patch's share changed "
+            f"by {100 * SETTLED:.0f} points; rank correlation of the first and last maps "
+            f"{rho:+.2f}), so the top row barely changes: what the model learnt is elsewhere, in "
+            f"what its layers do with the tokens, and (bottom row) in where each patch is.")
 
 
 OPEN = "learned_open"        # drawn only while open (vit/ui/panels.py)
@@ -112,8 +140,9 @@ VIEWS = {LEARNED: lambda v: render(v.p, v.a, v.patch, v.learned_at, v.frames)}
 
 
 def place(ctx) -> TrainingPanel:
-    """Shown only for a model that kept snapshots (and after a model switch, for the new one)."""
-    return build(visible=ctx.models.learned(ctx.models.default))
+    """Shown where some model kept snapshots; its title says which (`label`), and follows a
+    model switch."""
+    return build(visible=ctx.models.learned(), title=label(ctx.models, ctx.models.default))
 
 
 def components(c: TrainingPanel) -> dict:
