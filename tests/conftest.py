@@ -249,8 +249,14 @@ PEAK = ("def peak():\n"
 # lane. A test says its lane with a mark (`pytestmark = pytest.mark.data` for a whole module):
 # what it does, never guessed from its source. browser: drives Chromium; server: starts
 # `python app.py`; train: trains for real; data: needs the full data sets or scores a bundled
-# model on a whole test set; package: builds and installs the wheel; gpu: the CUDA paths.
-LANES = ("browser", "server", "train", "data", "package", "gpu")
+# model on a whole test set or held-out family; package: builds and installs the wheel; process:
+# starts a new Python process (seconds of imports each: a command as typed, a fresh import, a
+# memory bound); gpu: the CUDA paths.
+LANES = ("browser", "server", "train", "data", "package", "process", "gpu")
+# What starts a new Python process in a test's own source: such a test left in the fast lane
+# fails collection (helpers it calls are not read; run_main runs a command in this process).
+STARTS_PROCESS = ("run_module(", "sys.executable", "subprocess.run(", "subprocess.Popen(",
+                  "subprocess.check_")
 # Fixtures that start a server or train, and the lanes a test using one may be in (the browser
 # drives the server): a test that uses one without such a mark fails collection, so a new test
 # cannot land in the fast lane (or another lane) by mistake.
@@ -259,9 +265,15 @@ FIXTURE_LANES = {"app_server": ("server", "browser"), "trained": ("train",), "dd
 
 
 def pytest_collection_modifyitems(config, items):
+    import inspect
     wrong = []
     for item in items:
         marks = {m.name for m in item.iter_markers()} & set(LANES)
+        function = getattr(item, "function", None)
+        if not marks and function is not None:
+            source = inspect.getsource(function)
+            if any(s in source for s in STARTS_PROCESS):
+                wrong.append(f"{item.nodeid} starts a Python process: mark it process")
         for fixture, lanes in FIXTURE_LANES.items():
             if fixture in getattr(item, "fixturenames", ()) and not marks & set(lanes):
                 wrong.append(f"{item.nodeid} uses the {fixture} fixture: mark it {lanes[0]}")

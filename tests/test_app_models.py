@@ -132,6 +132,7 @@ def test_no_usable_checkpoint_says_how_to_get_one(tmp_path, setup):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.server
 def test_app_py_with_a_misspelt_checkpoints_folder_exits_with_one_line(tmp_path):
     """The one real `python app.py` of these checks: its exit status and stderr as a user sees
     them."""
@@ -257,6 +258,7 @@ def test_session_state_is_small(grids_page, tmp_path):
     assert shown.source.nbytes + shown.image.nbytes < 40_000
 
 
+@pytest.mark.process
 def test_a_huge_drawing_is_refused_before_it_is_decoded(grids_page, tmp_path):
     """A 13000x13000 Sketchpad value took the server from 1.5 to 4.5 GB."""
     import struct

@@ -238,6 +238,7 @@ def test_an_answer_that_is_not_a_number_is_one_line_on_the_page(monkeypatch):
         p.analyse_input(np.full((28, 28), 0.5, np.float32))
 
 
+@pytest.mark.process
 def test_loading_holds_the_weights_once_not_three_times(tmp_path):
     """Sparse 1 GB weights made 3.2 GB of RSS: the file, a randomly initialised model and the
     copy. Now the model is built without storage and takes the loaded tensors (measured here:

@@ -140,6 +140,7 @@ def test_a_checkpoint_whose_explanation_would_not_fit_is_refused_at_load():
                                heads=12, mlp_dim=3072, stem_channels=0), "ViT-B/16")
 
 
+@pytest.mark.process
 def test_attention_distances_of_a_model_with_many_tokens_hold_a_bounded_batch():
     """In a fresh process (a high-water mark only means something there): the step-by-step
     panel's attention distances kept every map of 16 images at once, +2.1 GB for a 1,025-token

@@ -177,6 +177,7 @@ def test_the_test_set_tab_shows_calibrated_answers_and_caches_logits(tiny_data, 
     assert again.confidence.mean() < first.confidence.mean()
 
 
+@pytest.mark.process
 def test_evaluate_prints_ece_and_writes_a_reliability_diagram(tiny_data, tmp_path):
     folder = tiny_checkpoint(tmp_path / "ck", {"temperature": 1.3, "reject_below": 0.2})
     png = tmp_path / "out" / "reliability.png"

@@ -67,6 +67,7 @@ def test_the_metadata_alone_turns_logits_into_the_apps_probabilities(exported):
     assert json.loads(meta["vit.config"])["class_names"] == names
 
 
+@pytest.mark.process
 def test_a_bad_checkpoint_is_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "x.onnx"
     r = run_module("vit.export", tmp_path / "missing", "--out", out)

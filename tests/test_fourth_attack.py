@@ -226,6 +226,7 @@ def test_a_page_model_far_larger_than_its_model_is_not_read_or_served(tmp_path):
 
 # --- 6. a crafted typical.safetensors --------------------------------------------------------
 
+@pytest.mark.process
 def test_a_huge_typical_file_is_refused_from_its_header(tmp_path):
     """`means` of [6291456, 64] took 5.3 GB before it was refused (float64 first, shape after).
     Here 200 MB of means: refused with the peak memory of loading the model alone."""

@@ -3,6 +3,7 @@ test fails with Gradio 6.31 as it is."""
 import asyncio
 
 import gradio as gr
+import pytest
 from gradio.state_holder import SessionState
 
 from vit.ui.gradio_patches import SKIP, no_summaries, skips_cost_nothing, small_sessions
@@ -69,6 +70,7 @@ def test_the_app_refuses_to_patch_a_gradio_it_was_not_written_for(monkeypatch):
     assert "pip install -r requirements.txt" in message
 
 
+@pytest.mark.process
 def test_the_speedups_can_be_switched_off_and_the_fixes_cannot():
     """VIT_GRADIO_SPEEDUPS=0 leaves Gradio's own per-event work (patches 13 and 14) as it is, to
     tell whether a fault is theirs; the patches that close holes are applied either way. (A fresh

@@ -14,6 +14,9 @@ from bench.heldout import fonts, optdigits, printed, scan
 from bench.real_inputs import read_all
 from vit.inference import Predictor
 
+# Each test reads a bundled model on a whole held-out family (hundreds of pictures): the data lane.
+pytestmark = pytest.mark.data
+
 pytest.importorskip("sklearn", reason="scikit-learn (requirements-dev.txt) ships optdigits")
 
 

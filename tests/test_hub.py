@@ -91,6 +91,7 @@ def test_a_hub_id_loads_from_the_hub_cache_offline(tmp_path):
         vit.from_pretrained("hf://someone/other", cache_dir=cache)
 
 
+@pytest.mark.process
 def test_the_clis_take_a_hub_id(tmp_path, monkeypatch):
     cache = hub_cache(tmp_path)
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))           # (HF_HUB_OFFLINE=1: conftest)

@@ -150,6 +150,7 @@ def test_predictor_label_keeps_the_classes_under_the_verdict(tmp_path):
     assert sum(c["confidence"] for c in conf) == pytest.approx(1, abs=1e-5)
 
 
+@pytest.mark.process
 def test_predict_cli_says_not_a_digit_and_why(tmp_path):
     Image.fromarray(drawing(("3", 20, 100, 220), ("8", 260, 100, 220))).save(tmp_path / "38.png")
     Image.fromarray(drawing(("3", 120, 90, 300))).save(tmp_path / "3.png")

@@ -1,5 +1,6 @@
 """`python -m vit.predict` over a batch of files, some of them hostile (a bomb, an empty file):
 each bad file gets one line, the others still get their answers."""
+import pytest
 from conftest import ROOT, run_module
 from PIL import Image
 from test_preprocess import _png_header_only
@@ -7,6 +8,7 @@ from test_preprocess import _png_header_only
 from vit.data.examples import render_digit
 
 
+@pytest.mark.process
 def test_a_bomb_in_the_batch_does_not_stop_the_others(tmp_path):
     seven = Image.new("L", (400, 400), 255)
     seven.paste(render_digit("7", 300, 24), (50, 50))

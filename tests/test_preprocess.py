@@ -377,6 +377,7 @@ def test_inputs_that_crashed_inside_pil_or_numpy_get_one_line(tmp_path, make, me
     assert "\n" not in str(e.value) and str(tmp_path) not in str(e.value)
 
 
+@pytest.mark.process
 def test_a_small_file_of_many_pixels_is_read_at_reduced_size(tmp_path):
     """A 150 KB 6300x6300 RGBA PNG cost the server ~0.9 GB as float64 arrays; it is now box-
     reduced in PIL, band by band, before any float array exists. Measured in a fresh process
@@ -449,6 +450,7 @@ def test_a_32_bit_picture_is_read_over_its_own_range_not_as_blank(tmp_path):
     assert np.abs(from_tiff - reference).mean() < 0.02
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind", ["uint16", "float32", "rgba"])
 def test_a_wide_picture_costs_its_decoded_size_not_a_gigabyte(tmp_path, kind):
     """36 megapixels: before, a 16-bit PNG cost +895 MB and a float TIFF +689 MB on top of the

@@ -146,6 +146,7 @@ def test_a_bad_vary_is_one_line_before_anything_trains(tmp_path, vary, says, cap
     assert "Traceback" not in r.stderr and not (tmp_path / "sw").exists()
 
 
+@pytest.mark.process
 def test_a_bad_vary_stops_the_real_command_with_one_line(tmp_path):
     """The one real process of the checks above: exit status and stderr as a user sees them."""
     r = run_module("vit.sweep", "--data", "mnist", "--out", tmp_path / "sw", "--vary", "head=1,2",

@@ -109,6 +109,7 @@ def test_mistakes_stand_out_from_right_answers():
     assert at(0, 0)[1] > at(0, 0)[0]                            # right answers: green tint
 
 
+@pytest.mark.process
 def test_data_cli_reports_where_the_data_is(tiny_data, tmp_path, capsys):
     r = run_module("vit.data", "--data-dir", tiny_data, "--no-download", timeout=60)
     assert r.returncode == 0, r.stderr

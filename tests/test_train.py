@@ -314,6 +314,7 @@ def test_bad_flags_give_a_clear_message(flags, message, capsys):
     assert err.strip().splitlines()[-1].startswith("python -m vit.train: error:")
 
 
+@pytest.mark.process
 def test_a_bad_flag_stops_the_real_command_with_one_line():
     """The one subprocess of the checks above: exit status and stderr as a user sees them."""
     r = run_module("vit.train", "--epochs", "0", timeout=60)

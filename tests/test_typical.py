@@ -91,6 +91,7 @@ def test_a_picture_far_from_every_class_is_not_one_of_these(tmp_path):
     assert Predictor(str(tmp_path), "cpu").analyse(drawing).verdict.kind != "unfamiliar"
 
 
+@pytest.mark.process
 def test_fit_typical_fits_on_training_images_and_records_how(tmp_path, tiny_data, capsys):
     _checkpoint(tmp_path / "ck")
     r = run_module("vit.fit_typical", str(tmp_path / "ck"), "--data-dir", str(tiny_data),
@@ -154,6 +155,7 @@ def test_the_bundled_cifar_model_says_noise_is_not_a_photo():
         assert p.analyse(noise).verdict.kind == "unfamiliar"
 
 
+@pytest.mark.process
 def test_fit_typical_takes_an_image_folders_model(tmp_path):
     """A model of your own folder (`--dataset folder`) is fitted on that folder's train/."""
     from test_imagefolder import write_folder
@@ -188,6 +190,7 @@ def test_the_page_says_so_for_noise_with_the_bundled_cifar_model(tmp_path):
     assert len(value["confidences"]) == 10
 
 
+@pytest.mark.process
 def test_fit_faithfulness_measures_the_maps_on_validation_and_the_page_leads_with_the_best(
         tmp_path, tiny_data, capsys):
     """`python -m vit.fit_faithfulness` writes which map removes the answer fastest, measured on

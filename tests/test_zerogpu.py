@@ -45,6 +45,7 @@ def test_off_zero_gpu_every_pass_is_the_plain_function(monkeypatch):
     assert vit.inference._explain is explain and not hasattr(vit.inference._glance, "zerogpu")
 
 
+@pytest.mark.process
 def test_on_zero_gpu_every_pass_is_wrapped_and_no_handler_is(tmp_path):
     probe = f"""
 import importlib, sys
