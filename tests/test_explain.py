@@ -280,3 +280,20 @@ def test_a_long_map_title_fits_in_the_picture(img):
         assert ink.size and ink[-1] < pic.shape[1] - 3
     short = single_map_picture(img, grid, "relevance for 7")[-BAR_HEIGHT:-BAR_HEIGHT + 16]
     assert np.flatnonzero((short.min(axis=2) < 128).any(axis=0))[0] >= _bar_span(336)[0]
+
+
+def test_how_it_learned_says_when_attention_hardly_moved():
+    """Issue 49, 7: over training, the 139 k model's rollout maps stay near even on one honest
+    scale, so the filmstrip's top row looks unchanged. The words then say that attention hardly
+    moved, and where the learning shows instead; a map that did move gets no such words."""
+    from vit.explain.over_training import Frame
+    from vit.ui.training_panel import settled
+    even = np.full((4, 4), 1 / 17)
+    frame = lambda step, m: Frame(step, 100, np.full(10, 0.1), m, np.zeros((4, 4)))   # noqa: E731
+    nudged = even.copy()
+    nudged[1, 1] += 0.02                          # 2 points: under half an even share (2.9)
+    said = settled([frame(1, even), frame(100, nudged)])
+    assert "hardly moved" in said and "2.9 points" in said
+    moved = even.copy()
+    moved[1, 1] += 0.05
+    assert settled([frame(1, even), frame(100, moved)]) == ""
