@@ -27,9 +27,9 @@ import gradio as gr
 from vit.checkpoint import CheckpointError
 from vit.data.examples import write_test_examples
 from vit.data.loading import DataError
-from vit.inference import Analysis, Predictor, Recent
+from vit.inference import Predictor, Recent
 from vit.preprocessing.decode import PreprocessError
-from vit.ui import mechanism_panel, testset_tab, training_panel, why_panel
+from vit.ui import mechanism_panel, testset_tab, why_panel
 from vit.ui.boundary import user_error
 from vit.ui.compare_panel import SAME_MODEL
 from vit.ui.draw_tab import DrawingHandlers
@@ -41,10 +41,7 @@ from vit.ui.render import (
     ANALYSIS,
     COMPARE,
     EVERY,
-    LEARNED,
-    LENS,
     QUICK,
-    WALK,
     Given,
     answered,
     changed,
@@ -104,9 +101,10 @@ class Page(Reading, DrawingHandlers, UploadHandlers, TestSetHandlers, ModelHandl
             raise user_error(str(e)) from None
 
     def view(self, r: Record, names, known: tuple | None = None, visit: Visit | None = None) -> dict:
-        """render() of `names` for record `r`, with what its views need computed first: the
+        """render() of `names` for record `r`, with what several views share computed first: the
         input on screen analysed (a kept forward pass: vit/inference.py's Recent), its maps when
-        a "why" view is named, the second model's analysis when the compare panel is open.
+        a "why" view is named, the second model's analysis when the compare panel is open. (What
+        one panel alone draws is computed when its view reads it: render.Seen.)
         `known`: (input, analysis) in hand; `visit`: whose views' reads to note."""
         p, a = self.predictor(r.model), None
         if answered(r) and set(names) - {"answered"}:
@@ -128,24 +126,8 @@ class Page(Reading, DrawingHandlers, UploadHandlers, TestSetHandlers, ModelHandl
                                   kept_only=not set(names) & set(why_panel.MAPS))
         if a is not None and r.compare_open and set(names) & set(COMPARE):
             other = self._second(r)
-        return render(r, Given(p, a, explained, other, *self._panels_numbers(r, p, a, names)),
-                      names, visit.reads if visit is not None else None)
-
-    @staticmethod
-    def _panels_numbers(r: Record, p: Predictor, a: Analysis | None, names) -> tuple:
-        """What the open panels among `names` draw, computed before render (each a forward pass,
-        kept per input): the logit lens, the answer with the ticked heads off, the walk through
-        one head, the input through the training snapshots."""
-        if a is None:
-            return None, None, None, None
-        wanted = set(names)
-        lens = p.lens(a.image) if r.lens_open and wanted & set(LENS) else None
-        off = why_panel.parse_heads(p, r.heads_off) if r.why_open and "ablation" in wanted else []
-        walk = (mechanism_panel.walk_of(p, a, r.layer, r.head, r.patch, r.follow_cls)
-                if r.mechanism_open and wanted & set(WALK) else None)
-        frames = (training_panel.frames_of(p, a, r.patch)
-                  if r.learned_open and wanted & set(LEARNED) else None)
-        return lens, p.ablate(a.image, off) if off else None, walk, frames
+        return render(r, Given(p, a, explained, other), names,
+                      visit.reads if visit is not None else None)
 
     def _second(self, r: Record):
         """The second model's (model, analysis) of the input on screen, or why there is none

@@ -9,7 +9,7 @@ Every view belongs to a panel module registered in vit/ui/panels.py (its `VIEWS`
 Nothing here touches Gradio's events or a server, nor computes a map."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -37,21 +37,22 @@ class Given:
     """What the page computed for the record's input on screen before drawing it: the model
     (`p`), its analysis (`a`, None when nothing is answered), the explanation maps (`explained`,
     None on the answer's lane, which never waits for them) and the second model's analysis
-    (`other`: (model, analysis), a one-line reason it has none, or None)."""
+    (`other`: (model, analysis), a one-line reason it has none, or None). What one panel alone
+    draws (its logit lens, the walk through one head…) is computed when a view first reads it
+    (`Seen`), once per drawing, in `computed`."""
     p: Predictor
     a: Analysis | None = None
     explained: Explained | None = None
     other: tuple | str | None = None
-    lens: object = None                 # its logit lens (vit/explain/logit_lens.py), when drawn
-    ablated: np.ndarray | None = None   # its probabilities with the ticked heads switched off
-    walk: object = None                 # one token's trip through one head (mechanism_panel)
-    frames: list | None = None          # it through the training snapshots (training_panel)
+    computed: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 class Seen:
     """Record `r` as one view reads it: each record field it reads is added to `reads`, and so
     are the fields each computed value follows (`a`: the input on screen and the model). A
-    property or method of Record runs with this as `self`, so its reads are noted too."""
+    property or method of Record runs with this as `self`, so its reads are noted too. A value
+    one panel computes from the record (`lens`, `ablated`, `walk`, `frames`) is computed here,
+    from what it reads, the first time a view reads it: nothing lists those reads by hand."""
 
     def __init__(self, r: Record, given: Given):
         self._r, self._given, self.reads = r, given, set()
@@ -64,6 +65,16 @@ class Seen:
         if isinstance(attr, property):
             return attr.fget(self)
         return attr.__get__(self)                  # a method, bound to this view of the record
+
+    def _once(self, key: str, compute):
+        """`compute()` (a forward pass or more, kept per input by the Predictor) once per
+        drawing of the page; None while nothing is answered. Its reads are noted by the caller,
+        which reads the fields it passes before calling this."""
+        if self._given.a is None:
+            return None
+        if key not in self._given.computed:
+            self._given.computed[key] = compute()
+        return self._given.computed[key]
 
     @property
     def p(self) -> Predictor:
@@ -83,23 +94,31 @@ class Seen:
 
     @property
     def lens(self):
-        _ = self.a
-        return self._given.lens
+        """Its logit lens (vit/explain/logit_lens.py)."""
+        p, a = self.p, self.a
+        return self._once("lens", lambda: p.lens(a.image))
 
     @property
     def ablated(self) -> np.ndarray | None:
-        _ = self.a, self.heads_off
-        return self._given.ablated
+        """Its probabilities with the ticked heads switched off (None: none ticked)."""
+        p, a, ticked = self.p, self.a, self.heads_off
+
+        def ablate():
+            off = why_panel.parse_heads(p, ticked)
+            return p.ablate(a.image, off) if off else None
+        return self._once("ablated", ablate)
 
     @property
     def walk(self):
-        _ = self.a, self.layer, self.head, self.patch, self.follow_cls
-        return self._given.walk
+        """One token's trip through one head (mechanism_panel)."""
+        p, a, chosen = self.p, self.a, (self.layer, self.head, self.patch, self.follow_cls)
+        return self._once("walk", lambda: mechanism_panel.walk_of(p, a, *chosen))
 
     @property
     def frames(self):
-        _ = self.a, self.patch
-        return self._given.frames
+        """It through the training snapshots (training_panel)."""
+        p, a, patch = self.p, self.a, self.patch
+        return self._once("frames", lambda: training_panel.frames_of(p, a, patch))
 
     @property
     def other(self):
