@@ -239,6 +239,16 @@ def test_an_attention_maps_title_and_bar_tell_one_scale(img, monkeypatch):
     x0, x1 = attention_maps._bar_span(pic.shape[1])
     tick = x0 + round(0.05 / 0.10 * (x1 - x0 - 1))
     assert (np.abs(bar[20, tick - 1:tick + 2].astype(int) - (20, 100, 200)).sum(1) < 30).any()
+    # A probability's drop on a scale with a floor (occlusion's 20 %): its maximum marked too
+    # (a teacher read "drop in P(7), max 9.3 %" over a bar to 20.0 % as two numbers at odds).
+    drop = np.zeros((G, G))
+    drop[2, 2] = 0.093
+    pic = attention_maps.single_map_picture(img, drop, "drop in P(7), max 9.3 %", top=0.2,
+                                            unit="probability")
+    bar = pic[-attention_maps.BAR_HEIGHT:]
+    tick = x0 + round(0.093 / 0.2 * (x1 - x0 - 1))
+    assert (np.abs(bar[20, tick - 1:tick + 2].astype(int) - (20, 100, 200)).sum(1) < 30).any()
+    assert "20.0 %" in said
 
 
 def test_patch_numbers_are_readable_over_white_ink():

@@ -11,7 +11,9 @@ GLOSSARY: dict[str, tuple[str, str]] = {
     "patch": (
         "A small square of the picture; the model cuts every picture into a grid of them.",
         "The input (28×28 or 32×32 pixels for the bundled models) is cut into non-overlapping "
-        "squares (4×4 px for the digit model: a 7×7 grid of 49 patches), numbered left to right, "
+        "squares (4×4 px for the 514 k digit model: a 7×7 grid of 49 patches; 7×7 px for the "
+        "139 k one: a 4×4 grid of 16; the strip's step 2 shows the grid of the model in use), "
+        "numbered left to right, "
         "top to bottom, from 1. The bundled models' small convolution stem lets each patch see a "
         "pixel or two past its edge."),
     "token": (
