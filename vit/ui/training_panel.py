@@ -55,7 +55,8 @@ def label(models, name: str) -> str:
     if models.learned(name):
         return TITLE
     titles = [t for t, n in models.choices() if models.learned(n)]
-    return f"{TITLE}: kept by {' and '.join(titles)}; choose it in the Model menu above"
+    return (f"{TITLE}: not for this model; {' and '.join(titles)} kept its training "
+            f"snapshots: choose it in the Model menu above")
 
 
 def build(visible: bool = True, title: str = TITLE) -> TrainingPanel:
