@@ -318,6 +318,37 @@ def test_the_strips_attention_is_on_the_pictures_scale(browser, app_server):
     pg.close()
 
 
+@pytest.mark.browser
+def test_on_a_phone_the_pen_down_note_is_one_whole_line(browser, app_server):
+    """A newcomer's trial (issue 49, 1, on a phone): while the finger was down, the pinned
+    headline's note was two lines in a one-line box, its top and bottom cut off. On a phone it is
+    one short line that fits the box's width."""
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    ctx.add_init_script(NO_TOUR)
+    pg = ctx.new_page()
+    pg.goto(app_server[1], wait_until="load")
+    pg.wait_for_function("() => window.vitStrip && window.vitStrip.value()", timeout=60_000)
+    _ready(pg)
+    box = pg.locator("#drawpad canvas").bounding_box()
+    pg.mouse.move(box["x"] + 0.3 * box["width"], box["y"] + 0.3 * box["height"])
+    pg.mouse.down()
+    for i in range(1, 26):
+        at = 0.3 + 0.016 * i
+        pg.mouse.move(box["x"] + at * box["width"], box["y"] + at * box["height"])
+    pg.wait_for_function("() => document.querySelector('#status').hasAttribute('data-stale')")
+    note = pg.evaluate("""() => { const s = document.querySelector('#status');
+      const b = getComputedStyle(s, '::before'), c = document.createElement('canvas').getContext('2d');
+      c.font = `${b.fontStyle} ${b.fontSize} ${b.fontFamily}`;
+      const text = b.content.replace(/^"|"$/g, '');
+      return {text, wide: c.measureText(text).width, room: s.clientWidth, wrap: b.whiteSpace,
+              high: s.getBoundingClientRect().height}; }""")
+    assert "Lift the pen" in note["text"] and note["wrap"] == "nowrap", note
+    assert note["wide"] <= note["room"], note
+    pg.screenshot(path=ARTIFACTS / "browser" / "49-1-phone-pen-down.png")
+    pg.mouse.up()
+    ctx.close()
+
+
 def _blocked(browser, url, pattern):
     """A fresh page whose requests matching `pattern` never arrive."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
