@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import gradio as gr
 import numpy as np
 
+from vit.explain.faithful import spearman
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import uniform_level
 from vit.pictures.over_training import filmstrip
@@ -127,7 +128,6 @@ SETTLED = 0.5
 def settled(frames: list) -> str:
     """Where attention hardly moved over training, the words say so: the top row's maps are on
     one honest scale, so a near-even rollout that barely changes shows as barely changing."""
-    from vit.explain.faithful import spearman
     first, last = frames[0].rollout, frames[-1].rollout
     limit = SETTLED * uniform_level(first.shape[0])
     if len(frames) < 2 or float(np.abs(last - first).max()) >= limit:
