@@ -432,7 +432,9 @@ def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
             "path": None, "kind": "all", "true": -1, "pred": -1, "image": None, "second": "",
             "at": 50, "field": mechanism_panel.OPEN,
             "evt": SimpleNamespace(index=[1, 1]), "progress": lambda *a, **k: 0}
-    wiring = ("visit", "field")             # the page's own (a gr.State; bound when wired)
+    # The page's own: the record (a gr.State), and what the wiring binds (a tab's name, a panel's
+    # field and whether it opened).
+    wiring = ("visit", "tab", "field", "opened")
     skip = {"classify", "predictor", "gallery", "canvas_value", "first_view", "view", "analysis",
             "choose"}
     handlers = [getattr(page, n) for n, f in inspect.getmembers(page, inspect.ismethod)
@@ -444,6 +446,8 @@ def test_every_handler_takes_any_value_in_any_parameter(page, tmp_path):
     assert len(handlers) > 30
     for fn in handlers:
         params = [p for p in inspect.signature(fn).parameters if p in good]
+        fn = functools.partial(fn, **{p: good[p] for p in params if p in wiring[1:]})
+        params = [p for p in params if p not in wiring[1:]]
         for bad_param in (p for p in params if p not in wiring):
             for bad in BAD:
                 args = {p: (SimpleNamespace(index=bad) if p == "evt" else bad)

@@ -42,7 +42,7 @@ def parse(fn, *args):
 @pytest.mark.parametrize("value", [JUNK, "7", float("nan"), float("inf"), True, {"a": 1},
                                    10 ** 400])
 def test_a_slider_is_an_int_in_range_or_one_line(value):
-    def explore(visit, layer, head):
+    def explore(visit, layer: boundary.Layer, head: boundary.Head):
         return layer, head
     with pytest.raises(gr.Error) as e:
         parse(explore, None, value, 1)
@@ -57,7 +57,11 @@ def test_every_value_a_handler_keeps_arrives_as_its_type():
     order = ("value", "name", "shared", "target", "heads", "kind", "true", "cls", "at",
              "second", "evt")
 
-    def handler(visit, value, name, shared, target, heads, kind, true, cls, at, second, evt):
+    b = boundary
+
+    def handler(visit, value: b.Drawing, name: b.ModelName, shared: b.SharedScale,
+                target: b.Target, heads: b.HeadsOff, kind: b.TestKind, true: b.ClassIndex,
+                cls: b.FollowCls, at: b.Percent, second: b.SecondModel, evt: b.Click):
         seen.update({k: v for k, v in locals().items() if k in order})
     drawing = {"png": "data:image/png;base64,AAAA", "seq": 7, "example": "7", "extra": JUNK}
     parse(handler, None, drawing, "mnist", None, -1, ["0,1", "0,1", "2,3"], "all", 3, True, 250.4,
@@ -79,11 +83,23 @@ def test_every_value_a_handler_keeps_arrives_as_its_type():
                                    [10 ** 400, 1], [1, 2, 3], {"path": "/etc/passwd"}, "3", None])
 def test_a_click_anywhere_but_on_the_picture_is_one_line(index):
     """Finding 13: a gallery click at Infinity raised OverflowError at the client."""
-    def show(visit, evt):
+    def show(visit, evt: boundary.Click):
         return evt.index
     with pytest.raises(gr.Error, match="not at a place"):
         parse(show, None, SimpleNamespace(index=index))
     assert parse(show, None, SimpleNamespace(index=4)) == 4
+
+
+def test_a_parameter_a_client_fills_without_a_parser_is_refused_when_wired():
+    """Parsers come from annotations: a handler whose new parameter has none would have let a
+    client's value through as sent. It is refused when the page is built, naming the parameter;
+    the record, a partial's keyword and Gradio's progress are the server's own."""
+    def new_panel(visit, layer: boundary.Layer, size, progress=gr.Progress()):
+        return size
+    with pytest.raises(TypeError, match="'size' has no parser"):
+        boundary.parsed(new_panel, NAMES)
+    import functools
+    assert parse(functools.partial(new_panel, size=3), None, 2) == 3
 
 
 def test_the_strips_taps_reach_their_handlers_and_nothing_else_does(tmp_path):

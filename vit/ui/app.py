@@ -3,7 +3,8 @@
 The page: a model selector, Draw / Upload / Test set tabs, the answer, then the analysis panels
 (vit/ui/views.py, why_panel.py, mechanism_panel.py). One gr.State per visitor holds its page's
 record (vit/ui/record.py); the handlers (vit/ui/page.py) return {component name: value}, which
-`keyed` turns into Gradio's {component: value}. docs/app.md draws the event flow.
+one wrapper (vit/ui/boundary.py `parsed`, from `Wiring.on`) turns into Gradio's {component:
+value} after parsing what the client sent. docs/app.md draws the event flow.
 """
 from __future__ import annotations
 
@@ -233,16 +234,13 @@ class Wiring:
         components as outputs: `fn` returns {name: value} (Gradio's dict return, keyed by
         component: an output not named stays as it is)."""
         comps = self.ui.comps
-        sig = visit_last(fn)
-        checked = boundary.parsed(fn, self.models.names)     # nothing kept as a client sent it
 
-        def keyed(*args, **kw):
-            out = checked(**sig.bind(*args, **kw).arguments)
+        def keyed(out: dict):
             # Nothing to change: Gradio takes an empty dict for one value, gr.skip() as none.
             return {comps[k]: v for k, v in out.items()} or gr.skip()
-        keyed.__signature__, keyed.__wrapped__ = sig, fn      # (for Gradio's type hints)
-        keyed.__annotations__ = getattr(fn, "__annotations__", {})
-        keyed.__name__ = getattr(fn, "__name__", None) or fn.func.__name__   # (a partial)
+        # One wrapper: every value parsed by its annotation, the record after the client's
+        # values, the views' names turned into components.
+        keyed = boundary.parsed(fn, self.models.names, order=visit_last(fn), out=keyed)
         return event(keyed, [*inputs, self.ui.visit], [comps[n] for n in names], **kwargs)
 
     def opens(self, field, accordion, names=None, **kwargs):

@@ -3,10 +3,13 @@
 A raw client may send anything in any parameter of any event, private ones too (a 1.9 MB list
 of empty objects as a layer number, a file object as a click). Nothing of that may reach the
 visitor's record, a log or an error message as sent: a record that keeps "the layer as a client
-sent it" grew by ~50 MB a request. So `parsed(fn, models)` wraps a handler: each parameter named
-in PARSERS goes through its parser — a slider is an int in range, a choice one of the choices,
-a flag a bool, a drawing a small dict of the canvas's own keys, a click an index — and what does
-not parse is one line to the client (`gr.Error`) and one line in the log, never the value.
+sent it" grew by ~50 MB a request. So every handler parameter a client fills is annotated with one
+of the types below (`value: Drawing`, `layer: Layer`), each carrying its `Parser`, and
+`parsed(fn, models)` wraps the handler: each such value goes through its parser — a slider is an
+int in range, a choice one of the choices, a flag a bool, a drawing a small dict of the canvas's
+own keys, a click an index — and what does not parse is one line to the client (`gr.Error`) and
+one line in the log, never the value. A parameter a client fills without such a type is refused
+when the page is built.
 
 The ranges here are the page's widest (any model's); a handler still fits a layer or a class to
 the model in use (vit/ui/views.py `clamp`, why_panel.target_class), because a model switch can
@@ -19,7 +22,11 @@ import inspect
 import logging
 import math
 import re
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Annotated
 
 import gradio as gr
 
@@ -177,37 +184,91 @@ def selection(evt) -> SimpleNamespace:
     raise BadValue("That click is not at a place on the picture.")
 
 
-def parsers(names) -> dict:
-    """{handler parameter: its parser}: every parameter a client fills, by its name."""
-    return {"value": canvas, "name": functools.partial(model_name, names=names),
-            "shared": functools.partial(flag, what="One colour scale"), "layer": slider,
-            "head": slider, "path": upload_path, "image": upload_path,
-            "target": functools.partial(class_index, what="The class explained"),
-            "second": functools.partial(second_model, names=names), "heads": heads_off,
-            "kind": test_kind, "true": class_index, "pred": class_index,
-            "cls": functools.partial(flag, what="Follow [CLS]"), "at": percent,
-            "strip": strip_choice, "evt": selection}
+@dataclass(frozen=True)
+class Parser:
+    """A handler parameter's parser, carried in its type annotation (`layer: Layer`).
+    `names`: it also takes the page's model names (`names=`)."""
+    fn: Callable
+    names: bool = False
+
+    def bound(self, names) -> Callable:
+        return functools.partial(self.fn, names=names) if self.names else self.fn
 
 
-def parsed(fn, names):
-    """`fn` (a handler) taking its client-sent arguments parsed (see the module docstring);
-    `names`: the models a page offers. Keeps `fn`'s signature for Gradio."""
-    table = parsers(names)
+# What a client may fill, one type each; a handler names them in its annotations.
+Drawing = Annotated[dict | None, Parser(canvas)]
+ModelName = Annotated[str, Parser(model_name, names=True)]
+SecondModel = Annotated[str, Parser(second_model, names=True)]
+SharedScale = Annotated[bool, Parser(functools.partial(flag, what="One colour scale"))]
+FollowCls = Annotated[bool, Parser(functools.partial(flag, what="Follow [CLS]"))]
+Layer = Annotated[int | None, Parser(slider)]
+Head = Layer
+UploadPath = Annotated[str | None, Parser(upload_path)]
+Target = Annotated[int, Parser(functools.partial(class_index, what="The class explained"))]
+ClassIndex = Annotated[int, Parser(class_index)]
+HeadsOff = Annotated[tuple, Parser(heads_off)]
+TestKind = Annotated[str, Parser(test_kind)]
+Percent = Annotated[int, Parser(percent)]
+StripChoice = Annotated[dict, Parser(strip_choice)]
+# Gradio fills a parameter hinted gr.SelectData with the click (typing drops the parser for it).
+Click = Annotated[gr.SelectData, Parser(selection)]
+
+
+def _parsers(fn, sig: inspect.Signature, names) -> dict:
+    """{parameter: its parser} from `fn`'s annotations. A parameter a client fills with no
+    parser is a wiring mistake, refused here (at start-up), not a value let through."""
+    inner = _inner(fn)
+    hints = typing.get_type_hints(inner, include_extras=True)
+    table = {}
+    for name, param in sig.parameters.items():
+        meta = getattr(hints.get(name), "__metadata__", ())
+        found = [m for m in meta if isinstance(m, Parser)]
+        if found:
+            table[name] = found[0].bound(names)
+        elif not _server_side(name, param, hints.get(name)):
+            raise TypeError(f"{getattr(inner, '__qualname__', inner)}: parameter {name!r} has "
+                            f"no parser in its annotation (vit/ui/boundary.py)")
+    return table
+
+
+def _inner(fn):
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
+def _server_side(name: str, param: inspect.Parameter, hint) -> bool:
+    """A parameter no client fills: the visitor's record, Gradio's progress or request, or one
+    with a default the wiring keeps (a partial's keyword)."""
+    return name == "visit" or param.default is not param.empty or hint is gr.Request
+
+
+def parsed(fn, names, order: inspect.Signature | None = None, out: Callable | None = None):
+    """`fn` (a handler) taking its client-sent arguments parsed, each by the parser its
+    annotation carries (see the module docstring); `names`: the models a page offers. `order`:
+    the signature Gradio sees (default `fn`'s own); `out`: applied to what `fn` returns (the
+    wiring's view names -> components)."""
     sig = inspect.signature(fn)
-    mine = [p for p in sig.parameters if p in table]
+    table = _parsers(fn, sig, names)
     title = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "?")
+    outer = order or sig
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        bound = sig.bind(*args, **kwargs)
-        for p in mine:
-            if p in bound.arguments:
+        given = outer.bind(*args, **kwargs).arguments
+        for p, parse in table.items():
+            if p in given:
                 try:
-                    bound.arguments[p] = table[p](bound.arguments[p])
+                    given[p] = parse(given[p])
                 except BadValue as e:
                     log.warning("refused a value for %s(%s): %s", title, p, e)
                     raise gr.Error(str(e), print_exception=False) from None
-        return fn(*bound.args, **bound.kwargs)
+        result = fn(**given)
+        return result if out is None else out(result)
 
-    wrapper.__signature__ = sig
+    wrapper.__signature__, wrapper.__name__ = outer, title
+    # Gradio finds what it fills itself (a click's gr.SelectData) by type hint: resolved here,
+    # where the handler's module is known (a partial has no annotations of its own).
+    wrapper.__annotations__ = {k: v for k, v in typing.get_type_hints(_inner(fn)).items()
+                               if k in outer.parameters}
     return wrapper

@@ -15,6 +15,7 @@ from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
 from vit.text import md, percent
 from vit.ui import pipeline, testset_tab, views
+from vit.ui.boundary import SecondModel
 from vit.ui.pipeline import PipelineStrip
 from vit.ui.words import alt, caption
 
@@ -209,7 +210,7 @@ def components(c: ComparePanel) -> dict:
             "compare_differences": c.differences}
 
 
-def choose_compare(page, visit, second) -> dict:
+def choose_compare(page, visit, second: SecondModel) -> dict:
     """The second model's dropdown: a model of this page, or none ("")."""
     return page.choose(visit, compare=second)
 

@@ -12,6 +12,7 @@ from vit.data.examples import example_name
 from vit.inference import Predictor
 from vit.preprocessing.decode import PreprocessError
 from vit.ui import pipeline
+from vit.ui.boundary import Click, Drawing, Head, Layer, ModelName, SharedScale
 from vit.ui.canvas import DrawingCanvas, load_value, read_drawing, seq
 from vit.ui.record import Record, Refused, Visit
 from vit.ui.render import said
@@ -77,7 +78,7 @@ class DrawingHandlers:
             item = replace(item, example=example)
         return item, a
 
-    def follow_drawing(self, visit: Visit, value, name):
+    def follow_drawing(self, visit: Visit, value: Drawing, name: ModelName):
         """While the pen moves: the answer alone (status, label, drawing number), for the
         canvas's "live" event. An answer overtaken by a newer drawing (the pen lifted meanwhile)
         changes nothing, so a stale answer never replaces a fresh one. The record changes when
@@ -96,7 +97,8 @@ class DrawingHandlers:
                 "pipeline": pipeline.strip_value(p, a, r.layer, r.head, r.patch, live=True,
                                                  model=name)}
 
-    def analyse_drawing(self, visit: Visit, value, name, shared, layer, head):
+    def analyse_drawing(self, visit: Visit, value: Drawing, name: ModelName, shared: SharedScale,
+                        layer: Layer, head: Head):
         """The canvas's PNG when the pen lifts: the answer and every picture. The drawing is the
         Draw tab's input; on another tab (a model switch put its example on the hidden canvas)
         it shows only where that tab has no input of its own and a drawing was on screen."""
@@ -113,7 +115,7 @@ class DrawingHandlers:
                        layer=layer, head=head)
         return self._commit(visit, base, mine, known=(item, a))
 
-    def load_example(self, name, evt: gr.SelectData):
+    def load_example(self, name: ModelName, evt: Click):
         """A click on an example under the canvas: that drawing on the canvas (which then sends
         it back like any drawing)."""
         p = self.predictor(name)
@@ -129,7 +131,7 @@ class DrawingHandlers:
                              colour=p.config.style.colour),
                 "name": example_name(path)}
 
-    def first_view(self, name):
+    def first_view(self, name: ModelName):
         """At page load, a worked example on the canvas rather than empty boxes: the canvas
         sends it back as a drawing, and the answer and its explanation follow."""
         p = self.predictor(name)
@@ -137,7 +139,8 @@ class DrawingHandlers:
         first = FIRST_EXAMPLE.get(p.config.style.name)
         return self.canvas_value(next((x for x in paths if example_name(x) == first), paths[0]), p)
 
-    def to_draw_tab(self, visit: Visit, value, name, shared, layer, head):
+    def to_draw_tab(self, visit: Visit, value: Drawing, name: ModelName, shared: SharedScale,
+                    layer: Layer, head: Head):
         """Back on the Draw tab: the canvas's drawing — the answer beside it must be the
         drawing's —, or the canvas's prompt when it is empty."""
         base, number = visit.record, int(seq(value) or 0)

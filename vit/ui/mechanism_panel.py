@@ -51,6 +51,7 @@ from vit.pictures.mechanism_views import (
 from vit.preprocessing.styles import DIGITS
 from vit.text import md
 from vit.ui import views
+from vit.ui.boundary import FollowCls
 from vit.ui.words import alt, caption
 
 # The panel's passes of the model, marked for a ZeroGPU Space (vit/device.py).
@@ -291,7 +292,7 @@ def components(c: MechanismPanel) -> dict:
             "distance": c.distance, "filters": c.filters, "model_caption": c.model_caption}
 
 
-def follow_cls(page, visit, cls) -> dict:
+def follow_cls(page, visit, cls: FollowCls) -> dict:
     """The panel's switch: follow [CLS] rather than the chosen patch."""
     return page.choose(visit, follow_cls=cls)
 

@@ -12,11 +12,12 @@ import gradio as gr
 from vit.data.examples import example_name
 from vit.inference import Predictor
 from vit.ui import draw_tab, training_panel, views, why_panel
+from vit.ui.boundary import ModelName
 from vit.ui.record import ANSWER, Shown, Visit
 
 
 class ModelHandlers:
-    def choose_model(self, visit: Visit, name):
+    def choose_model(self, visit: Visit, name: ModelName):
         """Switch models; on a broken one say why and stay on the previous one."""
         base = visit.record
         try:

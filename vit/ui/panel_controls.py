@@ -6,16 +6,15 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import gradio as gr
-
 from vit.pictures.attention_maps import patch_at
 from vit.ui import pipeline, views
+from vit.ui.boundary import Click, Head, Layer, StripChoice
 from vit.ui.record import Visit
 from vit.ui.render import AFTER_ANALYSIS, QUICK
 
 
 class PanelControls:
-    def explore(self, visit: Visit, layer, head):
+    def explore(self, visit: Visit, layer: Layer, head: Head):
         """The layer and head sliders: the one-patch explorer (and a big model's attention
         picture, which shows the chosen layer's heads), and the sliders back in range if a typed
         value was out of it."""
@@ -24,7 +23,7 @@ class PanelControls:
         out = self._commit(visit, base, replace(base, layer=layer, head=head), QUICK)
         return {**out, **dict(zip(("layer", "head"), views.snapped(p, layer, head)))}
 
-    def pick_patch(self, visit: Visit, evt: gr.SelectData):
+    def pick_patch(self, visit: Visit, evt: Click):
         base = visit.record
         p = self.predictor(base.model)
         try:
@@ -35,14 +34,14 @@ class PanelControls:
             return {}
         return self._choose_patch(visit, patch_at(x, y, views.PICK_SIZE, p.grid))
 
-    def pick_strip_patch(self, visit: Visit, strip):
+    def pick_strip_patch(self, visit: Visit, strip: StripChoice):
         """A tap on a patch in the pipeline strip (its value: {"pick": n}, 0-based)."""
         patch = pipeline.picked(strip)
         if patch is None or patch >= self.predictor(visit.record.model).grid ** 2:
             return {}
         return self._choose_patch(visit, patch)
 
-    def pick_strip_head(self, visit: Visit, strip):
+    def pick_strip_head(self, visit: Visit, strip: StripChoice):
         """The strip's "one head" menus (its value: {"layer": l, "head": h}, 1-based): the page's
         layer and head, as the sliders set them — and the sliders follow."""
         chosen = pipeline.picked_head(strip)
@@ -58,7 +57,7 @@ class PanelControls:
         base = visit.record
         return self._commit(visit, base, replace(base, patch=patch), QUICK)
 
-    def pick_head(self, visit: Visit, evt: gr.SelectData):
+    def pick_head(self, visit: Visit, evt: Click):
         """A click on a map of the layers x heads picture opens that layer and head below (the
         sliders then move, and their change event redraws)."""
         p = self.predictor(visit.record.model)

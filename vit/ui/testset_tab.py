@@ -16,7 +16,7 @@ from vit.pictures.attention_maps import digit_picture
 from vit.pictures.confusion import cell_at, confusion_picture
 from vit.testset import KINDS, Results, load_results
 from vit.text import md, percent
-from vit.ui.boundary import user_error
+from vit.ui.boundary import ClassIndex, Click, Head, Layer, SharedScale, TestKind, user_error
 from vit.ui.models import Models
 from vit.ui.record import Shown, Visit
 from vit.ui.words import alt, caption
@@ -196,7 +196,8 @@ class TestSetHandlers:
         return self._show_tab(visit, base, replace(base.showing(item, "test"), tab="test",
                                                    test_ready=ready), (item, a))
 
-    def testset_view(self, visit: Visit, kind, true, pred, progress=gr.Progress()):
+    def testset_view(self, visit: Visit, kind: TestKind, true: ClassIndex, pred: ClassIndex,
+                     progress=gr.Progress()):
         base = visit.record
         self.predictor(base.model)             # an unknown model: one line, not a traceback
         status, confusion, reliability, gallery, listed, body = self.answers.view(
@@ -206,12 +207,13 @@ class TestSetHandlers:
         return {"testset_status": status, "confusion": confusion, "reliability": reliability,
                 "gallery": gallery, "testset_body": body}
 
-    def open_testset(self, visit: Visit, kind, true, pred, progress=gr.Progress()):
+    def open_testset(self, visit: Visit, kind: TestKind, true: ClassIndex, pred: ClassIndex,
+                     progress=gr.Progress()):
         base = visit.record
         visit.commit(base, replace(base, testset_open=True, tab="test"))
         return self.testset_view(visit, kind, true, pred, progress)
 
-    def pick_cell(self, visit: Visit, evt: gr.SelectData, progress=gr.Progress()):
+    def pick_cell(self, visit: Visit, evt: Click, progress=gr.Progress()):
         """A click on the confusion matrix filters the gallery to that cell."""
         p = self.predictor(visit.record.model)
         try:
@@ -225,7 +227,8 @@ class TestSetHandlers:
         return {"kind": kind, "true": true, "pred": pred,
                 **self.testset_view(visit, kind, true, pred, progress)}
 
-    def show_test_image(self, visit: Visit, shared, layer, head, evt: gr.SelectData):
+    def show_test_image(self, visit: Visit, shared: SharedScale, layer: Layer, head: Head,
+                        evt: Click):
         """A gallery click: that test image, as the model saw it (no preprocessing), in every view."""
         base = visit.record
         name = base.model
@@ -254,7 +257,7 @@ class TestSetHandlers:
                                   f"test set…", "confusion": None, "reliability": None,
                 "gallery": gr.update(value=[], selected_index=None)}
 
-    def refresh_testset(self, visit: Visit, kind, progress=gr.Progress()):
+    def refresh_testset(self, visit: Visit, kind: TestKind, progress=gr.Progress()):
         """After a model switch: its class names in the filters, and its answers if the tab is open."""
         p = self.predictor(visit.record.model)
         choices = gr.update(choices=class_choices(p.class_names), value=-1)

@@ -15,6 +15,7 @@ from vit.pictures.attention_maps import uniform_level
 from vit.pictures.over_training import filmstrip
 from vit.text import md, percent
 from vit.training import snapshots
+from vit.ui.boundary import Percent
 from vit.ui.gradio_patches import FreeSlider
 from vit.ui.words import alt, caption
 
@@ -155,7 +156,7 @@ def components(c: TrainingPanel) -> dict:
             "learned_panel": c.accordion}
 
 
-def learned_when(page, visit, at) -> dict:
+def learned_when(page, visit, at: Percent) -> dict:
     """The slider: how far into training (the nearest snapshot is shown)."""
     return page.choose(visit, learned_at=at)
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import gradio as gr
 
+from vit.ui.boundary import Head, Layer, ModelName, SharedScale, UploadPath
 from vit.ui.gradio_patches import SafeImage
 from vit.ui.record import Visit
 
@@ -22,7 +23,8 @@ def build():
 class UploadHandlers:
     """A picture uploaded, replaced or removed, and the Upload tab chosen. Uses `Page`'s
     `predictor`, `_read`, `_commit` and `_show_tab`."""
-    def upload_changed(self, visit: Visit, path, name, shared, layer, head):
+    def upload_changed(self, visit: Visit, path: UploadPath, name: ModelName,
+                       shared: SharedScale, layer: Layer, head: Head):
         """The upload's change event. When one picture replaces another, Gradio fires it twice
         with the same file within milliseconds: the second changes nothing (its answer and its
         warning would only repeat the first's)."""
@@ -32,7 +34,8 @@ class UploadHandlers:
             return {}
         return self.analyse_upload(visit, path, name, shared, layer, head)
 
-    def analyse_upload(self, visit: Visit, path, name, shared, layer, head):
+    def analyse_upload(self, visit: Visit, path: UploadPath, name: ModelName,
+                       shared: SharedScale, layer: Layer, head: Head):
         base, p = visit.record, self.predictor(name)
         if path is None:                           # removed: the Upload tab asks for a picture
             mine = replace(base, upload=None,
@@ -44,7 +47,8 @@ class UploadHandlers:
         mine = replace(mine, model=name, shared=shared, layer=layer, head=head)
         return self._commit(visit, base, mine, known=(item, a))
 
-    def to_upload_tab(self, visit: Visit, path, name, shared, layer, head):
+    def to_upload_tab(self, visit: Visit, path: UploadPath, name: ModelName,
+                      shared: SharedScale, layer: Layer, head: Head):
         """On the Upload tab: its picture's answer; with none yet, a headline asking for one that
         says what the answer below still belongs to."""
         base, kept = visit.record, visit.record.upload

@@ -20,6 +20,7 @@ from vit.pictures.attention_maps import (
     token_strip,
     uniform_level,
 )
+from vit.ui.boundary import SharedScale
 from vit.ui.gradio_patches import FreeSlider
 from vit.ui.words import alt, caption, term
 
@@ -234,7 +235,7 @@ def components(c: Panel) -> dict:
             "layer": c.layer, "head": c.head}
 
 
-def rescale(page, visit, shared) -> dict:
+def rescale(page, visit, shared: SharedScale) -> dict:
     """One colour scale for every head's map, or each its own."""
     return page.choose(visit, shared=shared)
 

@@ -15,6 +15,7 @@ from vit.inference import Analysis, Explained, Predictor
 from vit.pictures.attention_maps import single_map_picture, uniform_level
 from vit.pictures.sanity import ATTENTION, sanity_picture
 from vit.text import md, percent
+from vit.ui.boundary import HeadsOff, Target
 from vit.ui.record import ANSWER, Shown
 from vit.ui.words import alt, caption, term
 
@@ -346,12 +347,12 @@ def components(c: WhyPanel) -> dict:
             "ablation": c.ablation, "target": c.target, "heads_off": c.heads, "sanity": c.sanity}
 
 
-def choose_target(page, visit, target) -> dict:
+def choose_target(page, visit, target: Target) -> dict:
     """The class explained: the maps are computed for it, so on the "why" lane."""
     return page.choose(visit, page.EVERY, target=target)
 
 
-def heads_switched(page, visit, heads) -> dict:
+def heads_switched(page, visit, heads: HeadsOff) -> dict:
     """The heads ticked to switch off."""
     return page.choose(visit, heads_off=heads)
 
