@@ -296,6 +296,20 @@ def test_class_names_and_provenance_from_a_file_reach_the_page_escaped(tmp_path)
     assert all(r.count("|") - r.count("\\|") == 3 for r in rows)          # two cells each
 
 
+def test_the_model_card_names_no_folder_of_the_machine_that_trained_it(tmp_path):
+    """A teacher's trial: "About this model" showed `--init /tmp/i47/photo-degrade-s1`, a folder
+    on the training machine, on a public page. The card cuts every path to its last name; a URL
+    stays whole; config.json keeps the command as it was."""
+    from vit.inference import Predictor
+    command = ("python -m vit.train --data-dir /srv/secret/data --init /tmp/i47/run-s1 "
+               "--out checkpoints/mnist --outliers 'scribble,two digits' --from https://x.org/a/b")
+    p = Predictor(mnist_copy(tmp_path, provenance={"command": command}))
+    card = p.card()
+    assert "/srv" not in card and "/tmp" not in card and "checkpoints/" not in card
+    assert "--data-dir data --init run-s1 --out mnist" in card and "https://x.org/a/b" in card
+    assert p.config.provenance["command"] == command
+
+
 def test_md_keeps_the_characters_and_removes_their_power():
     from vit.text import md
     assert md("T-shirt/top") == "T-shirt/top"

@@ -29,7 +29,7 @@ from vit.explain.scoreboard import Scoreboard, score
 from vit.preprocessing import model_input, normalize_image
 from vit.preprocessing.decode import PreprocessError, decode, open_image
 from vit.preprocessing.layout import to_model_image
-from vit.text import code, md
+from vit.text import code, md, short_paths
 
 BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squares (see below)
 # Per model, the attention of the inputs seen last is kept, so that a slider, a patch click, a
@@ -399,7 +399,9 @@ class Predictor:
             ("Architecture", f"{m.depth} layers × {m.heads} heads, width {m.dim}, MLP {m.mlp_dim}, "
                              f"{stem}{m.image_size}×{m.image_size} input in {m.patch_size}-px patches "
                              f"({self.grid}×{self.grid} grid + [CLS] = {self.grid ** 2 + 1} tokens)"),
-            ("Trained with", code(prov.get('command', '?'))),
+            ("Trained with", code(short_paths(prov.get('command', '?')))
+                             + " (folders cut to their last name; the whole command is in "
+                             "config.json)"),
             ("Commit", code(prov.get('commit', '?'))),
             ("Trained on", f"{md(prov.get('date', '?'))}, {md(prov.get('epochs', '?'))} epochs, "
                            + (f"{wall / 60:.0f} min" if isinstance(wall, (int, float)) else "? min")

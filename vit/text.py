@@ -37,6 +37,18 @@ def code(text, limit: int = 300) -> str:
     return "`" + line.replace("|", "\\|") + "`"
 
 
+def short_paths(command: str) -> str:
+    """A command as the model card shows it: every path cut to its last part (`--init
+    /tmp/ft/run` -> `--init run`), so a public page shows no folder of the machine that trained
+    it; the whole command stays in the checkpoint's config.json."""
+    def cut(m: re.Match) -> str:
+        word = m.group(0)
+        if "/" not in word or "://" in word or word[:1] in "\"'":
+            return word
+        return word.rstrip("/").rsplit("/", 1)[-1] or word
+    return re.sub(r"\S+", cut, str(command))
+
+
 def percent(p: float) -> str:
     """A probability or share as the page writes every one: "99.5 %" (one decimal, a thin space
     before the sign), so the same number never reads three ways on one screen."""

@@ -72,7 +72,8 @@ def build(p: Predictor) -> WhyPanel:
         "**for one class** rests on. *Relevance* (Chefer et al. 2021) weighs each layer's "
         "attention by how much it raises that class's score and follows it back to the patches. "
         "*Occlusion* blanks each patch in turn and measures how much that class's probability "
-        "drops (its log-odds, when the model is so sure that the probability hardly moves). "
+        "drops (its " + term("log-odds") + ", when the model is so sure that the probability "
+        "hardly moves). "
         "Pick another class to ask \"why this and not that?\" (why 7 and not 1; why ship and "
         "not airplane). The deletion test checks which map removes the answer fastest."))
     with gr.Row():
@@ -125,7 +126,8 @@ def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
         + (f"{board.correlation[k]:+.2f}{' ⚠️' if board.correlation[k] >= SAME else ''} |"
            if k in board.correlation else "— |")
         for k in (*METHODS, RANDOM))
-    table = (f"| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising layers "
+    table = (f"| map | {term('deletion', 'deletion')} ↓ | {term('insertion', 'insertion')} ↑ | "
+             f"{term('rank', 'rank corr.')} after re-initialising layers "
              f"{board.randomised_from}–{depth} ↓ |\n|---|---|---|---|\n{rows}")
     same = [k for k in METHODS if board.correlation[k] >= SAME]
     said, named = verdict(board.deletion, same)

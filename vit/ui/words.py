@@ -63,6 +63,21 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "probability of the answer along the way (lower = more faithful), against random "
         "orders. Each model is measured on held-out validation images (python -m "
         "vit.fit_faithfulness) and the page leads with its best map."),
+    "insertion": (
+        "The deletion test run backwards: reveal the top-ranked patches first; the faster the "
+        "answer returns, the better.",
+        "Insertion (Petsiuk et al. 2018): patches put back on a blank input in the map's order; "
+        "the mean probability of the answer along the way (higher = more faithful)."),
+    "log-odds": (
+        "Another scale for a probability that still moves when the model is nearly sure.",
+        "log(P / (1 − P)): 99 % is 4.6, 99.9 % is 6.9. Occlusion measures the drop in log-odds "
+        "instead of in P when the answer is so sure that hiding a patch barely moves P; its "
+        "picture's title says which."),
+    "rank": (
+        "How alike two maps' orders of patches are, from −1 (reversed) to +1 (the same order).",
+        "Spearman's rank correlation, ρ (written \"rho\" in the pictures): the correlation of "
+        "the two maps' patch ranks. It compares maps on different scales, which their values "
+        "cannot."),
     "lens": (
         "Logit lens: what each layer's tokens would answer if the model stopped right there.",
         "After each layer every token goes through the final LayerNorm and the classifier head "
@@ -73,13 +88,15 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "When it says 90 %, it is right about nine times in ten.",
         "The logits are divided by a temperature fitted on validation images (never the test "
         "set) so that confidence matches accuracy; the Test set tab's reliability diagram shows "
-        "how well it holds there."),
+        "how well it holds there. Its ECE (expected calibration error) is the gap between "
+        "confidence and accuracy, averaged over 15 bins of confidence: 0 % is perfect."),
 }
 
 TERMS = {"patch": "patch", "token": "token", "cls": "[CLS]", "layer": "layer", "head": "head",
          "attention": "attention", "rollout": "rollout", "relevance": "relevance",
-         "occlusion": "occlusion", "deletion": "deletion test", "lens": "logit lens",
-         "calibrated": "calibrated"}
+         "occlusion": "occlusion", "deletion": "deletion test", "insertion": "insertion test",
+         "log-odds": "log-odds", "rank": "rank correlation (rho)", "lens": "logit lens",
+         "calibrated": "calibrated (temperature, ECE)"}
 
 
 def glossary_markdown() -> str:
