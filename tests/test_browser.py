@@ -19,6 +19,7 @@ the answer and another class, the deletion test and a head switched off; a sweep
 app (how one learned, a second beside it, where they differ on the test set), the logit lens and
 the scoreboard of four maps."""
 import os
+import re
 import shutil
 import time
 
@@ -676,8 +677,9 @@ def test_a_tapped_patch_is_the_one_the_explorer_and_the_step_by_step_panel_follo
 @pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
 def test_no_tour_bubble_covers_the_lesson(browser, app_server, size):
     """Issue 49, 5: the tour's first bubble lay over strip steps 1-2, and steps 4-5 over the
-    examples. At every step the bubble covers neither the part it names nor the canvas, the strip
-    or what the answer rests on."""
+    examples; then step 5 over the first two "Go deeper" titles it describes. At every step the
+    bubble covers neither the part it names nor the canvas, the strip, what the answer rests on
+    or a "Go deeper" panel's title."""
     ctx, pg = fresh(browser, app_server, *size, tour=True)
     pg.wait_for_selector("#tour", timeout=30_000)
     for n in range(1, 6):
@@ -685,7 +687,8 @@ def test_no_tour_bubble_covers_the_lesson(browser, app_server, size):
         covered = pg.evaluate("""() => {
           const t = document.querySelector('#tour').getBoundingClientRect(), out = {};
           for (const e of [document.querySelector('.tour-target'), ...['#drawpad', '#pipeline',
-                           '#why-row'].map(q => document.querySelector(q))]) {
+                           '#why-row', '#why', '#views', '#mechanism']
+                           .map(q => document.querySelector(q))]) {
             if (!e || !e.getClientRects().length) continue;
             const r = e.getBoundingClientRect();
             const x = Math.min(t.right, r.right) - Math.max(t.left, r.left);
@@ -873,7 +876,10 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     pg.screenshot(path=SHOTS / "49-2-phone-visible.png")
     pg.wait_for_function("() => document.querySelector('#pipeline .drove')?.innerText.trim()",
                          timeout=30_000)
-    assert pg.locator("#pipeline .drove").inner_text().startswith("Rests most on patch")
+    said = pg.locator("#pipeline .drove").inner_text()
+    assert re.fullmatch(r"Rests most on patch \d+ \(row \d+, col \d+\)", said.strip()), said
+    height = pg.evaluate("document.querySelector('#pipeline .drove').getBoundingClientRect().height")
+    assert height < 24                                                      # one line
     pg.locator("#tour-start").click()
     for n in (2, 3, 4):
         pg.locator("#tour .tour-next").click()

@@ -19,8 +19,11 @@
                 "every layer and head. The Glossary explains every term."],
   ];
   // What a bubble should not cover, and how much each counts (show: where it goes).
+  // (The "Go deeper" panels' titles count as much: step 5 lay over the first two it describes.)
   const LESSON = [["#drawpad", 3], ["#pipeline", 3], ["#status", 3], ["#why-row", 3],
-                  ["#draw-examples", 1], ["#intro", 1], ["#deeper", 1]];
+                  ["#draw-examples", 1], ["#intro", 1], ["#deeper", 1],
+                  ...["#why", "#views", "#mechanism", "#lens", "#learned", "#compare"]
+                    .map(q => [q, 3])];
   let bubble = null, opener = null;
 
   function close(done) {
@@ -83,6 +86,7 @@
                                 top: Math.max(8, Math.min(top, H - h - 8))});
     const spots = [at(r.right + 12, r.top + 8), at(r.left - 12 - w, r.top + 8),
                    at(r.left, r.bottom + 8), at(r.left, r.top - h - 8),
+                   at(r.right - w, r.bottom + 8), at(r.right - w, r.top - h - 8),
                    at(r.left, H), at(r.left, 0)];       // a phone: the screen's bottom or top
     const covered = s => [[target, 100], ...LESSON.map(([q, k]) => [document.querySelector(q), k])]
       .filter(([e]) => e && e.getClientRects().length)

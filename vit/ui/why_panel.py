@@ -263,13 +263,15 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     if not differ:
         agree = "Here the other maps rank the patches alike."
     else:
-        agree = (f"**Here {' and '.join(differ)} rank{'s' if len(differ) == 1 else ''} the "
-                 f"patches differently**: read the bright area as where the answer may rest, "
-                 f"not as one cause.")
+        agree = (f"**Here {_listed([term(k) for k in differ])} "
+                 f"point{'s' if len(differ) == 1 else ''} at other patches**: read the bright "
+                 f"area as where the answer may rest, not as one cause.")
     how = ("Deletion test on held-out images: blank the patches a map ranks first and watch "
            "the answer fade; mean probability left, lower is better: "
            + ", ".join(f"{k} {percent(deletion[k])}" for k in LEADS if k in deletion) + ". "
-           if deletion else "") + ("Rank correlation with it here: "
+           "(Averaged over many images when the model was made, so the scoreboard below, which "
+           "tests this one input, gives other figures.) "
+           if deletion else "") + (f"{term('rank', 'Rank correlation')} with it here: "
                                    + ", ".join(f"{k} {r:+.2f}" for k, r in rho.items()) + ".")
     text = (f"**What the answer rests on, by {term(lead)}**: {measured}. {agree}\n\n"
             f"<details><summary>How this was measured</summary>{how}</details>")
