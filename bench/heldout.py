@@ -12,6 +12,13 @@ through the app's own path (`Predictor.analyse`: preprocessing, calibrated proba
   matplotlib's STIX and Computer Modern; the KaTeX fonts inside gradio): 0-9 set large, and set
   at 16 px and enlarged 6x (a small printed number photographed or scanned).
 
+- **Digits drawn with a pen's strokes, in shapes nobody here drew**: 0-9 in the seven Hershey
+  stroke fonts whose digits differ (1967, shipped inside OpenCV 4), drawn white on black on a
+  400-px square as the page's canvas sends them, with a thin, the default and a thick pen (the
+  canvas's 10, 26 and 44 px). Interleaved halves: `tune` has Simplex, Duplex, Triplex and Script
+  Complex, `report` Plain, Complex and Complex Small. Needs OpenCV
+  (`pip install opencv-python-headless`); without it the family is skipped and says so.
+
 - **Photographs and screenshots nobody here made**, as files that ship on this machine (none
   used for training or tuning): photos of people (matplotlib's Grace Hopper, gradio's Groot),
   scenes and animals (gradio's lion, cheetahs and tower, scikit-learn's temple and flower), each
@@ -62,6 +69,37 @@ def scan(cells: np.ndarray, factor: int, how) -> Image.Image:
     """An 8x8 ink map as an enlarged scan: dark ink on white paper."""
     small = Image.fromarray(np.uint8(255 - 255 * cells), "L")
     return small.resize((8 * factor, 8 * factor), how)
+
+
+PENS = (10, 26, 44)               # the canvas's thin, default and thick pen (canvas.js: 2 x size)
+
+
+def stroke_faces(split: str) -> list[tuple[str, int]]:
+    """(name, OpenCV font id) of the seven Hershey stroke fonts, for `split`
+    (interleaved by font so that each half has a script face), or [] without OpenCV."""
+    try:
+        import cv2
+    except ImportError:
+        return []
+    # (SCRIPT_SIMPLEX draws its digits as SIMPLEX does: left out.)
+    names = ("SIMPLEX", "PLAIN", "DUPLEX", "COMPLEX", "TRIPLEX", "COMPLEX_SMALL", "SCRIPT_COMPLEX")
+    keep = {"tune": 0, "report": 1}.get(split)
+    # (FONT_ITALIC slants a Hershey font's letters, not its digits: not a face of its own.)
+    return [(n.lower(), getattr(cv2, f"FONT_HERSHEY_{n}"))
+            for i, n in enumerate(names) if keep is None or i % 2 == keep]
+
+
+def stroked(font: int, digit: int, pen: int, side: int = 400) -> Image.Image:
+    """Digit `digit` drawn in Hershey font `font` with a round pen `pen` px wide, white on black
+    on a `side`-px square (as the canvas sends a drawing), its glyph about 60 % of the height."""
+    import cv2
+    (w, h), _ = cv2.getTextSize(str(digit), font, 1.0, 1)
+    scale = 0.6 * side / h
+    (w, h), base = cv2.getTextSize(str(digit), font, scale, pen)
+    im = np.zeros((side, side), np.uint8)
+    cv2.putText(im, str(digit), ((side - w) // 2, (side + h) // 2), font, scale, 255, pen,
+                cv2.LINE_AA)
+    return Image.fromarray(im, "L")
 
 
 def fonts() -> list[Path]:
@@ -187,6 +225,13 @@ def main(argv=None) -> None:
             show(f"printed, {len(faces)} faces, " + ("16 px x6" if small else "160 px"),
                  read_all(predictor, [printed(f, d, small) for f in faces for d in range(10)],
                           labels))
+        strokes = stroke_faces(args.split)
+        if not strokes:
+            print("  pen strokes: skipped (pip install opencv-python-headless for Hershey fonts)")
+        for pen in PENS if strokes else ():
+            show(f"strokes, {len(strokes)} faces, pen {pen} px",
+                 read_all(predictor, [stroked(f, d, pen) for _, f in strokes for d in range(10)],
+                          np.tile(np.arange(10), len(strokes)) if digits else None))
         if args.photos:
             for family, pictures in photo_families(args.split).items():
                 if pictures:

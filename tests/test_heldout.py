@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from PIL import Image
 
-from bench.heldout import fonts, optdigits, printed, scan
+from bench.heldout import PENS, fonts, optdigits, printed, scan, stroke_faces, stroked
 from bench.real_inputs import read_all
 from vit.inference import Predictor
 
@@ -50,6 +50,22 @@ def test_printed_digits_in_every_shipped_typeface_are_read(mnist):
     for small in (False, True):
         got = read_all(mnist, [printed(f, d, small) for f in faces for d in range(10)], labels)
         assert got["errors"] == 0 and got["right"] >= 0.98   # 100 % and 99.5 % (2026-11-27)
+
+
+def test_digits_drawn_in_stroke_fonts_nobody_here_drew_are_read_with_every_pen(mnist):
+    """The Hershey fonts' digits (OpenCV), drawn white on black as the canvas sends a drawing,
+    with the page's thin, default and thick pen: strokes unlike MNIST's writers'."""
+    faces = stroke_faces("all")
+    if not faces:
+        pytest.skip("OpenCV (requirements-dev.txt) ships the Hershey fonts")
+    assert len(faces) == 7 and (len(stroke_faces("tune")), len(stroke_faces("report"))) == (4, 3)
+    assert len({np.asarray(stroked(f, 8, 26)).tobytes() for _, f in faces}) == 7
+    thin, thick = (np.asarray(stroked(faces[0][1], 1, pen)) > 128 for pen in (PENS[0], PENS[-1]))
+    assert thick.sum() > 3 * thin.sum()                   # the pen's width is the pen's
+    labels = np.tile(np.arange(10), len(faces))
+    for pen in PENS:
+        got = read_all(mnist, [stroked(f, d, pen) for _, f in faces for d in range(10)], labels)
+        assert got["errors"] == 0 and got["right"] >= (0.85 if pen == PENS[-1] else 0.95), pen
 
 
 def test_the_clothing_model_says_other_writers_digits_are_not_clothing_often_enough_to_hold():

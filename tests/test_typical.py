@@ -4,6 +4,7 @@ is checked like its weights; the app's verdict says so in one line; the trainer'
 (vit/data/degrade.py) are seeded and keep the digit.
 """
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -122,6 +123,26 @@ def test_degrade_is_seeded_keeps_the_digit_and_touches_only_the_picked(tmp_path)
     whole = degrade(x, 0.5, torch.Generator().manual_seed(4))
     part = degrade(x[10:], 0.5, torch.Generator().manual_seed(4), total=20, mine=slice(10, 20))
     assert torch.equal(whole[10:], part)
+
+
+def test_stretch_makes_a_one_wide_and_short_or_narrow_and_tall_and_keeps_old_runs_draws():
+    """--stretch shows digits as writers normalised to a square send them (a one as wide as it
+    is tall: docs/reliability.md); without it, a resumed run draws what it always drew."""
+    from vit.data.affine import Augment
+    plain = Augment(degrees=0.0, scale=(1.0, 1.0), shift=0.0, shear=0.0)
+    x = torch.zeros(64, 1, 28, 28)
+    x[:, :, 4:24, 12:16] = 1.0                                            # a "1", 20 x 4
+    theta = replace(plain, stretch=0.35).draw(64, torch.Generator().manual_seed(0))
+    ink = Augment.apply(x, theta)
+    y = ink > 0.5
+    tall = y.any(3).sum((1, 2)).float()
+    wide = y.any(2).sum((1, 2)).float()
+    assert (wide > 4.5).any() and (tall < 18).any() and (tall > 20.5).any()
+    assert torch.corrcoef(torch.stack([wide, tall]))[0, 1] < -0.5        # one grows, the other shrinks
+    assert (ink.sum((1, 2, 3)) / 80).sub(1).abs().max() < 0.1            # the ink's area kept
+    for seed in range(3):
+        assert torch.equal(Augment().draw(8, torch.Generator().manual_seed(seed)),
+                           Augment(stretch=0.0).draw(8, torch.Generator().manual_seed(seed)))
 
 
 def test_filled_makes_a_shaded_garment_one_flat_silhouette_and_is_seeded():

@@ -26,6 +26,10 @@ class Augment:
     # n = shift * size: "pad and random crop"), so a shifted photo stays as sharp as the test
     # photos instead of being resampled between pixels (a blur the test set never has).
     size: int = 0
+    # >0: each image is also made wider and shorter (or narrower and taller) by a factor up to
+    # 1 + stretch, its area kept. Writers whose digits were normalised to fill a square (UCI
+    # optdigits) send ones as wide as they are tall; MNIST kept each digit's own proportions.
+    stretch: float = 0.0
 
     def __call__(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         """x: (B, C, S, S) float with background 0 -> same shape, transformed."""
@@ -52,6 +56,10 @@ class Augment:
         if self.flip:   # drawn after the rest, so flip-free draws stay what they always were
             mirror = torch.rand(batch, generator=gen) < 0.5
             theta[:, :, 0] = torch.where(mirror[:, None], -theta[:, :, 0], theta[:, :, 0])
+        if self.stretch:  # also drawn last: output (x, y) is read from input (x / r, y * r)
+            r = torch.exp((torch.rand(batch, generator=gen) * 2 - 1) * math.log1p(self.stretch))
+            theta[:, :, 0] = theta[:, :, 0] / r[:, None]
+            theta[:, :, 1] = theta[:, :, 1] * r[:, None]
         return theta
 
     @staticmethod

@@ -40,7 +40,7 @@ MODEL_FLAG_LIMITS = {"image_size": 1024, "patch_size": 1024, "dim": 8192, "depth
 # Training settings added after runs were already being saved, with the value that does what a
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
 LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "degrade": 0.0, "norm_eps": 1e-5, "policy": "none",
-                    "init": "", "subset": 0, "filled": 0.0}
+                    "init": "", "subset": 0, "filled": 0.0, "stretch": 0.0}
 
 
 class TrainingError(RuntimeError):
@@ -113,6 +113,10 @@ class TrainConfig:
         "help": "probability that a training image is degraded as uploads are: shrunk to 7 px "
                 "up to half its size and enlarged back, few grey levels, blur, contrast, noise "
                 "(vit/data/degrade.py; 0 = off)"})
+    stretch: float = field(default=0.0, metadata={
+        "help": "with the affine augmentation: make each training image up to 1 + STRETCH times "
+                "wider and shorter, or narrower and taller, its area kept, as writers whose "
+                "digits were normalised to a square send them (0 = off)"})
     filled: float = field(default=0.0, metadata={
         "help": "probability that a training image is shown as a flat silhouette, as a garment "
                 "drawn and filled on the page is (vit/data/filled.py; 0 = off)"})
@@ -216,6 +220,7 @@ def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = N
         (1 <= tc.teacher_width <= 1024, "--teacher-width must be between 1 and 1024"),
         (0 <= tc.erase <= 1, "--erase must be in [0, 1] (0 = off)"),
         (0 <= tc.degrade <= 1, "--degrade must be in [0, 1] (0 = off)"),
+        (0 <= tc.stretch <= 1, "--stretch must be in [0, 1] (0 = off)"),
         (0 <= tc.filled <= 1, "--filled must be in [0, 1] (0 = off)"),
         (not (tc.resume and tc.overwrite),
          "--resume continues the run in --out and --overwrite replaces it: pass only one"),

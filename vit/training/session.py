@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -69,7 +70,11 @@ class Session:
 
     @property
     def augment(self):
-        return self.spec.augment if self.tc.augment else None
+        if not self.tc.augment or self.spec.augment is None:
+            return None
+        if self.tc.stretch:
+            return dataclasses.replace(self.spec.augment, stretch=self.tc.stretch)
+        return self.spec.augment
 
     @property
     def eval_model(self) -> ViT:
