@@ -19,7 +19,6 @@ the answer and another class, the deletion test and a head switched off; a sweep
 app (how one learned, a second beside it, where they differ on the test set), the logit lens and
 the scoreboard of four maps."""
 import os
-import re
 import shutil
 import time
 
@@ -418,10 +417,20 @@ def test_how_it_learned_is_found_from_the_default_model(browser, app_server):
     title = learned.locator("button.label-wrap").inner_text()
     assert "not for this model; Handwritten digits (MNIST), 139 k parameters kept" in title
     assert "Model menu" in title
+    # (A teacher's trial: the switch turned the strip's step 4 from "all layers" to "one head",
+    # unasked, because the new model's layer differs; its layer and head menus showed in
+    # "all layers" mode too.)
+    mode = ("() => [document.querySelector('#pipeline [data-mode=rollout]').getAttribute("
+            "'aria-checked'), document.querySelector('#pipeline .pick-head').offsetHeight]")
+    pg.wait_for_function("() => document.querySelector('#pipeline .said')?.innerText.trim()")
+    assert pg.evaluate(mode) == ["true", 0]
     pg.locator("#model input").click()
     pg.get_by_role("option", name="Handwritten digits (MNIST), 139 k parameters").click()
     pg.wait_for_function("() => !document.querySelector('#learned button.label-wrap').innerText"
                          ".includes('not for this model')", timeout=30_000)
+    pg.wait_for_function("() => document.querySelector('#pipeline [data-pick=layer]').options"
+                         ".length === 4", timeout=30_000)            # the small model's strip
+    assert pg.evaluate(mode) == ["true", 0]
     open_panel(pg, "#learned", "How it learned")
     pg.wait_for_selector("#learned-picture img", timeout=60_000)
     assert "Over training" in pg.locator("#learned-text").inner_text()
@@ -612,10 +621,16 @@ def test_the_pipeline_strip_is_above_the_fold_live_while_drawing_and_follows_the
     assert pg.locator("#pipeline .said").inner_text().strip() == "7"
     pg.screenshot(path=SHOTS / "20-pipeline-1280x800.png")
     x, y = strip_point(pg, "attention", 9)                  # row 2, column 3
+    below = "document.querySelector('#why-row').getBoundingClientRect().top"
+    pg.wait_for_selector("#pipeline .drove:not([hidden])", timeout=30_000)   # the "why" lane in
+    before = pg.evaluate(below)
     pg.mouse.move(x, y)
     readout = "() => document.querySelector('#pipeline .readout').innerText"
     pg.wait_for_function(f"() => ({readout})().includes('Patch 10')")
     assert "Patch 10 (row 2, column 3) is token 11 of 50" in pg.evaluate(readout)
+    # Nothing below moves while a patch is pointed at (a trial: the readout's second line
+    # pushed the page down 17 px at every point).
+    assert pg.evaluate(below) == before
     for step in ("seen", "attention"):
         assert green_at(pg, step, 9), step
     pg.screenshot(path=SHOTS / "21-pipeline-hover.png",
@@ -687,7 +702,7 @@ def test_no_tour_bubble_covers_the_lesson(browser, app_server, size):
         covered = pg.evaluate("""() => {
           const t = document.querySelector('#tour').getBoundingClientRect(), out = {};
           for (const e of [document.querySelector('.tour-target'), ...['#drawpad', '#pipeline',
-                           '#why-row', '#why', '#views', '#mechanism']
+                           '#glance', '#glance-text', '#why', '#views', '#mechanism']
                            .map(q => document.querySelector(q))]) {
             if (!e || !e.getClientRects().length) continue;
             const r = e.getBoundingClientRect();
@@ -876,10 +891,7 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     pg.screenshot(path=SHOTS / "49-2-phone-visible.png")
     pg.wait_for_function("() => document.querySelector('#pipeline .drove')?.innerText.trim()",
                          timeout=30_000)
-    said = pg.locator("#pipeline .drove").inner_text()
-    assert re.fullmatch(r"Rests most on patch \d+ \(row \d+, col \d+\)", said.strip()), said
-    height = pg.evaluate("document.querySelector('#pipeline .drove').getBoundingClientRect().height")
-    assert height < 24                                                      # one line
+    assert pg.locator("#pipeline .drove").inner_text().startswith("Rests most on patch")
     pg.locator("#tour-start").click()
     for n in (2, 3, 4):
         pg.locator("#tour .tour-next").click()

@@ -20,13 +20,15 @@
   ];
   // What a bubble should not cover, and how much each counts (show: where it goes).
   // (The "Go deeper" panels' titles count as much: step 5 lay over the first two it describes.)
-  const LESSON = [["#drawpad", 3], ["#pipeline", 3], ["#status", 3], ["#why-row", 3],
+  // (What the answer rests on is its map and its words, not the empty end of their row.)
+  const LESSON = [["#drawpad", 3], ["#pipeline", 3], ["#status", 3], ["#glance", 3], ["#glance-text", 3],
                   ["#draw-examples", 1], ["#intro", 1], ["#deeper", 1],
                   ...["#why", "#views", "#mechanism", "#lens", "#learned", "#compare"]
                     .map(q => [q, 3])];
-  let bubble = null, opener = null;
+  let bubble = null, opener = null, watch = null;
 
   function close(done) {
+    if (watch) { watch.disconnect(); watch = null; }
     document.querySelectorAll(".tour-target").forEach(t => t.classList.remove("tour-target"));
     const had = bubble !== null && bubble.contains(document.activeElement);
     if (bubble) bubble.remove();
@@ -40,6 +42,32 @@
   }
   // Escape closes the tour, as it closes any dialog.
   document.addEventListener("keydown", e => { if (e.key === "Escape" && bubble) close(true); });
+
+  // Beside, below or above the part it names (or at the screen's edge where none of those is
+  // free, as on a phone): wherever it covers least of what the lesson shows (the canvas, the
+  // strip, the answer, what it rests on and the "Go deeper" titles count three times the
+  // examples and the rest), and never the part itself.
+  function place(bubble, target, w) {
+    const r = target.getBoundingClientRect();
+    const h = bubble.offsetHeight, W = window.innerWidth, H = window.innerHeight;
+    const at = (left, top) => ({left: Math.max(10, Math.min(left, W - w - 10)),
+                                top: Math.max(8, Math.min(top, H - h - 8))});
+    const spots = [at(r.right + 12, r.top + 8), at(r.left - 12 - w, r.top + 8),
+                   at(r.left, r.bottom + 8), at(r.left, r.top - h - 8),
+                   at(r.right - w, r.bottom + 8), at(r.right - w, r.top - h - 8),
+                   at(r.left, H), at(r.left, 0)];       // a phone: the screen's bottom or top
+    const covered = s => [[target, 100], ...LESSON.map(([q, k]) => [document.querySelector(q), k])]
+      .filter(([e]) => e && e.getClientRects().length)
+      .reduce((sum, [e, k]) => {
+        const b = e.getBoundingClientRect();
+        const x = Math.max(0, Math.min(s.left + w, b.right) - Math.max(s.left, b.left));
+        const y = Math.max(0, Math.min(s.top + h, b.bottom) - Math.max(s.top, b.top));
+        return sum + k * x * y;
+      }, 0);
+    const best = spots.reduce((a, b) => covered(b) < covered(a) ? b : a);
+    bubble.style.top = best.top + "px";
+    bubble.style.left = best.left + "px";
+  }
 
   function show(i) {
     close(false);
@@ -75,30 +103,15 @@
     // Right after the part it names (inside Gradio's container, to which page.css is scoped):
     // fixed on screen, but next to that part for the keyboard — one Tab away, not fifty.
     target.insertAdjacentElement("afterend", bubble);
-    const r = target.getBoundingClientRect(), w = Math.min(300, window.innerWidth - 20);
+    // (wider on a wide screen: a shorter bubble fits between the answer and the panels' titles)
+    const w = Math.min(window.innerWidth > 900 ? 360 : 300, window.innerWidth - 20);
     bubble.style.width = w + "px";
-    const h = bubble.offsetHeight, W = window.innerWidth, H = window.innerHeight;
-    // Beside, below or above the part it names (or at the screen's edge where none of those is
-    // free, as on a phone): wherever it covers least of what the lesson
-    // shows (the canvas, the strip, the answer and what it rests on count three times the
-    // examples and the rest), and never the part itself.
-    const at = (left, top) => ({left: Math.max(10, Math.min(left, W - w - 10)),
-                                top: Math.max(8, Math.min(top, H - h - 8))});
-    const spots = [at(r.right + 12, r.top + 8), at(r.left - 12 - w, r.top + 8),
-                   at(r.left, r.bottom + 8), at(r.left, r.top - h - 8),
-                   at(r.right - w, r.bottom + 8), at(r.right - w, r.top - h - 8),
-                   at(r.left, H), at(r.left, 0)];       // a phone: the screen's bottom or top
-    const covered = s => [[target, 100], ...LESSON.map(([q, k]) => [document.querySelector(q), k])]
-      .filter(([e]) => e && e.getClientRects().length)
-      .reduce((sum, [e, k]) => {
-        const b = e.getBoundingClientRect();
-        const x = Math.max(0, Math.min(s.left + w, b.right) - Math.max(s.left, b.left));
-        const y = Math.max(0, Math.min(s.top + h, b.bottom) - Math.max(s.top, b.top));
-        return sum + k * x * y;
-      }, 0);
-    const best = spots.reduce((a, b) => covered(b) < covered(a) ? b : a);
-    bubble.style.top = best.top + "px";
-    bubble.style.left = best.left + "px";
+    place(bubble, target, w);
+    // Placed again whenever the bubble, the part it names or the page changes size (the
+    // headline folding to one line moved the canvas 31 px after the bubble was placed: it then
+    // lay over the canvas on a phone).
+    watch = new ResizeObserver(() => { if (bubble) place(bubble, target, w); });
+    watch.observe(bubble); watch.observe(target); watch.observe(document.body);
     document.querySelectorAll(".tour-target").forEach(t => t.classList.remove("tour-target"));
     target.classList.add("tour-target");            // outlined while its step is shown
     next.focus({preventScroll: true});

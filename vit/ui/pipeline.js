@@ -145,9 +145,7 @@ function drawAnswer() {
     const short = document.createElement("span");
     // (a phone's narrow step: the long words folded away, this left)
     short.className = "short"; short.textContent = "Rests most on ";
-    const at = document.createElement("span");     // the phone's "where", shorter
-    at.className = "at"; at.textContent = ` (row ${Math.floor(d / g) + 1}, col ${d % g + 1})`;
-    drove.replaceChildren(short, lead, `${plain[0] ? "patch" : "Patch"} ${d + 1}`, where, at, by);
+    drove.replaceChildren(short, lead, `${plain[0] ? "patch" : "Patch"} ${d + 1}`, where, by);
     // Said, not asserted: the other maps may rank the patches differently for this input.
     const others = ["rollout", "relevance", "occlusion"].filter(k => k !== data.lead);
     const differ = others.filter(k => !(data.agree || []).includes(k));
@@ -241,7 +239,10 @@ function load() { show(props.value); }
 // Draws a value: the server's (props.value), or the page's own while the pen moves (inpage.js).
 function show(v) {
   // A new layer or head chosen (a head map clicked, the sliders, the menus): show that head.
-  if (v && typeof v === "object" && "grid" in v && data && (v.layer !== data.layer || v.head !== data.head))
+  // Not a model switch, which resets them: the visitor chose nothing.
+  const same = v && data && v.layers === data.layers && v.heads === data.heads &&
+               (v.model || data.model || "") === (data.model || v.model || "");
+  if (v && typeof v === "object" && "grid" in v && same && (v.layer !== data.layer || v.head !== data.head))
     mode = "head";
   pipe.dataset.draws = String((+pipe.dataset.draws || 0) + 1);   // (bench/draw_latency.py counts)
   if (!v || typeof v !== "object" || !("grid" in v)) {
