@@ -82,7 +82,8 @@ def test_the_why_panel_scoreboard(seven, monkeypatch):
     titles = [t for _, t, _ in drawn]
     assert len(titles) == 2 * len(METHODS) and not any(t.endswith("…") for t in titles), titles
     assert any(t.startswith("rollout: rho ") for t in titles)   # the font has no ρ
-    assert "| map | deletion ↓ | insertion ↑ | rank corr. after re-initialising layers 4–6 ↓ |" in text
+    assert ("| map | [deletion](#term-deletion) ↓ | [insertion](#term-insertion) ↑ | "
+            "[rank corr.](#term-rank) after re-initialising layers 4–6 ↓ |") in text
     for k in (*METHODS, RANDOM):
         assert f"| {k} |" in text
     assert "hardly changed when the later layers were replaced by random ones" in text
