@@ -19,6 +19,7 @@ the answer and another class, the deletion test and a head switched off; a sweep
 app (how one learned, a second beside it, where they differ on the test set), the logit lens and
 the scoreboard of four maps."""
 import os
+import re
 import shutil
 import time
 
@@ -891,7 +892,11 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     pg.screenshot(path=SHOTS / "49-2-phone-visible.png")
     pg.wait_for_function("() => document.querySelector('#pipeline .drove')?.innerText.trim()",
                          timeout=30_000)
-    assert pg.locator("#pipeline .drove").inner_text().startswith("Rests most on patch")
+    said = pg.locator("#pipeline .drove").inner_text().strip()
+    assert re.fullmatch(r"Rests most on patch \d+, row \d+, column \d+", said), said
+    # ... on one line under the steps (in the answer's 65-px column it took five lines)
+    box = pg.locator("#pipeline .drove").bounding_box()
+    assert box["height"] < 24 and box["width"] > 300, box
     # The model menu's words end before its arrow (a trial: they ran under it on a phone).
     assert pg.evaluate("""() => { const i = document.querySelector('#model input');
         const r = i.getBoundingClientRect(), a = document.querySelector('#model .icon-wrap');

@@ -145,7 +145,9 @@ function drawAnswer() {
     const short = document.createElement("span");
     // (a phone's narrow step: the long words folded away, this left)
     short.className = "short"; short.textContent = "Rests most on ";
-    drove.replaceChildren(short, lead, `${plain[0] ? "patch" : "Patch"} ${d + 1}`, where, by);
+    const at = document.createElement("span");     // (a phone's shorter "where")
+    at.className = "at"; at.textContent = `, row ${Math.floor(d / g) + 1}, column ${d % g + 1}`;
+    drove.replaceChildren(short, lead, `${plain[0] ? "patch" : "Patch"} ${d + 1}`, where, at, by);
     // Said, not asserted: the other maps may rank the patches differently for this input.
     const others = ["rollout", "relevance", "occlusion"].filter(k => k !== data.lead);
     const differ = others.filter(k => !(data.agree || []).includes(k));
