@@ -297,3 +297,33 @@ def test_frames_while_drawing_do_not_push_finished_inputs_out_of_the_shared_stor
         page.follow_drawing(visit, {**drawing_value(ink, seq=10 + i), "final": False}, "mnist")
     assert len(p._explained) == finished and len(p._live) > 0
     assert sum(e.attn.nbytes for e in (p._live.get(k) for k in list(p._live._items))) <= LIVE_BYTES
+
+
+def test_what_the_answer_rests_on_says_when_no_patch_matters_and_when_it_is_not_a_digit(page):
+    """A teacher's trial: "Hiding patch 40 lowers the answer most", then the pupil erases patch
+    40 and the answer stays at 99.5 %; and a circle with a cross, "Not a digit", still explained
+    as a 1 without a word. The words beside the map now say both."""
+    visit = page.visit()
+    page.analyse_drawing(visit, seven(), "mnist", False, 6, 1)
+    said = page.why(visit)["glance_text"]
+    p, a = page.analysis(visit.record.shown, "mnist")
+    moved = float(np.abs(p.occlusion(a.image, 7, "probability")).max())
+    assert ("No single patch matters much here" in said) == (moved < 0.05), (moved, said)
+    assert "Not a digit" not in said
+    from PIL import ImageDraw
+    im = Image.new("L", (400, 400), 0)
+    d = ImageDraw.Draw(im)
+    d.ellipse((80, 80, 320, 320), outline=255, width=26)
+    d.line((80, 80, 320, 320), fill=255, width=26)
+    d.line((320, 80, 80, 320), fill=255, width=26)
+    visit = page.visit()
+    page.analyse_drawing(visit, drawing_value(np.asarray(im), seq=2), "mnist", False, 6, 1)
+    assert not page.analysis(visit.record.shown, "mnist")[1].is_class or \
+        pytest.skip("the model took this circle with a cross for a digit")
+    said = page.why(visit)["glance_text"]
+    assert said.startswith("**Not a digit**: below is only what its best guess"), said
+    p, a = page.analysis(visit.record.shown, "mnist")
+    guess = int(a.probs.argmax())
+    moved = float(np.abs(p.occlusion(a.image, guess, "probability")).max())
+    assert ("No single patch matters much here" in said) == (moved < 0.05), (moved, said)
+    assert moved < 0.05              # (this drawing: the guess at 11 %, no patch moves it)
