@@ -309,6 +309,7 @@ def test_what_the_answer_rests_on_says_when_no_patch_matters_and_when_it_is_not_
     p, a = page.analysis(visit.record.shown, "mnist")
     moved = float(np.abs(p.occlusion(a.image, 7, "probability")).max())
     assert ("No single patch matters much here" in said) == (moved < 0.05), (moved, said)
+    assert page.why(visit)["pipeline"]["slight"] == (moved < 0.05)       # the strip says so too
     assert "Not a digit" not in said
     from PIL import ImageDraw
     im = Image.new("L", (400, 400), 0)
@@ -327,3 +328,4 @@ def test_what_the_answer_rests_on_says_when_no_patch_matters_and_when_it_is_not_
     moved = float(np.abs(p.occlusion(a.image, guess, "probability")).max())
     assert ("No single patch matters much here" in said) == (moved < 0.05), (moved, said)
     assert moved < 0.05              # (this drawing: the guess at 11 %, no patch moves it)
+    assert page.why(visit)["pipeline"]["slight"] is True

@@ -141,7 +141,8 @@ function drawAnswer() {
     const by = document.createElement("span");
     by.className = "by";
     by.textContent = plain[1] +
-      (img && !data.colour && emptyPatch(d) ? " (an empty patch: where the ink is not counts too)" : "");
+      (img && !data.colour && emptyPatch(d) ? " (an empty patch: where the ink is not counts too)" : "") +
+      (data.slight ? ", though hiding any one patch barely changes it" : "");
     const short = document.createElement("span");
     // (a phone's narrow step: the long words folded away, this left)
     short.className = "short"; short.textContent = "Rests most on ";

@@ -25,6 +25,7 @@ from vit.explain.faithful import AGREE, agreement, lead_map
 from vit.inference import Analysis, Explained, Predictor
 from vit.pictures.attention_maps import VIVID, uniform_level
 from vit.ui import views
+from vit.ui.why_panel import FLAT
 from vit.ui.words import GLOSSARY, unsure_words
 
 HERE = Path(__file__).parent
@@ -167,7 +168,7 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         # [CLS] included): the tick on the strip's scale, as on every map's bar.
         "even": uniform_level(p.grid),
         "head_map": None, "rollout": None, "lead": None, "share": None, "drove": None,
-        "agree": None,
+        "agree": None, "slight": False,
     }
     if a.explanation is not None:
         value["head_map"] = _rounded(a.explanation.cls_maps[L, H])
@@ -181,9 +182,14 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         lead = lead_map(p.config)
         shares = np.clip(maps[lead], 0, None).ravel()
         if shares.sum() > 0:
+            occluded = getattr(e, "answer_occlusion", None) if lead == "occlusion" else None
             value.update(lead=lead, share=_rounded(shares / shares.sum()),
                          drove=int(shares.argmax()),
-                         agree=[k for k, rho in agreement(lead, maps).items() if rho >= AGREE])
+                         agree=[k for k, rho in agreement(lead, maps).items() if rho >= AGREE],
+                         # no one patch, hidden, moves the answer much: said, so that nobody
+                         # erases "the" patch and expects the answer to go (a teacher's trial)
+                         slight=occluded is not None
+                         and float(np.abs(occluded["probability"]).max()) < FLAT)
     return value
 
 
