@@ -308,6 +308,10 @@ def test_the_model_card_names_no_folder_of_the_machine_that_trained_it(tmp_path)
     assert "/srv" not in card and "/tmp" not in card and "checkpoints/" not in card
     assert "--data-dir data --init run-s1 --out mnist" in card and "https://x.org/a/b" in card
     assert p.config.provenance["command"] == command
+    # (the same trial: a blank first row, and "1 epochs, 0 min")
+    assert card.splitlines()[0] == "| About | this model |"
+    epochs = p.config.provenance.get("epochs")
+    assert (" 1 epoch," in card) == (epochs == 1) and " 0 min " not in card
 
 
 def test_md_keeps_the_characters_and_removes_their_power():

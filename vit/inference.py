@@ -403,13 +403,15 @@ class Predictor:
                              + " (folders cut to their last name; the whole command is in "
                              "config.json)"),
             ("Commit", code(prov.get('commit', '?'))),
-            ("Trained on", f"{md(prov.get('date', '?'))}, {md(prov.get('epochs', '?'))} epochs, "
-                           + (f"{wall / 60:.0f} min" if isinstance(wall, (int, float)) else "? min")
+            ("Trained on", f"{md(prov.get('date', '?'))}, {_epochs(prov.get('epochs', '?'))}, "
+                           + (_minutes(wall) if isinstance(wall, (int, float)) else "? min")
                            + f" on {md(prov.get('device', '?'))}"),
             ("Confidence", self._calibration_line()),
             ("Running on", str(self.device)),
         ]
-        return "\n".join(["| | |", "|---|---|"] + [f"| **{k}** | {v} |" for k, v in rows])
+        # (a header row that says something: an empty one read as a blank first row)
+        return "\n".join(["| About | this model |", "|---|---|"] + [f"| **{k}** | {v} |"
+                                                                   for k, v in rows])
 
     def _calibration_line(self) -> str:
         c = self.config
@@ -421,6 +423,16 @@ class Predictor:
                      f"class")
         fitted_on = c.calibration.get("fitted_on")
         return text + (f" (fitted on the {md(fitted_on, 160)})" if isinstance(fitted_on, str) else "")
+
+
+def _epochs(n) -> str:
+    """"1 epoch", "20 epochs" (a number from a file, escaped)."""
+    return "1 epoch" if n == 1 else f"{md(n)} epochs"
+
+
+def _minutes(seconds: float) -> str:
+    """A run's wall time as the card says it: "under a minute", "18 min"."""
+    return "under a minute" if seconds < 60 else f"{seconds / 60:.0f} min"
 
 
 def _finite(probs: np.ndarray) -> np.ndarray:
