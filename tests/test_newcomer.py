@@ -162,6 +162,11 @@ def test_a_photo_models_examples_are_real_test_photos_when_its_data_is_here(tmp_
     page.use_test_photos(p, SimpleNamespace(images=images, labels=labels))
     assert [example_name(x) for x, _ in page.gallery(p)] == names
     assert page.gallery_label(p) == "Examples from the CIFAR-10 test set: click one"
+    # Drawn examples name the classes they leave out (a trial counted 9 for 10 classes).
+    assert page.gallery_label(page.predictor("mnist")) == \
+        "Examples (drawn by this project's code): click one"
+    assert page.gallery_label(page.predictor("fashion-mnist")) == \
+        "Examples (drawn by this project's code; none of Shirt: drawn, it read as another class): click one"
 
 
 def test_every_head_map_has_its_own_scale_bar(tmp_path):

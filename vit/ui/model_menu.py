@@ -11,6 +11,7 @@ import gradio as gr
 
 from vit.data.examples import example_name
 from vit.inference import Predictor
+from vit.text import md
 from vit.ui import draw_tab, training_panel, views, why_panel
 from vit.ui.boundary import ModelName
 from vit.ui.record import ANSWER, Shown, Visit
@@ -77,7 +78,11 @@ class ModelHandlers:
     def gallery_label(self, p: Predictor) -> str:
         if all(Path(x).name.startswith("test_") for x in self.examples[p.config.style.name]):
             return f"Examples from the {p.config.title} test set: click one"
-        return "Examples (drawn by this project's code): click one"
+        shown = {example_name(x) for x in self.examples[p.config.style.name]}
+        # (a class without an example says so: a shirt drawn without its fabric reads as a coat)
+        missing = [md(n) for n in p.class_names if n not in shown]
+        none = f"; none of {', '.join(missing)}: drawn, it read as another class" if missing else ""
+        return f"Examples (drawn by this project's code{none}): click one"
 
     def gallery(self, p: Predictor) -> list[tuple[str, str]]:
         """The examples under the canvas for a model: (picture, caption)."""
