@@ -24,8 +24,7 @@ from PIL import Image
 from vit.explain.faithful import AGREE, agreement, lead_map
 from vit.inference import Analysis, Explained, Predictor
 from vit.pictures.attention_maps import VIVID, uniform_level
-from vit.ui import views
-from vit.ui.why_panel import FLAT
+from vit.ui import views, why_panel
 from vit.ui.words import GLOSSARY, unsure_words
 
 HERE = Path(__file__).parent
@@ -188,8 +187,7 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
                          agree=[k for k, rho in agreement(lead, maps).items() if rho >= AGREE],
                          # no one patch, hidden, moves the answer much: said, so that nobody
                          # erases "the" patch and expects the answer to go (a teacher's trial)
-                         slight=occluded is not None
-                         and float(np.abs(occluded["probability"]).max()) < FLAT)
+                         slight=occluded is not None and why_panel.moved(occluded) < why_panel.FLAT)
     return value
 
 

@@ -277,16 +277,21 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     # on many (a trial erased the "most" patch and the answer stayed at 99.5 %).
     many = ""
     if lead == "occlusion" and note:
-        moved = float(np.abs(e.answer_occlusion["probability"]).max())
         many = (f" **No single patch matters much here**: hiding any one changes P({md(raw)}) by "
-                f"at most {100 * moved:.1f} points, so erasing it would not change the answer; "
-                f"the map shows where it rests most, in {term('log-odds')}.")
+                f"at most {100 * moved(e.answer_occlusion):.1f} points, so erasing it would not "
+                f"change the answer; the map shows where it rests most, in {term('log-odds')}.")
     outside = "" if a.is_class else (
         f"**{md(p.not_label[:1].upper() + p.not_label[1:])}**: below is only what its best "
         f"guess, {md(raw)}, would rest on. ")
     text = (f"{outside}**What the answer rests on, by {term(lead)}**: {measured}.{many} {agree}\n\n"
             f"<details><summary>How this was measured</summary>{how}</details>")
     return pic, text
+
+
+def moved(maps: dict[str, np.ndarray]) -> float:
+    """The most that blanking any one patch moves the class's probability (occlusion `maps`).
+    Under FLAT, no single patch matters much: erasing the "most" one leaves the answer."""
+    return float(np.abs(maps["probability"]).max())
 
 
 def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
@@ -300,8 +305,8 @@ def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
     exaggerate changes nobody could see in the answer."""
     name, b = p.class_names[t], p.occlusion_block
     squares = f"; {b}x{b} squares" if b > 1 else ""
-    moved = float(np.abs(maps["probability"]).max())
-    if not answer or moved >= FLAT:
+    most = moved(maps)
+    if not answer or most >= FLAT:
         shown = np.clip(maps["probability"] if answer else -maps["probability"], 0, None)
         peak = float(shown.max())
         return (shown, f"{'drop' if answer else 'rise'} in P({name}), max {percent(peak)}{squares}",
@@ -309,7 +314,7 @@ def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
     shown = np.clip(maps["log-odds"], 0, None)
     peak = float(shown.max())
     note = (f" Blanking any one patch moves P({md(name)}) by less than {100 * FLAT:.0f} points (at "
-            f"most {100 * moved:.1f}), so occlusion shows the drop in its log-odds instead (a drop of 1 "
+            f"most {100 * most:.1f}), so occlusion shows the drop in its log-odds instead (a drop of 1 "
             f"divides the odds by e ≈ 2.7).")
     return shown, f"drop in log-odds of {name}, max {peak:.1f}{squares}", max(peak, LOG_ODDS_TOP), note
 
