@@ -14,6 +14,7 @@ from conftest import ROOT, run_main, run_module
 from vit.checkpoint import CheckpointError, open_checkpoint, save_checkpoint
 from vit.data.degrade import degrade
 from vit.data.filled import filled
+from vit.data.thicken import thicken
 from vit.explain.typical import TYPICAL_FILE, Typical, fit, from_tensors
 from vit.inference import Predictor
 from vit.model import ViT, ViTConfig
@@ -159,6 +160,25 @@ def test_filled_makes_a_shaded_garment_one_flat_silhouette_and_is_seeded():
         assert img[0, 16:24, 13:15].max() < 0.5 and img[0, :, :6].max() == 0   # gap, background
     whole = filled(x, 0.5, torch.Generator().manual_seed(4))
     part = filled(x[10:], 0.5, torch.Generator().manual_seed(4), total=20, mine=slice(10, 20))
+    assert torch.equal(whole[10:], part)
+
+
+def test_thicken_widens_every_stroke_by_a_pixel_each_side_and_is_seeded():
+    """--thicken shows a digit as a thick pen writes it: a 2-px stroke becomes 4 px, a small
+    loop's hole shrinks; the grey edge is kept, the background stays black."""
+    x = torch.zeros(20, 1, 28, 28)
+    x[:, :, 4:24, 13:15] = 1.0                                           # a 2-px "1"
+    x[:, :, 4:24, 12] = 0.4                                              # its soft left edge
+    a = thicken(x, 0.5, torch.Generator().manual_seed(3))
+    assert torch.equal(a, thicken(x, 0.5, torch.Generator().manual_seed(3)))
+    changed = (a != x).flatten(1).any(1)
+    assert 0 < changed.sum() < 20
+    for img in a[changed]:
+        assert (img[0, 10] == 1.0).sum() == 4                             # 2 px -> 4 px of full ink
+        assert img[0, 10, 11] == 0.4 and img[0, 10, :11].max() == 0      # edge kept, then black
+    assert torch.equal(a[~changed], x[~changed])
+    whole = thicken(x, 0.5, torch.Generator().manual_seed(4))
+    part = thicken(x[10:], 0.5, torch.Generator().manual_seed(4), total=20, mine=slice(10, 20))
     assert torch.equal(whole[10:], part)
 
 

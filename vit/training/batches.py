@@ -19,6 +19,7 @@ from vit.data.degrade import degrade
 from vit.data.filled import filled
 from vit.data.loading import Split, normalize, to_unit_float
 from vit.data.specs import DatasetSpec
+from vit.data.thicken import thicken
 from vit.preprocessing.styles import Style
 from vit.training import distributed
 from vit.training.config import TrainConfig, TrainingError, outlier_kinds
@@ -32,6 +33,7 @@ from vit.training.seeds import (
     STREAM_ORDER,
     STREAM_POLICY,
     STREAM_SUBSET,
+    STREAM_THICKEN,
     STREAM_VAL,
     STREAM_VIEW,
     _generator,
@@ -219,6 +221,9 @@ def make_batch(s: Session, order: torch.Tensor, step: int) -> Batch:
     if s.tc.policy == "trivialaugment":     # the digits only, like erasing
         drawn = trivial_augment.draw(len(batch), _generator(s.tc.seed, STREAM_POLICY, step))
         x[:len(idx)] = trivial_augment.apply(x[:len(idx)], drawn.rows(mine))
+    if s.tc.thicken:            # the digits only: before degrading, as a thick pen writes first
+        x[:len(idx)] = thicken(x[:len(idx)], s.tc.thicken,
+                               _generator(s.tc.seed, STREAM_THICKEN, step), len(batch), mine)
     if s.tc.degrade:            # the digits only: drawn for the global batch, as erasing
         x[:len(idx)] = degrade(x[:len(idx)], s.tc.degrade,
                                _generator(s.tc.seed, STREAM_DEGRADE, step), len(batch), mine)

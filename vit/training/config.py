@@ -40,7 +40,8 @@ MODEL_FLAG_LIMITS = {"image_size": 1024, "patch_size": 1024, "dim": 8192, "depth
 # Training settings added after runs were already being saved, with the value that does what a
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
 LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "degrade": 0.0, "norm_eps": 1e-5, "policy": "none",
-                    "init": "", "subset": 0, "filled": 0.0, "stretch": 0.0}
+                    "init": "", "subset": 0, "filled": 0.0, "stretch": 0.0,
+                    "thicken": 0.0}
 
 
 class TrainingError(RuntimeError):
@@ -117,6 +118,9 @@ class TrainConfig:
         "help": "with the affine augmentation: make each training image up to 1 + STRETCH times "
                 "wider and shorter, or narrower and taller, its area kept, as writers whose "
                 "digits were normalised to a square send them (0 = off)"})
+    thicken: float = field(default=0.0, metadata={
+        "help": "probability that a training digit is shown written with a thicker pen, every "
+                "stroke widened by a pixel each side (vit/data/thicken.py; 0 = off)"})
     filled: float = field(default=0.0, metadata={
         "help": "probability that a training image is shown as a flat silhouette, as a garment "
                 "drawn and filled on the page is (vit/data/filled.py; 0 = off)"})
@@ -222,6 +226,7 @@ def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = N
         (0 <= tc.degrade <= 1, "--degrade must be in [0, 1] (0 = off)"),
         (0 <= tc.stretch <= 1, "--stretch must be in [0, 1] (0 = off)"),
         (0 <= tc.filled <= 1, "--filled must be in [0, 1] (0 = off)"),
+        (0 <= tc.thicken <= 1, "--thicken must be in [0, 1] (0 = off)"),
         (not (tc.resume and tc.overwrite),
          "--resume continues the run in --out and --overwrite replaces it: pass only one"),
         ((mc.image_size, mc.channels) == (S, C),
