@@ -27,6 +27,8 @@ import numpy as np
 import pytest
 from conftest import ARTIFACTS, run_module, start_app
 
+from bench.page_drawings import TROUSER
+
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -453,8 +455,7 @@ def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(bro
     clear(pg)
     wait_status(pg, "Draw a piece of clothing")
     x0, y0, side = drawing_area(pg)
-    outline = [(0.3, 0.1), (0.7, 0.1), (0.75, 0.9), (0.55, 0.9), (0.5, 0.35), (0.45, 0.9),
-               (0.25, 0.9), (0.3, 0.1)]                                   # trousers
+    outline = TROUSER              # the same trousers bench.page_drawings reads before a bundling
     pg.mouse.move(x0 + outline[0][0] * side, y0 + outline[0][1] * side)
     pg.mouse.down()
     for (ax, ay), (bx, by) in zip(outline, outline[1:]):

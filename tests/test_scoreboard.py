@@ -8,7 +8,8 @@ import torch
 
 from vit.data.examples import render_digit
 from vit.explain import attribution
-from vit.explain.scoreboard import METHODS, RANDOM, randomised, spearman
+from vit.explain.faithful import spearman
+from vit.explain.scoreboard import METHODS, RANDOM, randomised
 from vit.inference import Predictor
 from vit.ui import why_panel
 

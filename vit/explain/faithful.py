@@ -41,17 +41,22 @@ def check(record, where: str) -> str | None:
     return None
 
 
-def _rank(v: np.ndarray) -> np.ndarray:
-    r = np.empty(v.size)
-    r[np.argsort(v.ravel(), kind="stable")] = np.arange(v.size)
-    return r
+def ranks(v: np.ndarray) -> np.ndarray:
+    """Ranks from 0, ties given their mean rank (as Spearman's rho wants: an occlusion map's
+    many patches of exactly no change would otherwise be ranked by their place on the grid)."""
+    v = np.asarray(v, dtype=np.float64).ravel()
+    r = np.empty(len(v))
+    r[np.argsort(v, kind="stable")] = np.arange(len(v))
+    _, inverse = np.unique(v, return_inverse=True)
+    return (np.bincount(inverse, r) / np.bincount(inverse))[inverse]
 
 
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    ra, rb = _rank(np.asarray(a, np.float64)), _rank(np.asarray(b, np.float64))
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    den = float(np.sqrt((ra ** 2).sum() * (rb ** 2).sum()))
-    return float((ra * rb).sum() / den) if den > 0 else 0.0
+    """Spearman's rank correlation of two maps; 0 where either is constant (no order to share)."""
+    ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def agreement(lead: str, maps: dict[str, np.ndarray]) -> dict[str, float]:

@@ -22,6 +22,7 @@ from torch import nn
 
 from vit.explain import attribution
 from vit.explain.attention import explain
+from vit.explain.faithful import spearman
 from vit.model import ViT
 
 METHODS = ("rollout", "relevance", "occlusion", "raw attention")
@@ -69,24 +70,6 @@ def randomised(model: ViT, first_block: int, seed: int = 0) -> ViT:
                 module.weight.fill_(1.0)
                 module.bias.zero_()
     return m
-
-
-def ranks(v: np.ndarray) -> np.ndarray:
-    """Ranks from 0, ties given their mean rank (as Spearman's rho wants)."""
-    v = np.asarray(v, dtype=np.float64).ravel()
-    order = np.argsort(v, kind="stable")
-    r = np.empty(len(v))
-    r[order] = np.arange(len(v))
-    _, inverse = np.unique(v, return_inverse=True)
-    return (np.bincount(inverse, r) / np.bincount(inverse))[inverse]
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rank correlation of two maps; 0 where either is constant (no order to share)."""
-    ra, rb = ranks(a), ranks(b)
-    if ra.std() == 0 or rb.std() == 0:
-        return 0.0
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def score(model: ViT, x: torch.Tensor, target: int, background: torch.Tensor,

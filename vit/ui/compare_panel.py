@@ -10,7 +10,7 @@ import gradio as gr
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vit.explain.scoreboard import spearman
+from vit.explain.faithful import spearman
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
 from vit.text import md, percent
