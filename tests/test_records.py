@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from vit.training import records
 from vit.training.records import git_commit, source_tree
 from vit.training.state import EpochTotals, RunState
 
@@ -34,8 +35,12 @@ def test_the_code_is_named_by_the_tree_git_gives_its_commit(tmp_path):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code", cwd=tmp_path)
     assert source_tree(tmp_path / "vit") == git("rev-parse", "HEAD:vit", cwd=tmp_path)
     before = source_tree(tmp_path / "vit")
+    head = git("rev-parse", "HEAD", cwd=tmp_path)
+    assert git_commit(tmp_path) == head
     (tmp_path / "vit" / "train.py").write_text("# changed\n")
     assert source_tree(tmp_path / "vit") != before
+    assert git_commit(tmp_path) == head + "-dirty"         # the commit alone would be a lie
+    assert (records.PROJECT / "vit" / "training" / "records.py").is_file()   # the default root
 
 
 def test_a_command_names_its_commit_and_nothing_else_passes(monkeypatch):

@@ -81,16 +81,23 @@ def plot_curves(rows: list[dict], path: Path) -> None:
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
 
 
-def git_commit() -> str:
+# The project's folder, which holds vit/. (Once vit/ itself, where `git status -- vit` found no
+# vit/vit and called every run clean: two runs of a changed trainer were stamped with the commit
+# before the change.)
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def git_commit(root: Path | None = None) -> str:
     """The commit whose code runs: $VIT_COMMIT when the command names it (a GPU machine's copy
     of the working tree may carry a .git older than its files, whose HEAD would be wrong), else
-    HEAD's hash with '-dirty' when vit/ differs from it ('unknown' outside git)."""
+    HEAD's hash with '-dirty' when vit/ differs from it ('unknown' outside git). `root`: the
+    project's folder, which holds vit/ (default: this file's)."""
     named = Settings.read("commit")
     if named:
         if not re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", named):
             raise ValueError(f"VIT_COMMIT must be a commit's hex hash, not {named[:60]!r}")
         return named
-    root = Path(__file__).resolve().parent.parent
+    root = root or PROJECT
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                               text=True, check=True).stdout.strip()
