@@ -155,3 +155,18 @@ def test_at_200_percent_zoom_the_answer_follows_the_canvas_instead_of_covering_i
     assert pg.locator("#glance-text").is_visible()
     pg.screenshot(path=SHOTS / "lesson-zoom-200.png")
     pg.close()
+
+
+def test_clearing_the_canvas_does_not_shorten_the_strip(browser, app_server):
+    """Issue 49, 8: after Clear, step 4's "Showing: all layers combined" line was empty, the
+    strip 31 px shorter, and the first stroke of the next drawing pushed everything below it
+    (what the answer rests on, the examples' row) down by as much."""
+    pg = opened(browser, app_server[1])
+    height = "() => document.querySelector('#pipeline .steps').getBoundingClientRect().height"
+    drawn = pg.evaluate(height)
+    pg.locator("#drawpad button", has_text="Clear").first.click()
+    pg.wait_for_function("() => (document.querySelector('#status')?.innerText || '')"
+                         ".includes('Draw')", timeout=30_000)
+    pg.wait_for_timeout(500)
+    assert abs(pg.evaluate(height) - drawn) <= 1, (drawn, pg.evaluate(height))
+    pg.close()
