@@ -181,13 +181,12 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         lead = lead_map(p.config)
         shares = np.clip(maps[lead], 0, None).ravel()
         if shares.sum() > 0:
-            occluded = getattr(e, "answer_occlusion", None) if lead == "occlusion" else None
             value.update(lead=lead, share=_rounded(shares / shares.sum()),
                          drove=int(shares.argmax()),
                          agree=[k for k, rho in agreement(lead, maps).items() if rho >= AGREE],
                          # no one patch, hidden, moves the answer much: said, so that nobody
                          # erases "the" patch and expects the answer to go (a teacher's trial)
-                         slight=occluded is not None and why_panel.moved(occluded) < why_panel.FLAT)
+                         slight=lead == "occlusion" and why_panel.slight(e.answer_occlusion))
     return value
 
 

@@ -246,7 +246,7 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     how it was measured, and whether the other maps agree on this input (so no one patch is named
     as the cause when they do not). Its maps are the ones the strip then shows (cached)."""
     lead, t, maps = lead_map(p.config), e.answer, e.maps
-    raw, note = p.class_names[t], ""
+    raw = p.class_names[t]
     if lead == "occlusion":
         shown, title, top, note = occlusion_view(p, e.answer_occlusion, t, True)
         pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top,
@@ -276,7 +276,7 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     # Words a person can check by erasing: a sure answer that no single patch moves much rests
     # on many (a trial erased the "most" patch and the answer stayed at 99.5 %).
     many = ""
-    if lead == "occlusion" and note:
+    if lead == "occlusion" and slight(e.answer_occlusion):
         many = (f" **No single patch matters much here**: hiding any one changes P({md(raw)}) by "
                 f"at most {100 * moved(e.answer_occlusion):.1f} points, so erasing it would not "
                 f"change the answer; the map shows where it rests most, in {term('log-odds')}.")
@@ -289,9 +289,14 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
 
 
 def moved(maps: dict[str, np.ndarray]) -> float:
-    """The most that blanking any one patch moves the class's probability (occlusion `maps`).
-    Under FLAT, no single patch matters much: erasing the "most" one leaves the answer."""
+    """The most that blanking any one patch moves the class's probability (occlusion `maps`)."""
     return float(np.abs(maps["probability"]).max())
+
+
+def slight(maps: dict[str, np.ndarray]) -> bool:
+    """Whether no single patch matters much (occlusion `maps`): erasing the "most" one leaves the
+    answer. The map then shows log-odds, and the words beside it and the strip say so."""
+    return moved(maps) < FLAT
 
 
 def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
@@ -305,8 +310,7 @@ def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
     exaggerate changes nobody could see in the answer."""
     name, b = p.class_names[t], p.occlusion_block
     squares = f"; {b}x{b} squares" if b > 1 else ""
-    most = moved(maps)
-    if not answer or most >= FLAT:
+    if not answer or not slight(maps):
         shown = np.clip(maps["probability"] if answer else -maps["probability"], 0, None)
         peak = float(shown.max())
         return (shown, f"{'drop' if answer else 'rise'} in P({name}), max {percent(peak)}{squares}",
@@ -314,8 +318,8 @@ def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
     shown = np.clip(maps["log-odds"], 0, None)
     peak = float(shown.max())
     note = (f" Blanking any one patch moves P({md(name)}) by less than {100 * FLAT:.0f} points (at "
-            f"most {100 * most:.1f}), so occlusion shows the drop in its log-odds instead (a drop of 1 "
-            f"divides the odds by e ≈ 2.7).")
+            f"most {100 * moved(maps):.1f}), so occlusion shows the drop in its log-odds instead (a "
+            f"drop of 1 divides the odds by e ≈ 2.7).")
     return shown, f"drop in log-odds of {name}, max {peak:.1f}{squares}", max(peak, LOG_ODDS_TOP), note
 
 
