@@ -624,8 +624,13 @@ def test_the_pipeline_strip_is_above_the_fold_live_while_drawing_and_follows_the
     pg.screenshot(path=SHOTS / "20-pipeline-1280x800.png")
     x, y = strip_point(pg, "attention", 9)                  # row 2, column 3
     below = "document.querySelector('#why-row').getBoundingClientRect().top"
-    pg.wait_for_selector("#pipeline .drove:not([hidden])", timeout=30_000)   # the "why" lane in
     before = pg.evaluate(below)
+    # Nothing below moves when the page's own model has loaded (CI: its line, added then,
+    # pushed the page down 22 px a second after the first answer) or the "why" lane comes in.
+    pg.wait_for_function("() => document.querySelector('#inpage-note')?.innerText"
+                         ".includes('this browser answers itself')", timeout=60_000)
+    pg.wait_for_selector("#pipeline .drove:not([hidden])", timeout=30_000)
+    assert pg.evaluate(below) == before
     pg.mouse.move(x, y)
     readout = "() => document.querySelector('#pipeline .readout').innerText"
     pg.wait_for_function(f"() => ({readout})().includes('Patch 10')")

@@ -143,9 +143,24 @@
   }
   window.vitOpenPanel = openPanel;
 
+  // A line says who answers while the pen moves: this browser, or the server (and why). Under
+  // the strip (its template has the line from the first frame: added when the page's model had
+  // loaded, it pushed everything below down a line); on a phone under the canvas, so that the
+  // pinned answer stays small.
+  const inpageOff = new URLSearchParams(location.search).get("inpage") === "0";
+  let noteText = inpageOff ? "While you draw, the server answers (the address asks for it: ?inpage=0)." : null;
+  function placeNote() {
+    const el = document.getElementById("inpage-note"), pad = document.querySelector("#drawpad");
+    if (!el) return;
+    if (matchMedia("(max-width: 700px)").matches && pad && el.previousElementSibling !== pad)
+      pad.insertAdjacentElement("afterend", el);
+    if (noteText !== null && el.textContent !== noteText) el.textContent = noteText;
+  }
+  window.vitNote = text => { noteText = text; placeNote(); };
   // The answer is announced when it changes (a live region), and an empty picture's label is
   // allowed (Gradio gives a plain <div> an aria-label: axe's aria-prohibited-attr).
   function tidy() {
+    placeNote();
     const status = document.querySelector("#status");
     if (status && !status.hasAttribute("aria-live")) {
       status.setAttribute("role", "status"); status.setAttribute("aria-live", "polite");
@@ -162,20 +177,6 @@
   tidy();
   // The model in this page while the pen moves (vit/ui/inpage.py, inpage.js), unless the address
   // says ?inpage=0 (to compare with the server's updates) or the server offers none.
-  // A line says who answers while the pen moves: this browser, or the server (and why). Under
-  // the strip; on a phone under the canvas, so that the pinned answer stays small.
-  window.vitNote = function note(text) {
-    const phone = matchMedia("(max-width: 700px)").matches;
-    const at = document.querySelector(phone ? "#drawpad" : "#pipeline .pipe");
-    if (!at) { setTimeout(() => note(text), 500); return; }
-    let el = document.getElementById("inpage-note");
-    if (!el) {
-      el = document.createElement("p");
-      el.id = "inpage-note";
-      if (phone) at.insertAdjacentElement("afterend", el); else at.appendChild(el);
-    }
-    el.textContent = text;
-  };
   const serverAnswers = why => window.vitNote("While you draw, the server answers (" + why + ").");
   let started = false;
   function startInPage() {
@@ -192,7 +193,7 @@
   }
   // After the page's first answer, when the browser is idle: the runtime (3.7 MB compressed) and
   // the model never hold up the page's opening; the server answers until they are ready.
-  if (new URLSearchParams(location.search).get("inpage") !== "0") {
+  if (!inpageOff) {
     const idle = () => (window.requestIdleCallback || (f => setTimeout(f, 200)))(startInPage, {timeout: 2000});
     const first = setInterval(() => {
       if (window.vitStrip && window.vitStrip.value()) { clearInterval(first); idle(); }

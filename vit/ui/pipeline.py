@@ -98,7 +98,11 @@ def _template() -> str:
             f'{body}{extra}<div class="note">{html.escape(plain)}{more(key)}</div>{arrow}</li>')
     return ('<div class="pipe" data-empty="1"><ol class="steps">' + "".join(steps) + '</ol>'
             '<div class="readout" aria-live="polite">Point at (or tap) a patch to follow it '
-            'through every step.</div></div>')
+            'through every step.</div>'
+            # Who answers while the pen moves (page.js words it): its line is here from the first
+            # frame, not added when the page's model has loaded and pushing the page down a line.
+            '<p id="inpage-note">While you draw, the server answers until this browser has '
+            'loaded the model.</p></div>')
 
 
 @functools.cache
