@@ -186,6 +186,22 @@ def cifar_photos(split: str, n: int = 300) -> list[Image.Image]:
     return [Image.open(files[i]).convert("RGB") for i in half(sorted(pick), split)]
 
 
+def own(predictor: Predictor, n: int) -> None:
+    """The model's own test images (the first `n`, or all for -1), each uploaded as stored."""
+    from vit.data.loading import load_split
+    if predictor.config.spec is None:
+        print("  own test images: skipped (not a built-in data set)")
+        return
+    test = load_split(predictor.config.spec, ROOT.parent / "shared" / "data", train=False)
+    count = len(test.labels) if n < 0 else min(n, len(test.labels))
+    arrays = np.asarray(test.images[:count], np.uint8)            # (N, S, S) or (N, C, S, S)
+    if arrays.ndim == 4:
+        arrays = arrays[:, 0] if arrays.shape[1] == 1 else arrays.transpose(0, 2, 3, 1)
+    pictures = [Image.fromarray(a) for a in arrays]
+    show(f"own test images (first {count:,})", read_all(predictor, pictures,
+                                                       test.labels[:count].numpy()))
+
+
 def half(items: list, split: str) -> list:
     """The first half ("tune"), the second ("report") or all."""
     middle = len(items) // 2
@@ -199,6 +215,10 @@ def main(argv=None) -> None:
     p.add_argument("--checkpoints", default=str(ROOT / "checkpoints"))
     p.add_argument("--photos", action="store_true",
                    help="also the photographs and screenshots (outside every model's classes)")
+    p.add_argument("--own", type=int, default=0,
+                   help="also this many of the model's own test images (-1: all), uploaded as "
+                        "stored: the share refused and read right (the test set: reported, "
+                        "never tuned on)")
     args = p.parse_args(argv)
     opt = optdigits()
     faces = half(fonts(), args.split)
@@ -240,6 +260,8 @@ def main(argv=None) -> None:
             if cifar:
                 show("CIFAR-10 test photos (same source as the photo outliers)",
                      read_all(predictor, cifar))
+        if args.own:
+            own(predictor, args.own)
         print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
 
 

@@ -63,8 +63,8 @@ def test_every_bundled_model_runs_in_the_page_and_its_files_are_served_by_hash(m
     # then says it is still checking).
     from vit.explain import ood
     assert m["models"]["mnist"]["ink"]["DASH_ELONGATION"] == ood.DASH_ELONGATION
-    assert m["models"]["mnist"]["far"] is False and m["models"]["fashion-mnist"]["ink"] is None
-    assert m["models"]["fashion-mnist"]["far"] is True
+    assert m["models"]["mnist"]["server_checks"] is False and m["models"]["fashion-mnist"]["ink"] is None
+    assert m["models"]["fashion-mnist"]["server_checks"] is True
     serve_ = site.middleware()
     for entry in [*m["runtime"].values(), *m["models"].values()]:
         status, headers, body = serve(serve_, "GET", entry["url"])

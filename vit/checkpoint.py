@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -103,6 +104,13 @@ class CheckpointConfig:
         one of these classes" (None: no such threshold; the checkpoint has no typical.safetensors)."""
         v = self.calibration.get("far_above")
         return None if v is None else float(v)
+
+    @property
+    def digit_check(self) -> dict | None:
+        """{"model": a sibling checkpoint folder's name, "digit_at_least": p, "own_below": q}: a
+        picture this model is unsure of (best class below q) that that digit model reads as a digit
+        at p or more is "not one of these" (vit/digit_check.py; None: no such check)."""
+        return self.calibration.get("digit_check")
 
     @property
     def spec(self) -> DatasetSpec | None:
@@ -438,7 +446,25 @@ def _calibration(calibration: dict, where: str) -> dict:
     if far is not None and not (_is_number(far) and math.isfinite(far) and far > 0):
         raise CheckpointError(f"{where}: calibration.far_above must be a number > 0, "
                               f"got {_show(far)}")
+    check = calibration.get("digit_check")
+    if check is not None:
+        _digit_check(check, f"{where}: calibration.digit_check")
     return calibration
+
+
+def _digit_check(check, where: str) -> None:
+    """A digit check names a sibling folder (a plain name: never a path) and two probabilities."""
+    if not isinstance(check, dict):
+        raise CheckpointError(f"{where} must be an object, got {_show(check)}")
+    name = check.get("model")
+    if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", name)
+            and ".." not in name):
+        raise CheckpointError(f"{where}.model must be a checkpoint folder's name beside this one "
+                              f"(letters, digits, '-', '_', '.'), got {_show(name)}")
+    for key in ("digit_at_least", "own_below"):
+        v = check.get(key)
+        if not (_is_number(v) and 0 < v <= 1):
+            raise CheckpointError(f"{where}.{key} must be a number in (0, 1], got {_show(v)}")
 
 
 def checkpoint_folder(name) -> Path:

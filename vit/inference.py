@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import math
 import os
 import threading
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vit.checkpoint import Checkpoint, open_checkpoint
+from vit.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from vit.device import gpu_task
 from vit.explain import attribution, ood
 from vit.explain.attention import Explanation, explain
@@ -29,7 +30,9 @@ from vit.explain.scoreboard import Scoreboard, score
 from vit.preprocessing import model_input, normalize_image
 from vit.preprocessing.decode import PreprocessError, decode, open_image
 from vit.preprocessing.layout import to_model_image
-from vit.text import code, md, short_paths
+from vit.text import code, md, percent, short_paths
+
+log = logging.getLogger("vit")
 
 BIG_MODEL = 5_000_000      # parameters past which occlusion blanks coarser squares (see below)
 # Per model, the attention of the inputs seen last is kept, so that a slider, a patch click, a
@@ -147,6 +150,7 @@ class Predictor:
         self.grid = self.model.cfg.grid
         self.size = self.model.cfg.image_size
         self._parameters = self.model.num_parameters()
+        self._digits: Predictor | None | bool = None         # the digit check's model, once loaded
         self._explained = Recent(EXPLAINED_BYTES)
         self._live = Recent(LIVE_BYTES)
         self._attributed = Recent(ATTRIBUTED_BYTES)
@@ -193,16 +197,19 @@ class Predictor:
 
     def analyse(self, image) -> Analysis:
         """Any image -> Analysis. Raises PreprocessError."""
-        return self.analyse_input(*self.read(image))
+        return self.analyse_input(*self.read(image), source=image)
 
     def analyse_input(self, image: np.ndarray, ink: np.ndarray | None = None,
-                      live: bool = False) -> Analysis:
+                      live: bool = False, source=None) -> Analysis:
         """An already prepared input (see `prepare`) -> Analysis. `ink`: the original input's
         ink map (`read`, `ink`), for the checks that need the drawing before it was shrunk;
         without it (a test-set image) only the calibrated probability can refuse. `live`: a
-        frame while the pen moves (kept apart: `explanation`)."""
+        frame while the pen moves (kept apart: `explanation`). `source`: the picture it was laid
+        out from, for the checkpoint's digit check (`checked`); without it, none."""
         e = self.explanation(image, live)
-        return Analysis(image, _finite(e.probs), self.judge(ink, e.probs, e.features), e)
+        probs = _finite(e.probs)
+        return Analysis(image, probs, self.checked(self.judge(ink, probs, e.features), probs,
+                                                   source), e)
 
     def judge(self, ink: np.ndarray | None, probs: np.ndarray, features: np.ndarray | None):
         """vit.explain.ood's verdict, with the [CLS] token's distance from the training images
@@ -234,6 +241,53 @@ class Predictor:
         logits, features = _glance(self.model, self.tensor(image))
         probs = _finite(torch.softmax(logits / self.config.temperature, -1).numpy())
         return Analysis(image, probs, self.judge(ink, probs, features))
+
+    # --- a second opinion: pictures of digits are not clothing ----------------------------------
+    def checked(self, verdict: ood.Verdict, probs: np.ndarray, source) -> ood.Verdict:
+        """`verdict`, with the checkpoint's digit check (vit/digit_check.py): a picture this model
+        is unsure of (best class below `own_below`) that its digit model reads as a digit at
+        `digit_at_least` or more, by all that model's own rules, is "not one of these" — the
+        clothing model took six in ten of other writers' digits for garments, with a garment's
+        confidence. `source`: the picture as sent, laid out again as the digit model lays it out."""
+        check = self.config.digit_check
+        if (not verdict or source is None or check is None
+                or float(probs.max()) >= check["own_below"]):
+            return verdict
+        digits = self.digit_model()
+        if digits is None:
+            return verdict
+        try:
+            seen = digits.glance(*digits.read(source))
+        except PreprocessError:
+            return verdict
+        best = int(seen.probs.argmax())
+        if not seen.is_class or seen.probs[best] < check["digit_at_least"]:
+            return verdict
+        return ood.Verdict(False, f"The digit model reads this as {digits.class_names[best]} "
+                                  f"({percent(seen.probs[best])}): a digit, "
+                                  f"{ood.not_label(self.config)}.", "digit")
+
+    def digit_model(self) -> Predictor | None:
+        """The digit check's model, loaded on first use (a few MB; the answer alone is ever
+        computed with it, so its stores stay empty), or None where the checkpoint has no check or
+        its digit model is missing or not a digit model (said once in the log)."""
+        check = self.config.digit_check
+        if check is None or self._digits is False:
+            return None
+        if self._digits is None:
+            folder = self.checkpoint.folder.parent / check["model"]
+            try:
+                digits = Predictor(open_checkpoint(folder, self.device))
+            except CheckpointError as e:
+                log.warning("the digit check is off: %s", e)
+                self._digits = False
+                return None
+            if digits.class_names != [str(d) for d in range(10)]:
+                log.warning("the digit check is off: %s is not a digit model", folder.name)
+                self._digits = False
+                return None
+            self._digits = digits
+        return self._digits
 
     # --- what drove the answer (vit/explain/attribution.py) --------------------------------------------
     def tensor(self, image: np.ndarray) -> torch.Tensor:

@@ -31,16 +31,7 @@ def fit_typical(folder, data_dir, share: float = FAR_SHARE, command: str | None 
     from vit.device import pick_device
     ck = open_checkpoint(folder, pick_device(device))
     c = ck.config
-    if c.dataset == FOLDER:               # an image folder's model: its own train/ folder
-        split = folder_split(data_dir, True, c.model.image_size, c.model.channels, c.class_names)
-    elif c.spec is not None:
-        split = load_split(c.spec, data_dir, train=True)
-    else:
-        raise CheckpointError(f"{folder}: its data set ({c.dataset}) is neither a built-in one "
-                              f"nor an image folder")
-    train, val = carve_validation(split, int(c.training.get("val_size", 5000)))
-    if val is None:
-        raise CheckpointError(f"{folder}: trained without a validation split (--val-size 0)")
+    train, val = own_splits(c, data_dir, folder)
     torch.manual_seed(0)
     with torch.inference_mode():
         feats = cls_features(ck.model, train.images, c.mean, c.std)
@@ -63,3 +54,19 @@ def fit_typical(folder, data_dir, share: float = FAR_SHARE, command: str | None 
     say(f"{folder}: far_above {threshold:.1f}; {len(train):,} training images, "
         f"{time.time() - started:.0f} s")
     return record
+
+
+def own_splits(c, data_dir, folder) -> tuple:
+    """A checkpoint's training images and the validation split its trainer held out (carved the
+    same way), from `data_dir`. Raises CheckpointError, DataError."""
+    if c.dataset == FOLDER:               # an image folder's model: its own train/ folder
+        split = folder_split(data_dir, True, c.model.image_size, c.model.channels, c.class_names)
+    elif c.spec is not None:
+        split = load_split(c.spec, data_dir, train=True)
+    else:
+        raise CheckpointError(f"{folder}: its data set ({c.dataset}) is neither a built-in one "
+                              f"nor an image folder")
+    train, val = carve_validation(split, int(c.training.get("val_size", 5000)))
+    if val is None:
+        raise CheckpointError(f"{folder}: trained without a validation split (--val-size 0)")
+    return train, val

@@ -150,14 +150,15 @@
 
   // The server's rules (vit/explain/ood.py's judge), in its order: the ink checks, then the
   // feature distance, then the confidence threshold (stripValue applied it). The page cannot
-  // measure the distance (its model gives no [CLS] features): its answer then says so.
+  // measure the distance (its model gives no [CLS] features) nor ask the digit model of a digit
+  // check (Predictor.checked): its answer then says it is still checking.
   function judged(value, e, refusal) {
     if (refusal) {
       const noun = e.not_label.replace(/^not an? /, "");
       value.refused = true;
       value.reason = refusal.replaceAll("{noun}", noun);
       value.answer = e.not_label.charAt(0).toUpperCase() + e.not_label.slice(1);
-    } else if (e.far && !value.refused) {
+    } else if (e.server_checks && !value.refused) {
       value.checking = true;
       value.answer += ` — still checking it is ${e.not_label.replace(/^not /, "")}`;
     }

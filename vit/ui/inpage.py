@@ -153,10 +153,11 @@ class InPage:
                 "style": {"name": style.name, "colour": style.colour, "box": style.box,
                           "by_mass": style.by_mass, "strokes": style.strokes},
                 # The server's "not a digit" rules the page applies itself (inpage.js): the ink
-                # checks, with vit/explain/ood.py's limits; the feature distance it cannot (the
-                # page model gives no [CLS] features), so it says it is still checking.
+                # checks, with vit/explain/ood.py's limits; the feature distance (the page model
+                # gives no [CLS] features) and the digit check (another model) it cannot, so it
+                # says it is still checking.
                 "ink": ood.ink_limits() if style.drawn and cfg.channels == 1 else None,
-                "far": config.far_above is not None}
+                "server_checks": config.far_above is not None or config.digit_check is not None}
 
     def middleware(self):
         """An ASGI middleware class answering GET and HEAD under PREFIX from the table (404 for

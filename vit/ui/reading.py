@@ -51,7 +51,7 @@ class Reading:
         if live and views.big(p):           # the answer alone: a big model's maps cost more
             a = p.glance(image, ink)
         else:
-            a = p.analyse_input(image, ink, live)
+            a = p.analyse_input(image, ink, live, source=source)
         shown = Shown(kind, kept, image, name, number)
         self._laid_out.put(_source_key(shown, name), image, image.nbytes)
         return shown, a
@@ -64,7 +64,8 @@ class Reading:
         p = self.predictor(name)
         if shown.model == name or (shown.kind == "test" and p.fits(shown.image)):
             ink = p.ink(shown.source) if judged and shown.kind != "test" else None
-            return p, p.analyse_input(shown.image, ink)
+            source = shown.source if judged and shown.kind != "test" else None
+            return p, p.analyse_input(shown.image, ink, source=source)
         key = _source_key(shown, name)
         image = self._laid_out.get(key)
         if image is None:
@@ -72,7 +73,7 @@ class Reading:
             self._laid_out.put(key, image, image.nbytes)
         else:
             ink = p.ink(shown.source) if judged else None
-        return p, p.analyse_input(image, ink)
+        return p, p.analyse_input(image, ink, source=shown.source if judged else None)
 
     def _reread(self, item: Shown | Refused, name: str) -> tuple[Shown | Refused, Analysis | None]:
         """An input (a tab's, kept in the record) for model `name`."""

@@ -77,8 +77,9 @@ class Tools:
         """(predictor, analysis) of a base64 picture; gr.Error with one line if it can't be."""
         p = self._predictor(model)
         try:
-            picture, ink = p.read(picture_bytes(image))
-            return p, p.analyse_input(picture, ink)
+            source = picture_bytes(image)
+            picture, ink = p.read(source)
+            return p, p.analyse_input(picture, ink, source=source)
         except PreprocessError as e:
             raise gr.Error(str(e), print_exception=False) from None
 
