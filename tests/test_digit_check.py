@@ -134,3 +134,28 @@ def test_the_digit_models_own_rules_and_the_clothing_models_refusals_stand(cloth
     digits = clothing.digit_model()
     monkeypatch.setattr(digits, "judge", lambda *a: ood.Verdict(False, "Two digits.", "side by side"))
     assert clothing.analyse(scanned("2")).is_class
+
+
+def test_the_page_and_the_api_say_which_digit_it_is():
+    """Drawn on the canvas with the clothing model chosen, and sent to classify_image: "Not a
+    piece of clothing", and the digit model's reading as the reason."""
+    import base64
+    import io
+
+    from vit.ui import create_app
+    from vit.ui.canvas import drawing_value
+    from vit.ui.tools import Tools
+    app = create_app(ROOT / "checkpoints", device="cpu")
+    page = app.page
+    visitor = page.visit()
+    page.choose_model(visitor, "fashion-mnist")
+    ink = 255 - np.asarray(scanned("2"))                  # as the canvas sends a drawing back
+    shown = page.analyse_drawing(visitor, drawing_value(ink, seq=3), "fashion-mnist", False, 6, 1)
+    assert "Not a piece of clothing" in shown["status"], shown["status"]
+    assert "The digit model reads this as 2 (" in shown["status"]
+    png = io.BytesIO()
+    scanned("2").save(png, "PNG")
+    answer = json.loads(Tools(page)._classify(base64.b64encode(png.getvalue()).decode(),
+                                              "fashion-mnist"))
+    assert answer["is_class"] is False and answer["answer"] == "not a piece of clothing"
+    assert answer["reason"].startswith("The digit model reads this as 2 (")
