@@ -2,8 +2,9 @@
 through the app's own path: other writers' scans (UCI optdigits, shipped with scikit-learn) and
 printed digits in every typeface shipped with the app's own packages; and the same pictures,
 which are not clothing, shown to the clothing model. Neither family was ever used for training;
-only their tune halves, for choosing between candidates (bench/heldout.py --split). The floors are today's figures less a point or three: issue 47's goal of 97 % of the
-scans read, none refused, is not met yet (docs/reliability.md)."""
+only their tune halves, for choosing between candidates (bench/heldout.py --split). The floors
+are today's figures less a point or three: issue 47's goal of 97 % of the scans read, none
+refused, is not met yet (docs/reliability.md)."""
 import numpy as np
 import pytest
 from conftest import ROOT
