@@ -194,10 +194,7 @@ def own(predictor: Predictor, n: int) -> None:
         return
     test = load_split(predictor.config.spec, ROOT.parent / "shared" / "data", train=False)
     count = len(test.labels) if n < 0 else min(n, len(test.labels))
-    arrays = np.asarray(test.images[:count], np.uint8)     # (N, S, S) grey, (N, S, S, 3) colour
-    if arrays.ndim == 4 and arrays.shape[-1] != 3:
-        arrays = arrays[:, 0] if arrays.shape[1] == 1 else arrays.transpose(0, 2, 3, 1)
-    pictures = [Image.fromarray(a) for a in arrays]
+    pictures = [test.picture(i) for i in range(count)]
     show(f"own test images (first {count:,})", read_all(predictor, pictures,
                                                        test.labels[:count].numpy()))
 

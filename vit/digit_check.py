@@ -17,9 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
 from vit.checkpoint import CONFIG, CheckpointError, open_checkpoint, parse_config, read_config
 from vit.data.loading import DataError
 from vit.hub import CARD, model_card
@@ -49,8 +46,8 @@ def set_digit_check(folder, digits: str, digit_at_least: float, own_below: float
             raise CheckpointError(f"{digits}: no digit model of that name beside {folder}")
         _, val = own_splits(p.config, data_dir, folder)
         refused = 0
-        for image in val.images:
-            picture = Image.fromarray(np.asarray(image, np.uint8).reshape(image.shape[-2:]))
+        for i in range(len(val)):
+            picture = val.picture(i)
             a = p.glance(*p.read(picture))
             refused += a.is_class and not p.checked(a.verdict, a.probs, picture)
         record = {**check, "validation_refused": round(refused / len(val), 5),

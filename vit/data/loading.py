@@ -41,6 +41,11 @@ class Split:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def picture(self, i: int):
+        """Image i as a picture file holds it (a PIL image, grey or RGB): what a person uploads."""
+        from PIL import Image
+        return Image.fromarray(np.asarray(self.images[i], np.uint8))
+
 
 MAX_IDX_BYTES = 4 << 30     # a header promising more is refused before any data is read
 
