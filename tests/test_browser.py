@@ -743,6 +743,8 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
         if n == 3:        # the tokens step says what a token and [CLS] are
             said = pg.locator("#tour").inner_text()
             assert "A token is" in said and "[CLS] is" in said
+        if n == 5:        # a trial: nothing in the tour said other models are a menu away
+            assert "Model menu" in pg.locator("#tour").inner_text()
     pg.locator("#tour .tour-next").click()                      # Done
     assert pg.locator("#tour").count() == 0
     pg.reload()

@@ -16,7 +16,8 @@
      "What the answer rests on, by the map measured most faithful for this model, and whether " +
      "the other maps agree. Where [CLS] looked (step 4) is not the same as why it answered."],
     ["#deeper", "Each step opens its detail here: the arithmetic of one head, every map scored, " +
-                "every layer and head. The Glossary explains every term."],
+                "every layer and head. The Glossary explains every term; the Model menu at " +
+                "the top switches to another model."],
   ];
   // What a bubble should not cover, and how much each counts (show: where it goes).
   // (The "Go deeper" panels' titles count as much: step 5 lay over the first two it describes.)
