@@ -44,7 +44,7 @@ from vit.ui import NoModelsError, create_app, mechanism_panel, views, why_panel
 from vit.ui.canvas import drawing_value as canvas_value
 from vit.ui.models import Models
 from vit.ui.record import Record, Shown
-from vit.ui.render import EVERY, PICTURES, WHY
+from vit.ui.render import EVERY, PICTURES, WHY, top_label
 
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
         "normalization": {"mean": [0.1307], "std": [0.3081]}}
@@ -521,16 +521,17 @@ def test_a_model_switch_never_rereads_a_drawing_older_than_one_already_sent(grid
 def test_switching_between_drawing_and_photo_models_puts_the_new_models_example_on_the_canvas():
     """A digit means nothing to the CIFAR-10 model, nor a photo to the digit model, nor a digit
     to the clothing model: between models of different classes the switch puts the new model's
-    first example on the canvas (its headline says what the model knows) and the old drawing is
-    not silently re-read; between models of the same classes the drawing stays and is re-read."""
+    first example on the canvas (its headline says what the model knows), or the visitor's own
+    last drawing for it, and the old drawing is not silently re-read; between models of the
+    same classes the drawing stays and is re-read."""
     page = create_app(ROOT / "checkpoints", device="cpu").page
     visitor = page.visit()
     page.analyse_drawing(visitor, canvas_value(_example_ink("7"), seq=2), "mnist", True, 2, 1)
     to_photos = page.choose_model(visitor, "cifar10")
     assert to_photos["pad"]["colour"] is True and to_photos["pad"]["name"] == "ship"
     assert "label" not in page.reanalyse(visitor)       # no answer for the digit by this model
-    back = page.choose_model(visitor, "mnist")
-    assert back["pad"]["name"] == "7" and "colour" not in back["pad"]
+    back = page.choose_model(visitor, "mnist")          # the visitor's own 7 put back
+    assert "name" not in back["pad"] and "colour" not in back["pad"] and back["pad"]["load"]
     to_clothes = page.choose_model(visitor, "fashion-mnist")
     assert to_clothes["pad"]["name"] == "Ankle boot" and "label" not in page.reanalyse(visitor)
     boot = next(x for x in page.examples["objects"] if x.endswith("Ankle-boot.png"))
@@ -538,6 +539,37 @@ def test_switching_between_drawing_and_photo_models_puts_the_new_models_example_
     sent = {**canvas_value(ink, seq=3), "example": "Ankle boot"}
     shown = page.analyse_drawing(visitor, sent, "fashion-mnist", False, 6, 1)
     assert "This model knows: T-shirt/top, Trouser" in shown["status"]
+
+
+def test_a_visitors_drawing_comes_back_when_they_return_to_its_kind_of_model():
+    """A trial: a visitor's 8, replaced by the clothing model's example at a switch, was gone
+    when they switched back (the digit model's example 7 instead). Now each kind of model's
+    last drawing is set aside and put back, one per set of classes, examples never."""
+    import base64
+    import io
+    page = create_app(ROOT / "checkpoints", device="cpu").page
+    visitor = page.visit()
+    eight = _example_ink("8")
+    page.analyse_drawing(visitor, canvas_value(eight, seq=2), "mnist", True, 2, 1)
+    to_clothes = page.choose_model(visitor, "fashion-mnist")
+    assert to_clothes["pad"]["name"] == "Ankle boot"
+    boot = next(x for x in page.examples["objects"] if x.endswith("Ankle-boot.png"))
+    ink = 255 - np.asarray(Image.open(boot).convert("L"))
+    page.analyse_drawing(visitor, {**canvas_value(ink, seq=3), "example": "Ankle boot"},
+                         "fashion-mnist", False, 6, 1)
+    to_photos = page.choose_model(visitor, "cifar10")             # nothing of its kind aside
+    assert to_photos["pad"]["name"] == "ship"
+    back = page.choose_model(visitor, "mnist")
+    assert back["pad"]["reset"] and "name" not in back["pad"]      # not the example 7
+    png = base64.b64decode(back["pad"]["load"].split(",", 1)[1])
+    put_back = 255 - np.asarray(Image.open(io.BytesIO(png)).convert("L").resize((28, 28)))
+    drawn = np.asarray(Image.fromarray(eight).resize((28, 28)), np.float64)
+    assert np.corrcoef(put_back.ravel(), drawn.ravel())[0, 1] > 0.9
+    # The canvas sends it back: read as the visitor's 8 again.
+    again = page.analyse_drawing(visitor, canvas_value(eight, seq=5), "mnist", False, 6, 1)
+    assert top_label(again["label"]) == "8"
+    assert len(visitor.record.set_aside) <= 3 and all(
+        not d.example for d in visitor.record.set_aside)
 
 
 def test_the_answer_follows_the_tab_in_view(tmp_path):

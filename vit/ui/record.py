@@ -68,6 +68,10 @@ class Record:
     testset_open: bool = False
     test_ready: bool = True          # the model's test answers are in (its test set is here)
     test_listed: tuple = ()          # the test-set indices the gallery shows, in order
+    # The visitor's last drawing for each other kind of model (digits, clothing, photos), set
+    # aside when a switch put another kind's example on the canvas, and put back when they
+    # return: at most one per set of classes (vit/ui/model_menu.py).
+    set_aside: tuple = ()
 
     def input_of(self, tab: str):
         return getattr(self, KIND_OF[tab]) if tab in KIND_OF else None
