@@ -159,3 +159,12 @@ def test_the_page_and_the_api_say_which_digit_it_is():
                                               "fashion-mnist"))
     assert answer["is_class"] is False and answer["answer"] == "not a piece of clothing"
     assert answer["reason"].startswith("The digit model reads this as 2 (")
+
+
+def test_the_model_card_says_digits_are_not_clothing():
+    from vit.hub import CARD, model_card
+    config = json.loads((FASHION / CONFIG).read_text())
+    card = model_card(config)
+    assert "| digits are not one of these | where its best class is below 90.00 %, the digit " \
+           "model `mnist` beside it reading a digit at 99.50 % or more:" in card
+    assert card == (FASHION / CARD).read_text()                     # the bundled card is current

@@ -126,6 +126,12 @@ def model_card(config: dict) -> str:
     if "far_above" in calib and isinstance(typical, dict):
         lines.append(f"| not one of these | a [CLS] token farther than {calib['far_above']:.4g} "
                      f"(Mahalanobis, squared) from every class: {code(typical.get('command', '?'))} |")
+    check = calib.get("digit_check")
+    if isinstance(check, dict):
+        lines.append(f"| digits are not one of these | where its best class is below "
+                     f"{_pct(check.get('own_below'))}, the digit model {code(check.get('model', '?'))} "
+                     f"beside it reading a digit at {_pct(check.get('digit_at_least'))} or more: "
+                     f"{code(check.get('command', '?'))} |")
     return "\n".join(lines) + "\n"
 
 
