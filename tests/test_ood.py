@@ -119,7 +119,7 @@ def test_judge_uses_the_threshold_only_where_the_checkpoint_has_one():
     assert ood.judge(None, unsure, plain)                    # no threshold: as before
     v = ood.judge(None, unsure, fitted)
     assert not v and v.kind == "unsure"
-    assert v.reason == "The model isn't confident this is any digit (best guess 8 at 41 %)."
+    assert v.reason == "The model isn't confident this is any digit (best guess 8 at 41.0 %)."
     assert ood.judge(None, np.eye(10)[3], fitted)
     # The ink checks run for digit models only: a pair of sandals is two marks side by side.
     two = ood.ink_map(drawing(("4", 20, 100, 220), ("7", 260, 100, 220)))

@@ -148,7 +148,9 @@ function drawAnswer() {
     short.className = "short"; short.textContent = "Rests most on ";
     const at = document.createElement("span");     // (a phone's shorter "where")
     at.className = "at"; at.textContent = `, row ${Math.floor(d / g) + 1}, column ${d % g + 1}`;
-    drove.replaceChildren(short, lead, `${plain[0] ? "patch" : "Patch"} ${d + 1}`, where, at, by);
+    const barely = document.createElement("span");  // (a phone's shorter "though barely")
+    barely.className = "barely"; barely.textContent = data.slight ? " (barely)" : "";
+    drove.replaceChildren(short, lead, `${plain[0] ? "patch" : "Patch"} ${d + 1}`, where, at, barely, by);
     // Said, not asserted: the other maps may rank the patches differently for this input.
     const others = ["rollout", "relevance", "occlusion"].filter(k => k !== data.lead);
     const differ = others.filter(k => !(data.agree || []).includes(k));
@@ -195,7 +197,10 @@ function say() {
   if (map) text += mode === "rollout"
     ? `; ${pct(map[m])} of what flows into [CLS] over all layers comes from it`
     : `; [CLS] gives it ${pct(map[m])} of its attention in layer ${data.layer}, head ${data.head}`;
-  if (data.share) text += `; it carries ${pct(data.share[m])} of what the answer rests on (${data.lead})`;
+  // (when no patch matters much, a share of it would read as a large part of the answer: a
+  // trial's "24.4 %" beside "hiding any one changes P(1) by at most 0.6 points")
+  if (data.share) text += data.slight ? `; no one patch matters much to the answer here (${data.lead})`
+                                      : `; it carries ${pct(data.share[m])} of what the answer rests on (${data.lead})`;
   readout.append(text + "." + live);
   if (hover === null && data.patch !== null && data.patch !== undefined) {
     // The chosen patch: the panels below follow it — say where, and take the reader there.
