@@ -312,6 +312,16 @@ def test_the_model_card_names_no_folder_of_the_machine_that_trained_it(tmp_path)
     assert card.splitlines()[0] == "| About | this model |"
     epochs = p.config.provenance.get("epochs")
     assert (" 1 epoch," in card) == (epochs == 1) and " 0 min " not in card
+    # A fine-tune says so (a newcomer's trial read "1 epoch, under a minute" as all the training
+    # behind 99.45 %), its start escaped and cut to its last name like every path.
+    assert "fine-tuned from the trained checkpoint `mnist`" in Predictor(
+        str(Path(__file__).resolve().parents[1] / "checkpoints" / "mnist")).card()
+    hostile = mnist_copy(tmp_path / "h", training={**p.config.training,
+                                                   "init": "/tmp/x/<b>run</b> | x\nrow"})
+    card = Predictor(hostile).card()
+    assert "/tmp" not in card and "<b>" not in card
+    assert all(r.count("|") - r.count("\\|") == 3 for r in card.splitlines()[2:])
+    assert "fine-tuned" not in Predictor(mnist_copy(tmp_path / "s", training={"epochs": 20})).card()
 
 
 def test_md_keeps_the_characters_and_removes_their_power():

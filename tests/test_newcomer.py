@@ -166,7 +166,8 @@ def test_a_photo_models_examples_are_real_test_photos_when_its_data_is_here(tmp_
     assert page.gallery_label(page.predictor("mnist")) == \
         "Examples (drawn by this project's code): click one"
     assert page.gallery_label(page.predictor("fashion-mnist")) == \
-        "Examples (drawn by this project's code; none of Shirt: drawn, it read as another class): click one"
+        "Examples (drawn by this project's code), click one. There is no Shirt: drawn, it read as " \
+        "another class."
 
 
 def test_every_head_map_has_its_own_scale_bar(tmp_path):

@@ -459,7 +459,7 @@ class Predictor:
             ("Commit", code(prov.get('commit', '?'))),
             ("Trained on", f"{md(prov.get('date', '?'))}, {_epochs(prov.get('epochs', '?'))}, "
                            + (_minutes(wall) if isinstance(wall, (int, float)) else "? min")
-                           + f" on {md(prov.get('device', '?'))}"),
+                           + f" on {md(prov.get('device', '?'))}" + _from(c.training.get("init"))),
             ("Confidence", self._calibration_line()),
             ("Running on", str(self.device)),
         ]
@@ -482,6 +482,15 @@ class Predictor:
 def _epochs(n) -> str:
     """"1 epoch", "20 epochs" (a number from a file, escaped)."""
     return "1 epoch" if n == 1 else f"{md(n)} epochs"
+
+
+def _from(init) -> str:
+    """A fine-tune's start, said plainly (a trial read "1 epoch, under a minute" beside 99.45 %
+    as all the training there was)."""
+    if not isinstance(init, str) or not init:
+        return ""
+    return (f", fine-tuned from the trained checkpoint {code(short_paths(init))} (whose own "
+            f"training is not counted here)")
 
 
 def _minutes(seconds: float) -> str:

@@ -111,8 +111,12 @@ class ModelHandlers:
         shown = {example_name(x) for x in self.examples[p.config.style.name]}
         # (a class without an example says so: a shirt drawn without its fabric reads as a coat)
         missing = [md(n) for n in p.class_names if n not in shown]
-        none = f"; none of {', '.join(missing)}: drawn, it read as another class" if missing else ""
-        return f"Examples (drawn by this project's code{none}): click one"
+        if not missing:
+            return "Examples (drawn by this project's code): click one"
+        few = f"{missing[0]}" if len(missing) == 1 else f"{', '.join(missing[:-1])} or {missing[-1]}"
+        it = "it" if len(missing) == 1 else "each"
+        return (f"Examples (drawn by this project's code), click one. There is no {few}: "
+                f"drawn, {it} read as another class.")
 
     def gallery(self, p: Predictor) -> list[tuple[str, str]]:
         """The examples under the canvas for a model: (picture, caption)."""
