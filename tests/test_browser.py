@@ -465,6 +465,9 @@ def test_clothing_model_asks_for_clothing_and_its_fill_tool_fills_an_outline(bro
     # An outline is not what the clothing model knows (garments are filled silhouettes; it was
     # shown outlines as "none of these"): it says so, and the Fill tool makes it a garment.
     wait_status(pg, "Not a piece of clothing")
+    # ... and says what to do, in the headline's two lines (a trial: nothing said Fill)
+    assert "An outline? Tap inside it with Fill." in pg.locator("#status").inner_text()
+    assert pg.locator("#status").bounding_box()["height"] <= 62 + 1
     ink = ("() => { const c = document.querySelector('#drawpad canvas');"
            " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
            " let n = 0; for (let i = 3; i < d.length; i += 4) n += d[i] > 128; return n / (d.length / 4); }")

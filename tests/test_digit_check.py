@@ -168,3 +168,24 @@ def test_the_model_card_says_digits_are_not_clothing():
     assert "| digits are not one of these | where its best class is below 90.00 %, the digit " \
            "model `mnist` beside it reading a digit at 99.50 % or more:" in card
     assert card == (FASHION / CARD).read_text()                     # the bundled card is current
+
+
+def test_a_refused_outline_on_the_clothing_model_is_told_to_fill_it_and_a_digit_is_not():
+    """A trial: an outline garment was refused and nothing said the model reads filled shapes."""
+    from PIL import ImageDraw
+
+    from bench.page_drawings import TROUSER
+    from vit.ui import create_app
+    from vit.ui.canvas import drawing_value
+    page = create_app(ROOT / "checkpoints", device="cpu").page
+    visitor = page.visit()
+    page.choose_model(visitor, "fashion-mnist")
+    outline = Image.new("L", (280, 280), 0)
+    ImageDraw.Draw(outline).line([(280 * x, 280 * y) for x, y in TROUSER], fill=255, width=8)
+    shown = page.analyse_drawing(visitor, drawing_value(np.asarray(outline), seq=2),
+                                 "fashion-mnist", False, 6, 1)
+    assert "Not a piece of clothing" in shown["status"]
+    assert "An outline? Tap inside it with **Fill**." in shown["status"]
+    digit = page.analyse_drawing(visitor, drawing_value(255 - np.asarray(scanned("2")), seq=3),
+                                 "fashion-mnist", False, 6, 1)
+    assert "The digit model reads this as 2" in digit["status"] and "Fill" not in digit["status"]
