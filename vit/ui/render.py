@@ -165,19 +165,24 @@ def said(p: Predictor, item: Shown | Refused, a: Analysis | None) -> str:
         return test_headline(p, a, item.origin)
     if item.example:
         return example_headline(p, a, item.example)
-    text = answer_headline(p, a)
     if (item.kind == "drawing" and not a.is_class and a.verdict.kind != "digit"
             and p.config.style.name == "objects"):
-        # What to do, in the headline's two lines (a trial: an outline refused, and nothing on
-        # screen said the model reads filled shapes).
-        best = int(a.probs.argmax())
-        text = (f"### 🚫 {p.not_label.capitalize()}\nNot like any {p.config.noun} it learnt "
-                f"(alone: **{md(p.class_names[best])}**, {percent(a.probs[best])}). An outline? "
-                f"Tap inside it with **Fill**.")
+        text = fill_headline(p, a)
+    else:
+        text = answer_headline(p, a)
     if item.origin:           # another model's test image keeps saying where it comes from
         _, title, i, true = item.origin
         text += f"\nThis is {md(title)} test image #{i}, true class **{md(true)}**."
     return text
+
+
+def fill_headline(p: Predictor, a: Analysis) -> str:
+    """A drawing a model of filled shapes (clothing) refuses: what to do, in the headline's two
+    lines (a trial: an outline refused, and nothing on screen said the model reads filled shapes)."""
+    best = int(a.probs.argmax())
+    return (f"### 🚫 {p.not_label.capitalize()}\nNot like any {p.config.noun} it learnt "
+            f"(alone: **{md(p.class_names[best])}**, {percent(a.probs[best])}). An outline? "
+            f"Tap inside it with **Fill**.")
 
 
 def test_headline(p: Predictor, a: Analysis, origin: tuple) -> str:
