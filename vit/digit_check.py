@@ -51,8 +51,7 @@ def set_digit_check(folder, digits: str, digit_at_least: float, own_below: float
             a = p.glance(*p.read(picture))
             refused += a.is_class and not p.checked(a.verdict, a.probs, picture)
         record = {**check, "validation_refused": round(refused / len(val), 5),
-                  "chosen_on": "held-out families' tune halves (bench.heldout --split tune) and "
-                               "training images", "command": command, "commit": git_commit()}
+                  "command": command, "commit": git_commit()}
         calibration["digit_check"] = record
         say(f"{folder}: the digit check ({digits}) refuses {refused} of its {len(val):,} "
             f"validation images ({100 * refused / len(val):.2f} %), {time.time() - started:.0f} s")
