@@ -56,6 +56,18 @@ TINY_MODEL = ["--dim", "16", "--depth", "2", "--heads", "2", "--mlp-dim", "32", 
               "--teacher-width", "4", "--teacher-epochs", "1"]
 
 
+class Lazy:
+    """A module imported when a test first uses it, not when the tests are collected: every run
+    (every xdist worker) collects every module, and torchvision alone takes ~4 s to import."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        import importlib
+        return getattr(importlib.import_module(self._name), attr)
+
+
 def write_idx(path: Path, array: np.ndarray, compress: bool = False) -> None:
     """IDX: 0x00 0x00 0x08 ndim, big-endian int32 sizes, then uint8 data."""
     data = bytes([0, 0, 8, array.ndim]) + struct.pack(f">{array.ndim}i", *array.shape) \

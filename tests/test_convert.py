@@ -3,19 +3,22 @@ and timm models — nothing is downloaded — give the same logits and the same 
 once converted (ViT-B/16 at full size within 1e-4, attention equal to nn.MultiheadAttention's own);
 variants this model lacks and bad sources are refused in one line; the command writes a
 checkpoint the app opens, replaces one only with --overwrite, and a full disk is one line."""
+import importlib.util
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
-import torchvision
+from conftest import Lazy
 from PIL import Image
 
 from vit.checkpoint import load_checkpoint, open_checkpoint
 from vit.convert import ConvertError, from_timm, from_torchvision, main
 from vit.ui.render import PICTURES
 
-timm = pytest.importorskip("timm")
+torchvision, timm = Lazy("torchvision"), Lazy("timm")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("timm") is None,
+                                reason="timm (requirements-dev.txt) is not installed")
 
 
 def randomised(model):

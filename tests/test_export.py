@@ -37,7 +37,7 @@ def test_onnx_runtime_answers_as_pytorch_for_any_batch(exported, name):
     mean = torch.tensor(c.mean).view(1, -1, 1, 1)
     std = torch.tensor(c.std).view(1, -1, 1, 1)
     rng = np.random.default_rng(0)
-    for batch in (1, 7, 256):
+    for batch in (1, 7, 61):                     # 61: a batch bigger than any the export traced
         x = rng.random((batch, cfg.channels, cfg.image_size, cfg.image_size), dtype=np.float32)
         x[0] = 0.0                                   # the ends of the range
         if batch > 1:

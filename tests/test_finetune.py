@@ -6,11 +6,12 @@ converted timm ViT fine-tuned on a folder the test writes (the loss falls, the f
 and normalisation, `vit.evaluate` scores it, the app answers with it); bad --init and --dataset
 folder flags one line each; --resume never reads the --init checkpoint again."""
 import csv
+import importlib.util
 
 import numpy as np
 import pytest
 import torch
-from conftest import run_main, run_module
+from conftest import Lazy, run_main, run_module
 from PIL import Image
 from test_imagefolder import write_folder
 
@@ -19,7 +20,9 @@ from vit.data.loading import Split
 from vit.model import ViT, ViTConfig
 from vit.training.finetune import InitError, load_pretrained, resize_pos_embed
 
-timm = pytest.importorskip("timm")
+timm = Lazy("timm")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("timm") is None,
+                                reason="timm (requirements-dev.txt) is not installed")
 
 
 def tiny_converted(folder):

@@ -5,6 +5,8 @@ which are not clothing, shown to the clothing model. Neither family was ever use
 only their tune halves, for choosing between candidates (bench/heldout.py --split). The floors
 are today's figures less a point or three: issue 47's goal of 97 % of the scans read, none
 refused, is not met yet (docs/reliability.md)."""
+import importlib.util
+
 import numpy as np
 import pytest
 from conftest import ROOT
@@ -15,9 +17,9 @@ from bench.real_inputs import read_all
 from vit.inference import Predictor
 
 # Each test reads a bundled model on a whole held-out family (hundreds of pictures): the data lane.
-pytestmark = pytest.mark.data
-
-pytest.importorskip("sklearn", reason="scikit-learn (requirements-dev.txt) ships optdigits")
+NO_SKLEARN = importlib.util.find_spec("sklearn") is None
+pytestmark = [pytest.mark.data,
+              pytest.mark.skipif(NO_SKLEARN, reason="scikit-learn (requirements-dev.txt) ships optdigits")]
 
 
 @pytest.fixture(scope="module")

@@ -135,13 +135,20 @@ def test_warming_opens_the_panels_and_the_test_set_filled(tmp_path, tiny_data):
     """What `launch` runs in the background at start: afterwards every model's Figure 7
     pictures are cached and the test set it can find is scored, so opening either is instant."""
     from vit.ui import mechanism_panel
-    page = create_app(ROOT / "checkpoints", data_dir=tiny_data, device="cpu",
-                      examples_dir=tmp_path).page
+    # Two models of the four (a digit model and a photo model without its data here): every
+    # bundled model costs a few seconds of warming, and the loop is the same for each.
+    models = tmp_path / "checkpoints"
+    models.mkdir()
+    for name in ("mnist", "cifar10"):
+        (models / name).symlink_to(ROOT / "checkpoints" / name)
+    page = create_app(models, data_dir=tiny_data, device="cpu", examples_dir=tmp_path / "ex").page
+    assert sorted(page.models.names) == ["cifar10", "mnist"]
     assert not page.answers.ready("mnist")
     page.warm()
     assert page.answers.ready("mnist")                   # the tiny MNIST-layout test set
     p = page.predictor("mnist")
     assert str(tiny_data) in mechanism_panel._cache[p.model]
+    assert mechanism_panel._cache.get(page.predictor("cifar10").model)    # no test set, pictures still
 
 
 def test_a_photo_models_examples_are_real_test_photos_when_its_data_is_here(tmp_path):

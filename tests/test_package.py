@@ -6,6 +6,7 @@ checkpoint, and the page's style and canvas script inside the package (the app r
 the installed app finding the bundled checkpoints; every command run from a folder of the user's own
 with relative paths, its files landing there."""
 import shutil
+import site
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ from vit.data.examples import render_digit
 pytestmark = pytest.mark.package
 
 CLIS = ["vit-train", "vit-evaluate", "vit-predict", "vit-convert", "vit-export", "vit-publish",
-        "vit-data", "vit-fit-typical", "vit-sweep"]
+        "vit-data", "vit-fit-typical", "vit-fit-faithfulness", "vit-digit-check", "vit-sweep"]
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +36,14 @@ def venv(tmp_path_factory):
                     "--no-build-isolation", "-q", "-w", str(tmp / "dist")], check=True,
                    capture_output=True, cwd=tmp, timeout=300)
     (wheel,) = (tmp / "dist").glob("*.whl")
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(tmp / "env")],
-                   check=True, timeout=120)
+    # Its other packages are this interpreter's (a virtual environment's, where the tests run in
+    # one, else the system's): `--system-site-packages` would reach the system's only, and a
+    # venv's torch would be missing. addsitedir also reads their .pth files.
+    subprocess.run([sys.executable, "-m", "venv", str(tmp / "env")], check=True, timeout=120)
+    (own,) = (tmp / "env" / "lib").glob("python*/site-packages")
+    outer = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    (own / "zz_outer_packages.pth").write_text(
+        "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in outer) + "\n")
     subprocess.run([str(tmp / "env" / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)],
                    check=True, capture_output=True, timeout=300)
     return tmp / "env" / "bin", tmp

@@ -12,13 +12,12 @@ tune`); docs/reliability.md says how. `--digits ''` takes the check away.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 from pathlib import Path
 
+from vit.calibration_cli import command_line, run_in_one_line
 from vit.checkpoint import CONFIG, CheckpointError, open_checkpoint, parse_config, read_config
-from vit.data.loading import DataError
 from vit.hub import CARD, model_card
 from vit.storage import save_json, save_text
 
@@ -78,13 +77,9 @@ def main(argv=None) -> int:
     for flag, v in (("--digit-at-least", args.digit_at_least), ("--own-below", args.own_below)):
         if not 0 < v <= 1:
             p.error(f"{flag} must be in (0, 1]")
-    try:
-        set_digit_check(args.checkpoint, args.digits, args.digit_at_least, args.own_below,
-                        args.data_dir, shlex.join(["python", "-m", "vit.digit_check", *argv]))
-    except (CheckpointError, DataError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_in_one_line(lambda: set_digit_check(
+        args.checkpoint, args.digits, args.digit_at_least, args.own_below, args.data_dir,
+        command_line("vit.digit_check", argv)))
 
 
 if __name__ == "__main__":

@@ -6,11 +6,9 @@ the checkpoint's validation split (never the test set), written to config.json's
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 
-from vit.checkpoint import CheckpointError
-from vit.data.loading import DataError
+from vit.calibration_cli import command_line, run_in_one_line
 
 
 def main(argv=None) -> int:
@@ -27,14 +25,9 @@ def main(argv=None) -> int:
     if not 1 <= args.n <= 10_000:
         p.error("--n must be between 1 and 10000")
     from vit.training.faithfulness_fit import fit_faithfulness
-    try:
-        fit_faithfulness(args.checkpoint, args.data_dir, args.n,
-                         command=shlex.join(["python", "-m", "vit.fit_faithfulness", *argv]),
-                         device=None if args.device == "auto" else args.device)
-    except (CheckpointError, DataError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_in_one_line(lambda: fit_faithfulness(
+        args.checkpoint, args.data_dir, args.n, command=command_line("vit.fit_faithfulness", argv),
+        device=None if args.device == "auto" else args.device))
 
 
 if __name__ == "__main__":

@@ -6,11 +6,9 @@ images, never the test set.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 
-from vit.checkpoint import CheckpointError
-from vit.data.loading import DataError
+from vit.calibration_cli import command_line, run_in_one_line
 from vit.explain.typical import FAR_SHARE
 
 
@@ -28,14 +26,9 @@ def main(argv=None) -> int:
     if not 0 < args.share < 0.5:
         p.error("--share must be between 0 and 0.5")
     from vit.training.typical_fit import fit_typical
-    try:
-        fit_typical(args.checkpoint, args.data_dir, args.share,
-                    shlex.join(["python", "-m", "vit.fit_typical", *argv]),
-                    device=None if args.device == "auto" else args.device)
-    except (CheckpointError, DataError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_in_one_line(lambda: fit_typical(
+        args.checkpoint, args.data_dir, args.share, command_line("vit.fit_typical", argv),
+        device=None if args.device == "auto" else args.device))
 
 
 if __name__ == "__main__":

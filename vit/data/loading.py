@@ -164,13 +164,22 @@ def folder_split(root, train: bool, size: int, channels: int, class_names) -> Sp
     return Split(images, labels, str(where))
 
 
+# Where torchvision keeps each data set under the data folder: CIFAR-10 in its archive's folder.
+_TORCHVISION_FOLDERS = {"CIFAR10": "cifar-10-batches-py"}
+
+
 def _torchvision_split(spec: DatasetSpec, folder: Path, train: bool, download: bool) -> Split:
+    where = folder / _TORCHVISION_FOLDERS.get(spec.torchvision, f"{spec.torchvision}/raw")
+    if not download and not where.is_dir():
+        # Said without importing torchvision (~4 s on 2 cores): the app asks this of every
+        # model whose data set is not on the machine, at start-up.
+        raise DataError(f"{spec.name} not found under {where} (pass --download to fetch it)")
     import torchvision.datasets as tvd  # imported here: the app never needs it
     try:
         ds = getattr(tvd, spec.torchvision)(root=str(folder), train=train, download=download)
     except RuntimeError as e:  # torchvision: "Dataset not found. You can use download=True …"
         raise DataError(
-            f"{spec.name} not found under {folder}/{spec.torchvision}/raw"
+            f"{spec.name} not found under {where}"
             + ("" if download else " (pass --download to fetch it)") + f": {e}") from None
     # MNIST-like sets hold tensors; CIFAR10 holds a numpy array and a list
     return Split(torch.as_tensor(np.asarray(ds.data)).clone(), torch.as_tensor(ds.targets).long(),
