@@ -20,7 +20,6 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 import numpy as np  # noqa: E402
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -66,6 +65,10 @@ class Lazy:
     def __getattr__(self, attr: str):
         import importlib
         return getattr(importlib.import_module(self._name), attr)
+
+
+# pytest-xdist's controller loads this file too, and runs no test: torch (~3 s) waits for a test.
+torch = Lazy("torch")
 
 
 def write_idx(path: Path, array: np.ndarray, compress: bool = False) -> None:
@@ -120,14 +123,18 @@ atexit.register(shutil.rmtree, os.environ["VIT_CACHE_DIR"], ignore_errors=True)
 # full test sets were scored on one thread of two after any app test: ~1.8x slower).
 # Under pytest-xdist each worker is a process of its own: one thread each, or two workers on two
 # cores would run four threads that fight.
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    torch.set_num_threads(1)
-DEFAULT_THREADS = torch.get_num_threads()
+@pytest.fixture(scope="session", autouse=True)
+def _default_threads() -> int:
+    """Read before any other fixture of the first test (a session fixture comes first), so
+    before any app a module's fixture builds has changed it."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
+    return torch.get_num_threads()
 
 
 @pytest.fixture(autouse=True)
-def _torch_threads():
-    torch.set_num_threads(DEFAULT_THREADS)
+def _torch_threads(_default_threads):
+    torch.set_num_threads(_default_threads)
     yield
 
 
