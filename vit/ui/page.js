@@ -26,10 +26,9 @@
                   ["#draw-examples", 1], ["#intro", 1], ["#deeper", 1],
                   ...["#why", "#views", "#mechanism", "#lens", "#learned", "#compare"]
                     .map(q => [q, 3])];
-  let bubble = null, opener = null, watch = null;
+  let bubble = null, opener = null;
 
   function close(done) {
-    if (watch) { watch.disconnect(); watch = null; }
     document.querySelectorAll(".tour-target").forEach(t => t.classList.remove("tour-target"));
     const had = bubble !== null && bubble.contains(document.activeElement);
     if (bubble) bubble.remove();
@@ -108,11 +107,20 @@
     const w = Math.min(window.innerWidth > 900 ? 360 : 300, window.innerWidth - 20);
     bubble.style.width = w + "px";
     place(bubble, target, w);
-    // Placed again whenever the bubble, the part it names or the page changes size (the
-    // headline folding to one line moved the canvas 31 px after the bubble was placed: it then
-    // lay over the canvas on a phone).
-    watch = new ResizeObserver(() => { if (bubble) place(bubble, target, w); });
-    watch.observe(bubble); watch.observe(target); watch.observe(document.body);
+    // Placed again whenever the part it names moves on screen or anything changes size: the
+    // headline folding to one line moved the canvas 31 px, and a phone's page scrolled 164 px,
+    // after the bubble was placed, and it then lay over the canvas it was naming. Checked once
+    // a frame while the bubble is up (a few rectangles read; nothing is done when none moved).
+    let was = "";
+    const mine = bubble;
+    const follow = () => {
+      if (bubble !== mine || !mine.isConnected) return;          // closed, or the next step's
+      const r = target.getBoundingClientRect();
+      const now = [r.top, r.left, r.width, r.height, bubble.offsetHeight, innerWidth, innerHeight].join();
+      if (now !== was) { was = now; place(mine, target, w); }
+      requestAnimationFrame(follow);
+    };
+    follow();
     document.querySelectorAll(".tour-target").forEach(t => t.classList.remove("tour-target"));
     target.classList.add("tour-target");            // outlined while its step is shown
     next.focus({preventScroll: true});
