@@ -87,12 +87,14 @@ def test_the_strip_carries_the_models_input_the_maps_and_the_top_classes(page):
 def test_the_strip_writes_each_probability_as_the_headline_does(page):
     """Issue 49, 4: one answer read "95.6 %" in the headline and "95.7 %" in the strip: the strip
     got the probability rounded to 5 decimals and rounded it again. For the same analysis, every
-    class the strip lists now reads as the headline's `percent` writes it."""
+    class the strip lists now reads as the headline's `confidence` writes it."""
     from decimal import ROUND_HALF_UP, Decimal
 
-    from vit.text import percent
+    from vit.text import confidence as percent
 
-    def page_writes(v: float) -> str:           # pipeline.js pct(): (100 * v).toFixed(1) + " %"
+    def page_writes(v: float) -> str:           # pipeline.js conf(), and pct() between its ends
+        if v >= 0.9995 or v < 0.0005:
+            return ">99.9 %" if v >= 0.9995 else "<0.1 %"
         return str(Decimal(100 * v).quantize(Decimal("0.1"), ROUND_HALF_UP)) + " %"
 
     p, a = page.predictor("mnist"), page.predictor("mnist").analyse(render_digit("7"))
@@ -106,6 +108,24 @@ def test_the_strip_writes_each_probability_as_the_headline_does(page):
                 assert page_writes(by_name[name]) == percent(probs[i]), (name, probs[i])
                 checked += 1
     assert checked > 10_000
+
+
+def test_no_answer_says_the_model_is_certain(page):
+    """A trial: every confident drawing read "100.0 %" (and the other classes "0.0 %"), which
+    says the model cannot be wrong. A calibrated probability of 0.99996 reads ">99.9 %", one
+    of 0.00004 "<0.1 %", in the headline, the reasons and the test set's captions alike; one
+    decimal in between; a share (an accuracy, a map's weight) keeps its own "100.0 %"."""
+    from vit.text import confidence, percent
+    assert [confidence(v) for v in (1.0, 0.99996, 0.9995, 0.99949, 0.5, 0.0005, 0.00049, 0.0)] == \
+        [">99.9 %", ">99.9 %", ">99.9 %", "99.9 %", "50.0 %", "0.1 %", "<0.1 %", "<0.1 %"]
+    assert percent(1.0) == "100.0 %"
+    p = page.predictor("mnist")
+    a = p.analyse(render_digit("3"))
+    assert a.probs.max() >= 0.9995                       # the bundled model is this sure of it
+    headline = answer_headline(p, a)
+    assert ">99.9 %" in headline and "100.0" not in headline, headline
+    shown = dict(pipeline.strip_value(p, a)["classes"])
+    assert max(shown.values()) >= 0.9995                 # the strip gets the number; conf() writes it
 
 
 def test_the_strip_answers_while_the_pen_is_down(page):

@@ -30,7 +30,7 @@ from vit.explain.scoreboard import Scoreboard, score
 from vit.preprocessing import model_input, normalize_image
 from vit.preprocessing.decode import PreprocessError, decode, open_image
 from vit.preprocessing.layout import to_model_image
-from vit.text import code, md, percent, short_paths
+from vit.text import code, confidence, md, short_paths
 
 log = logging.getLogger("vit")
 
@@ -264,7 +264,7 @@ class Predictor:
         if not seen.is_class or seen.probs[best] < check["digit_at_least"]:
             return verdict
         return ood.Verdict(False, f"The digit model reads this as {digits.class_names[best]} "
-                                  f"({percent(seen.probs[best])}): a digit, "
+                                  f"({confidence(seen.probs[best])}): a digit, "
                                   f"{ood.not_label(self.config)}.", "digit")
 
     def digit_model(self) -> Predictor | None:

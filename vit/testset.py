@@ -26,7 +26,7 @@ from vit.explain.calibration import calibrated
 from vit.scoring import confusion_matrix, predict_logits
 from vit.settings import Settings
 from vit.storage import StorageError, load_tensors, save_tensors
-from vit.text import percent
+from vit.text import confidence
 
 CACHE = Path(".cache") / "test-predictions.safetensors"
 KINDS = ("mistakes", "least confident", "all")
@@ -84,7 +84,7 @@ class Results:
         t, p = self.labels[i], self.preds[i]
         names = self.class_names
         verdict = f"{names[p]} ✓" if t == p else f"{names[t]}→{names[p]}"
-        return f"{verdict} {percent(self.confidence[i])}"     # as the headline writes it
+        return f"{verdict} {confidence(self.confidence[i])}"     # as the headline writes it
 
 
 _predict_logits = gpu_task(predict_logits)     # marked for a ZeroGPU Space (vit/device.py)

@@ -50,6 +50,18 @@ def short_paths(command: str) -> str:
 
 
 def percent(p: float) -> str:
-    """A probability or share as the page writes every one: "99.5 %" (one decimal, a thin space
+    """A probability or share as the page writes every one: "99.5 %" (one decimal, a space
     before the sign), so the same number never reads three ways on one screen."""
     return f"{100 * float(p):.1f} %"
+
+
+# Below and above what one decimal shows.
+LOW, HIGH = "<0.1 %", ">99.9 %"
+
+
+def confidence(p: float) -> str:
+    """A model's probability for a class, as `percent` writes it, but never "100.0 %" or
+    "0.0 %": those say the model is certain, and a calibrated 0.99996 is not (a trial found
+    every confident drawing reading "100.0 %"). pipeline.js `conf` writes the strip's the same."""
+    v = float(p)
+    return HIGH if v >= 0.9995 else LOW if v < 0.0005 else percent(v)

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from vit.preprocessing.layout import COMPACT_SIDE, INK_THRESHOLD, compact, contrast_range
 from vit.preprocessing.paper import connected_runs, dilate
-from vit.text import percent
+from vit.text import confidence
 
 INK_SIDE = COMPACT_SIDE          # the ink map's longer side (160 px): enough to see strokes
 CLEAN_SHARE = 0.3                # a drawing or clean scan: this share of pixels has one exact level
@@ -308,6 +308,6 @@ def judge(ink: np.ndarray | None, probs: np.ndarray, config, far: float | None =
     if threshold is not None and probs[best] < threshold:
         what = f"any {noun}" if known else f"any of its {len(config.class_names)} classes"
         return Verdict(False, f"The model isn't confident this is {what} (best guess "
-                              f"{config.class_names[best]} at {percent(probs[best])}).",
+                              f"{config.class_names[best]} at {confidence(probs[best])}).",
                        "unsure")
     return ACCEPT

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from vit.text import percent
+from vit.text import LOW, percent
 
 CMAP = "inferno"
 GRID_COLOUR = (0, 150, 255)
@@ -197,7 +197,7 @@ def share(v: float) -> str:
     """A share of attention (a weight) as the page writes every share and probability
     (vit/text.py percent, "5.4 %"), so a map's title, its colour bar and the strip's readout of
     the same map agree; "<0.1 %" below what one decimal shows."""
-    return percent(v) if v >= 0.0005 else "<0.1 %"
+    return percent(v) if v >= 0.0005 else LOW
 
 
 BAR_HEIGHT = 44      # pixels of a colour bar under a picture

@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 from vit.explain.faithful import spearman
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
-from vit.text import md, percent
+from vit.text import confidence, md, percent
 from vit.ui import pipeline, testset_tab, views
 from vit.ui.boundary import SecondModel
 from vit.ui.pipeline import PipelineStrip
@@ -120,8 +120,8 @@ def _answer(p: Predictor, a: Analysis) -> tuple[int, str]:
     best = int(a.probs.argmax())
     if not a.is_class:
         return -1, f"**{md(p.not_label)}** (its top class {md(p.class_names[best])}, " \
-                   f"{percent(float(a.probs[best]))})"
-    return best, f"**{md(p.class_names[best])}** ({percent(float(a.probs[best]))})"
+                   f"{confidence(float(a.probs[best]))})"
+    return best, f"**{md(p.class_names[best])}** ({confidence(float(a.probs[best]))})"
 
 
 def render(p: Predictor, a: Analysis, p2: Predictor, a2: Analysis, layer, head, patch,

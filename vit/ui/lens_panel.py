@@ -10,7 +10,7 @@ import numpy as np
 from vit.explain.logit_lens import LogitLens
 from vit.inference import Analysis, Predictor
 from vit.pictures.logit_lens import lens_picture
-from vit.text import md, percent
+from vit.text import confidence, md, percent
 from vit.ui.why_panel import target_class
 from vit.ui.words import alt, caption
 
@@ -52,7 +52,7 @@ def summary(p: Predictor, lens: LogitLens, target: int) -> str:
     at = lens.forms_at(target)
     if at is None:
         settles = (f"[CLS] never gives **{name}** half the probability and keeps it: after the "
-                   f"last layer it gives it {percent(lens.cls[-1, target])}.")
+                   f"last layer it gives it {confidence(lens.cls[-1, target])}.")
     elif at == 1:
         settles = f"[CLS] gives **{name}** more than half the probability from layer 1 on."
     else:
@@ -64,7 +64,7 @@ def summary(p: Predictor, lens: LogitLens, target: int) -> str:
     share = float((lens.patches[-1].argmax(-1) == target).mean())
     return (f"{settles} After the last layer, {percent(share)} of the patch tokens would "
             f"answer **{name}** themselves; the most sure is patch {row * g + col + 1} "
-            f"(row {row + 1}, column {col + 1}), at {percent(float(last.max()))}.")
+            f"(row {row + 1}, column {col + 1}), at {confidence(float(last.max()))}.")
 
 
 def render(p: Predictor, a: Analysis, target, lens: LogitLens) -> tuple[np.ndarray, str]:

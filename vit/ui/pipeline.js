@@ -121,6 +121,8 @@ function drawAttention() {
 
 // One format on the whole page (vit/text.py percent): "99.5 %".
 function pct(v) { return (100 * v).toFixed(1) + " %"; }
+// A class's probability, as vit/text.py `confidence` writes it: never "100.0 %" or "0.0 %".
+function conf(p) { return p >= 0.9995 ? ">99.9 %" : p < 0.0005 ? "<0.1 %" : pct(p); }
 
 function drawAnswer() {
   const box = pipe.querySelector(".bars"), drove = pipe.querySelector(".drove");
@@ -176,7 +178,7 @@ function drawAnswer() {
     const track = document.createElement("span"); track.className = "track";
     const fill = document.createElement("i"); fill.style.width = (100 * p).toFixed(1) + "%";
     track.appendChild(fill);
-    const val = document.createElement("span"); val.className = "val"; val.textContent = pct(p);
+    const val = document.createElement("span"); val.className = "val"; val.textContent = conf(p);
     row.append(label, track, val);
     box.appendChild(row);
   }

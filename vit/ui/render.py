@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from vit.inference import Analysis, Explained, Predictor
-from vit.text import md, percent
+from vit.text import confidence, md
 from vit.ui import compare_panel, lens_panel, mechanism_panel, pipeline, training_panel, views, why_panel
 from vit.ui.panels import PANELS
 from vit.ui.record import KIND_OF, Record, Refused, Shown, same
@@ -181,7 +181,7 @@ def fill_headline(p: Predictor, a: Analysis) -> str:
     lines (a trial: an outline refused, and nothing on screen said the model reads filled shapes)."""
     best = int(a.probs.argmax())
     return (f"### 🚫 {p.not_label.capitalize()}\nNot like any {p.config.noun} it learnt "
-            f"(alone: **{md(p.class_names[best])}**, {percent(a.probs[best])}). An outline? "
+            f"(alone: **{md(p.class_names[best])}**, {confidence(a.probs[best])}). An outline? "
             f"Tap inside it with **Fill**.")
 
 
@@ -191,7 +191,7 @@ def test_headline(p: Predictor, a: Analysis, origin: tuple) -> str:
     best = int(a.probs.argmax())
     verdict = "✓ right" if p.class_names[best] == true else "✗ wrong"
     text = (f"### Test image #{i} (true class **{md(true)}**): read as "
-            f"**{md(p.class_names[best])}** ({percent(a.probs[best])}) — {verdict}")
+            f"**{md(p.class_names[best])}** ({confidence(a.probs[best])}) — {verdict}")
     if not a.is_class:
         text += (f"\n{md(a.verdict.reason, 400)} A drawing like it would be answered "
                  f"\"{p.not_label}\".")
@@ -238,15 +238,15 @@ def answer_headline(p: Predictor, a: Analysis) -> str:
         text = f"### 🚫 {p.not_label.capitalize()}\n{md(a.verdict.reason, 400)}"
         if a.verdict.kind != "unsure":         # the sentence says why; this, what the model saw
             text += (f" (On its own the model would read it as **{md(p.class_names[best])}**, "
-                     f"{percent(probs[best])}.)")
+                     f"{confidence(probs[best])}.)")
         return text
     name, other = md(p.class_names[best]), md(p.class_names[second])
     if probs[best] < pipeline.UNSURE and second != best:
         # As a person says it: "probably a 7; maybe a 2", then the numbers.
         return (f"### {unsure_words(f'**{name}**', f'**{other}**')}\n"
-                f"The model reads this as **{name}** ({percent(probs[best])}); "
-                f"**{other}** gets {percent(probs[second])}.")
-    return f"### The model reads this as **{name}** ({percent(probs[best])})"
+                f"The model reads this as **{name}** ({confidence(probs[best])}); "
+                f"**{other}** gets {confidence(probs[second])}.")
+    return f"### The model reads this as **{name}** ({confidence(probs[best])})"
 
 
 def render(r: Record, given: Given, names, reads: dict | None = None) -> dict:

@@ -13,7 +13,7 @@ from vit.explain.faithful import spearman
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import uniform_level
 from vit.pictures.over_training import filmstrip
-from vit.text import md, percent
+from vit.text import confidence, md
 from vit.training import snapshots
 from vit.ui.boundary import Percent
 from vit.ui.gradio_patches import FreeSlider
@@ -113,9 +113,9 @@ def render(p: Predictor, a: Analysis, patch: int | None, at=100,
     i = nearest(frames, at)
     f = frames[i]
     order = np.argsort(f.probs)[::-1][:3]
-    then = ", ".join(f"**{md(names[c])}** {percent(float(f.probs[c]))}" for c in order)
+    then = ", ".join(f"**{md(names[c])}** {confidence(float(f.probs[c]))}" for c in order)
     said = "; ".join(f"{g.name}: {md(names[int(g.probs.argmax())])} "
-                     f"({percent(float(g.probs.max()))})" for g in frames)
+                     f"({confidence(float(g.probs.max()))})" for g in frames)
     text = f"At {f.name} it answered {then}. Over training — {said}." + settled(frames)
     return (filmstrip(a.image, frames, chosen, names, marked=i),
             filmstrip(a.image, [f], chosen, names, tile=300), text)

@@ -14,7 +14,7 @@ from vit.explain.scoreboard import METHODS, RANDOM
 from vit.inference import Analysis, Explained, Predictor
 from vit.pictures.attention_maps import single_map_picture, uniform_level
 from vit.pictures.sanity import ATTENTION, sanity_picture
-from vit.text import md, percent
+from vit.text import confidence, md, percent
 from vit.ui.boundary import HeadsOff, Target
 from vit.ui.record import ANSWER, Shown
 from vit.ui.words import alt, caption, term
@@ -208,8 +208,8 @@ def switch_heads(p: Predictor, a: Analysis, heads, after: np.ndarray | None) -> 
     b, c = int(probs.argmax()), int(after.argmax())
     n = f"{len(off)} head{'s' if len(off) > 1 else ''}"
     change = "the same answer" if c == b else "a **different** answer"
-    return (f"With {n} off the model reads **{md(p.class_names[c])}** ({percent(after[c])}) — "
-            f"{change}; with every head on: **{md(p.class_names[b])}** ({percent(probs[b])}).")
+    return (f"With {n} off the model reads **{md(p.class_names[c])}** ({confidence(after[c])}) — "
+            f"{change}; with every head on: **{md(p.class_names[b])}** ({confidence(probs[b])}).")
 
 
 GLANCE = 192       # px: the small copy beside the answer, drawn at about the size it is shown
