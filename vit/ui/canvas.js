@@ -217,6 +217,29 @@ if ("IntersectionObserver" in window) {
     if (top) top.classList.toggle("canvas-away", !e.isIntersecting);
   }).observe(canvas);
 }
+// The same while the whole pinned answer would lie over the canvas's lower part (a phone's short
+// screen scrolled back to the page's top: a trial's stroke vanished under it): the canvas is for
+// drawing, the headline still answers. Judged by the answer's full height, measured whenever it
+// is shown whole, so that folding it never unfolds it again.
+let sheetFull = 0;
+function canvasUnder() {
+  const top = document.getElementById("top"), sheet = document.getElementById("result-col");
+  if (!top || !sheet) return;
+  if (getComputedStyle(sheet).position !== "fixed") { top.classList.remove("canvas-under"); return; }
+  if (!top.classList.contains("canvas-under") && !top.classList.contains("canvas-away"))
+    sheet.dataset.full = sheetFull = sheet.getBoundingClientRect().height;     // page.js reads it
+  const c = canvas.getBoundingClientRect();
+  top.classList.toggle("canvas-under", c.top < innerHeight && c.bottom > innerHeight - sheetFull + 4);
+}
+addEventListener("scroll", canvasUnder, {passive: true});
+addEventListener("resize", canvasUnder);
+if ("ResizeObserver" in window) {
+  const watch = new ResizeObserver(canvasUnder);
+  const sheetSeen = setInterval(() => {
+    const sheet = document.getElementById("result-col");
+    if (sheet) { clearInterval(sheetSeen); watch.observe(sheet); watch.observe(canvas); canvasUnder(); }
+  }, 300);
+}
 
 select("brush");
 element.dataset.ready = "1";

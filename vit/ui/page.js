@@ -29,6 +29,7 @@
   let bubble = null, opener = null;
 
   function close(done) {
+    document.getElementById("top")?.classList.remove("touring");    // page.css: the strip may fold
     document.querySelectorAll(".tour-target").forEach(t => t.classList.remove("tour-target"));
     const had = bubble !== null && bubble.contains(document.activeElement);
     if (bubble) bubble.remove();
@@ -71,6 +72,7 @@
 
   function show(i) {
     close(false);
+    document.getElementById("top")?.classList.add("touring");       // the strip stays whole
     const [sel, text] = STEPS[i];
     // The first of its parts that is on the page and shown (a bubble beside nothing says nothing).
     const target = [].concat(sel).map(q => document.querySelector(q))
@@ -218,7 +220,9 @@
     const canvas = document.querySelector("#drawpad canvas"), sheet = document.querySelector("#result-col");
     if (!canvas || !sheet || Math.abs(window.scrollY - placed) > 1 ||
         getComputedStyle(sheet).position !== "fixed") return;
-    const c = canvas.getBoundingClientRect(), under = c.bottom + 8 - sheet.getBoundingClientRect().top;
+    // (the answer's whole height, also while it is folded to its headline: canvas.js)
+    const full = parseFloat(sheet.dataset.full) || sheet.getBoundingClientRect().height;
+    const c = canvas.getBoundingClientRect(), under = c.bottom + 8 - (window.innerHeight - full);
     if (under > 0) {
       window.scrollBy({top: Math.min(under, c.top - 4), behavior: "instant"});
       placed = window.scrollY;
