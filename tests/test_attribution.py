@@ -191,7 +191,7 @@ def test_a_sure_answers_occlusion_map_is_not_blank():
         pytest.fail("no drawing is read surely enough to make the probability's map flat")
     shown, title, top, note = occlusion_view(p, p.occlusion_maps(a.image, d), d, answer=True)
     assert title.startswith(f"drop in log-odds of {digit}") and shown.max() > 1.0 and top == shown.max()
-    assert "less than 5 points" in note
+    assert "less than 5 percentage points" in note
     assert (shown > 0.25 * shown.max()).sum() >= 3                    # a shape, not one speck
     # An answer that does move keeps the probability's map and scale, and no note.
     a1 = p.analyse(255 - np.asarray(render_digit("1", 300, 26), np.uint8))

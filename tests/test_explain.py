@@ -303,7 +303,7 @@ def test_how_it_learned_says_when_attention_hardly_moved():
     nudged = even.copy()
     nudged[1, 1] += 0.02                          # 2 points: under half an even share (2.9)
     said = settled([frame(1, even), frame(100, nudged)])
-    assert "hardly moved" in said and "2.9 points" in said
+    assert "hardly moved" in said and "by 2.9 percentage points or more" in said
     moved = even.copy()
     moved[1, 1] += 0.05
     assert settled([frame(1, even), frame(100, moved)]) == ""

@@ -91,6 +91,16 @@ def test_what_the_answer_rests_on_is_the_measured_lead_map_with_the_others_said(
     assert "rank the patches alike" in said or "at other patches" in said
     drove = pg.locator("#pipeline .drove").inner_text()
     assert "Hiding patch" in drove and "lowers the answer most" in drove and "patch patch" not in drove
+    # The strip names the maps that point elsewhere, as the words below do (a trial read "Other
+    # maps point elsewhere too" beside "Here relevance points at other patches").
+    maps = {"rollout", "relevance", "occlusion"}
+    below = re.search(r"Here (.+?) points? at other patches", said)
+    beside = re.search(r"(\w[\w ]*?) points? elsewhere", drove)
+    assert bool(below) == bool(beside) and ("The other maps agree" in drove) == (not below), \
+        (said, drove)
+    if below:
+        assert {w for w in below.group(1).lower().split() if w in maps} == \
+            {w for w in beside.group(1).lower().split() if w in maps} != set(), (said, drove)
     # The terms it uses open the folded glossary in place.
     pg.locator("#glance-text a", has_text="occlusion").click()
     pg.wait_for_selector("#glossary button.label-wrap.open")

@@ -158,9 +158,13 @@ function drawAnswer() {
     const differ = others.filter(k => !(data.agree || []).includes(k));
     const agree = document.createElement("span");
     agree.className = "agree";
+    // (named, as "What the answer rests on" below names them: a trial read "other maps" here
+    // beside "Here relevance points at other patches" there)
+    const named = differ.join(" and ");
     agree.textContent = differ.length === 0
       ? " The other maps agree."
-      : " Other maps point elsewhere too: read it as a region, not one cause.";
+      : ` ${named[0].toUpperCase()}${named.slice(1)} ${differ.length > 1 ? "point" : "points"} ` +
+        "elsewhere: read it as a region, not one cause.";
     drove.append(agree);
     drove.title = `The patch the answer rests on most, by ${data.lead}: the map measured most ` +
                   "faithful for this model (\u201cWhat drove the answer\u201d below). Point here " +

@@ -135,7 +135,7 @@ def settled(frames: list) -> str:
         return ""
     rho = spearman(first.ravel(), last.ravel())
     return (f" Where [CLS] gathered from hardly moved over training (no patch's share changed "
-            f"by {100 * limit:.1f} points; rank correlation of the first and last maps "
+            f"by {100 * limit:.1f} percentage points or more; rank correlation of the first and last maps "
             f"{rho:+.2f}), so the top row barely changes: what the model learnt is elsewhere, in "
             f"what its layers do with the tokens, and (bottom row) in where each patch is.")
 

@@ -152,7 +152,7 @@ def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
                           f"≥ {SAME}) means the map hardly depends on what those layers learned. "
                           f"Raw attention is the last layer's [CLS] attention, averaged over "
                           f"heads. One input, {STEPS} steps: scores closer than "
-                          f"{100 * TIE:.0f} points are not told apart.")
+                          f"{100 * TIE:.0f} percentage points are not told apart.")
             + "\n\n" + table)
     return text, sanity_picture(a.image, board, depth)
 
@@ -278,7 +278,7 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     many = ""
     if lead == "occlusion" and slight(e.answer_occlusion):
         many = (f" **No single patch matters much here**: hiding any one changes P({md(raw)}) by "
-                f"at most {100 * moved(e.answer_occlusion):.1f} points, so erasing it would not "
+                f"at most {100 * moved(e.answer_occlusion):.1f} percentage points, so erasing it would not "
                 f"change the answer; the map shows where it rests most, in {term('log-odds')}.")
     outside = "" if a.is_class else (
         f"**{md(p.not_label[:1].upper() + p.not_label[1:])}**: below is only what its best "
@@ -317,9 +317,9 @@ def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
                 max(peak, OCCLUSION_TOP), "")
     shown = np.clip(maps["log-odds"], 0, None)
     peak = float(shown.max())
-    note = (f" Blanking any one patch moves P({md(name)}) by less than {100 * FLAT:.0f} points (at "
-            f"most {100 * moved(maps):.1f}), so occlusion shows the drop in its log-odds instead (a "
-            f"drop of 1 divides the odds by e ≈ 2.7).")
+    note = (f" Blanking any one patch moves P({md(name)}) by less than {100 * FLAT:.0f} percentage "
+            f"points (at most {100 * moved(maps):.1f}), so occlusion shows the drop in its log-odds "
+            f"instead (a drop of 1 divides the odds by e ≈ 2.7).")
     return shown, f"drop in log-odds of {name}, max {peak:.1f}{squares}", max(peak, LOG_ODDS_TOP), note
 
 
