@@ -1003,7 +1003,7 @@ def test_a_sweeps_models_side_by_side_and_how_they_learned(browser, sweep_server
     number.fill("0")
     number.press("Enter")
     pg.wait_for_function("() => document.querySelector('#learned-text').innerText"
-                         ".startsWith('At 5.56 % (step 1)')", timeout=30_000)
+                         ".startsWith('At 5.6 % (step 1)')", timeout=30_000)
     pg.locator("#learned-frame").scroll_into_view_if_needed()
     pg.screenshot(path=SHOTS / "28-how-it-learned.png")
     open_panel(pg, "#compare", "Compare with another model")

@@ -128,6 +128,14 @@ def test_no_answer_says_the_model_is_certain(page):
     assert max(shown.values()) >= 0.9995                 # the strip gets the number; conf() writes it
 
 
+def test_about_this_model_writes_its_test_accuracy_as_the_test_set_tab_does(page):
+    """A trial: "Test accuracy 99.45 %" in "About this model", "99.5 % right" on the Test set
+    tab, for one figure. Both now write it one way (vit/text.py percent)."""
+    from vit.text import percent
+    p = page.predictor("mnist")
+    assert f"| **Test accuracy** | {percent(p.config.test_accuracy)} |" in p.card()
+
+
 def test_the_strip_answers_while_the_pen_is_down(page):
     visit = page.visit()
     live = page.follow_drawing(visit, {**seven(), "final": False}, "mnist")

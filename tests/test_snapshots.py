@@ -46,7 +46,7 @@ def test_the_app_shows_the_input_through_each_snapshot(snapped):
     assert [(f.step, f.of) for f in frames] == [(1, 18), (2, 18), (9, 18), (18, 18)]
     assert np.allclose(frames[-1].probs, a.probs, atol=1e-6)          # the end is the model
     assert not np.allclose(frames[0].probs, frames[-1].probs)          # it learned something
-    assert frames[0].name == "5.56 % (step 1)" and frames[-1].name == "the end"
+    assert frames[0].name == "5.6 % (step 1)" and frames[-1].name == "the end"
     from vit.pictures import attention_maps
     fit, drawn = attention_maps._fit_title, []
     attention_maps._colorbar_template.cache_clear()
@@ -58,7 +58,7 @@ def test_the_app_shows_the_input_through_each_snapshot(snapped):
     assert drawn and not any(t.endswith("…") for _, t, _ in drawn), drawn
     assert words.startswith("At the end it answered") and words.count("**") == 6   # top three
     _, early, words = training_panel.render(p, a, None, 3)
-    assert words.startswith("At 5.56 % (step 1) it answered")
+    assert words.startswith("At 5.6 % (step 1) it answered")
     assert not np.array_equal(early, large)
 
 

@@ -30,7 +30,7 @@ from vit.explain.scoreboard import Scoreboard, score
 from vit.preprocessing import model_input, normalize_image
 from vit.preprocessing.decode import PreprocessError, decode, open_image
 from vit.preprocessing.layout import to_model_image
-from vit.text import code, confidence, md, short_paths
+from vit.text import code, confidence, md, percent, short_paths
 
 log = logging.getLogger("vit")
 
@@ -448,7 +448,8 @@ class Predictor:
         # Every cell is Markdown: strings from the checkpoint's files escaped (vit/text.py).
         rows = [
             ("Data set", md(c.title)),
-            ("Test accuracy", f"{100 * acc:.2f} %" if acc is not None else "not recorded"),
+            # (the page's one format, as the Test set tab writes the same figure)
+            ("Test accuracy", percent(acc) if acc is not None else "not recorded"),
             ("Parameters", f"{self.model.num_parameters():,}"),
             ("Architecture", f"{m.depth} layers × {m.heads} heads, width {m.dim}, MLP {m.mlp_dim}, "
                              f"{stem}{m.image_size}×{m.image_size} input in {m.patch_size}-px patches "

@@ -12,6 +12,7 @@ import torch
 from vit.explain.attention import explain
 from vit.explain.mechanism import position_similarity
 from vit.storage import StorageError
+from vit.text import percent
 from vit.training import snapshots
 
 
@@ -28,7 +29,7 @@ class Frame:
         if self.of and self.step >= self.of:
             return "the end"
         if self.of:
-            return f"{100 * self.step / self.of:.3g} % (step {self.step:,})"
+            return f"{percent(self.step / self.of)} (step {self.step:,})"     # the page's one format
         return f"step {self.step:,}"
 
 
