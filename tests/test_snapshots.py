@@ -56,6 +56,10 @@ def test_the_app_shows_the_input_through_each_snapshot(snapped):
     assert picture.shape[1] > 4 * 112 and large.shape[1] >= 280
     # Issue 49, 6: the bar's title drawn whole ("bottom: position similarity, -1 blue, 1 r…")
     assert drawn and not any(t.endswith("…") for _, t, _ in drawn), drawn
+    # The bottom row's scale under it too, -1 blue to 1 red (a trial: that row's colours were
+    # explained nowhere on the picture).
+    ramp = picture[-44 + 18:-44 + 30].reshape(-1, 3).astype(int)
+    assert ((ramp[:, 2] > 150) & (ramp[:, 0] < 100)).any() and ((ramp[:, 0] > 150) & (ramp[:, 2] < 100)).any()
     assert words.startswith("At the end it answered") and words.count("**") == 6   # top three
     _, early, words = training_panel.render(p, a, None, 3)
     assert words.startswith("At 5.6 % (step 1) it answered")

@@ -10,8 +10,11 @@ from PIL import Image, ImageDraw
 
 from vit.explain.over_training import Frame
 from vit.pictures.attention_maps import (
+    BAR_HEIGHT,
     VIVID,
+    _bar_span,
     _colorbar,
+    _fit_title,
     _mark,
     colorize,
     heat_overlay,
@@ -60,7 +63,24 @@ def filmstrip(img: np.ndarray, frames: list[Frame], patch: int, class_names: lis
     h = max(c.shape[0] for c in columns)
     columns = [np.pad(c, ((0, h - c.shape[0]), (0, GAP), (0, 0)), constant_values=255) for c in columns]
     strip = np.concatenate(columns, axis=1)
-    # The bar is the top row's (rollout, one scale for every column); the bottom row's fixed -1
-    # to 1 is said beside the picture (vit/ui/training_panel.py): both in one line were cut.
+    # A bar for each row, each its own line (both in one line were cut): the top row's rollout
+    # on one scale for every column; the bottom row's fixed cosine scale (a trial found that
+    # row's colours explained nowhere on the picture).
     bar = _colorbar(strip.shape[1], top, "top row: rollout, one scale for every column")
-    return np.concatenate([strip, bar], axis=0)
+    return np.concatenate([strip, bar, _similarity_bar(strip.shape[1])], axis=0)
+
+
+def _similarity_bar(width: int) -> np.ndarray:
+    """The bottom row's scale: cosine similarity to the green patch's position, -1 to 1."""
+    im = Image.new("RGB", (width, BAR_HEIGHT), "white")
+    draw = ImageDraw.Draw(im)
+    x0, x1 = _bar_span(width)
+    ramp = colorize(np.linspace(-1.0, 1.0, x1 - x0), 1.0, -1.0, "RdBu_r")
+    im.paste(Image.fromarray(np.ascontiguousarray(np.repeat(ramp[None], 12, 0))), (x0, 18))
+    font = load_font(12)
+    draw.text((8, 17), "-1", fill="black", font=font)        # (the picture font lacks U+2212)
+    draw.text((x1 + 6, 17), "1", fill="black", font=font)
+    xy, text, title_font = _fit_title(draw, "bottom row: position similarity to the green patch "
+                                            "(cosine)", x0, width)
+    draw.text(xy, text, fill="black", font=title_font)
+    return np.asarray(im)
