@@ -181,7 +181,8 @@ def fill_headline(p: Predictor, a: Analysis) -> str:
     lines (a trial: an outline refused, and nothing on screen said the model reads filled shapes)."""
     best = int(a.probs.argmax())
     return (f"### 🚫 {p.not_label.capitalize()}\nNot like any {p.config.noun} it learnt "
-            f"(alone: **{md(p.class_names[best])}**, {confidence(a.probs[best])}). An outline? "
+            f"(best guess **{md(p.class_names[best])}** at {confidence(a.probs[best])}). An "
+            f"outline? "
             f"Tap inside it with **Fill**.")
 
 
