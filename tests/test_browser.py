@@ -922,8 +922,7 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     clear_of_it = """() => document.querySelector('#drawpad canvas').getBoundingClientRect().bottom
         <= document.querySelector('#result-col').getBoundingClientRect().top"""
     pg.wait_for_function(clear_of_it, timeout=5_000)
-    assert pg.locator("#result-col #status").is_visible()
-    assert not pg.locator("#result-col #pipeline").is_visible()
+    assert pg.locator("#result-col #status").is_visible()           # the headline still answers
     pg.screenshot(path=SHOTS / "49-2-phone-visible-top.png")
     pg.evaluate(f"window.scrollTo(0, {placed})")
     pg.wait_for_function("() => document.querySelector('#result-col #pipeline').getBoundingClientRect()"
@@ -959,7 +958,10 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     for n in (2, 3, 4):
         pg.locator("#tour .tour-next").click()
         pg.wait_for_function(f"() => document.querySelector('#tour .tour-count').innerText === '{n} / 5'")
-    assert "What the answer rests on" in pg.locator("#tour").inner_text()
+    # ... and says what that line shows: a second trial read, on the phone, of "the map measured
+    # most faithful" and "whether the other maps agree", which the phone does not show.
+    words = pg.locator("#tour").inner_text()
+    assert "The patch the answer rests on most" in words and "whether the other maps" not in words
     shown = pg.evaluate("""() => { const t = document.querySelector('.tour-target');
         return t && t.getBoundingClientRect().height > 0 && t.matches('#pipeline .drove'); }""")
     assert shown                                  # the strip's answer step, which the phone shows

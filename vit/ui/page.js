@@ -11,10 +11,14 @@
                             "numbers per patch, told its place. [CLS] is one extra token with no " +
                             "pixels: every layer it gathers from the others, and the answer is " +
                             "read from it."],
-    // (on a phone the map beside the answer is folded away: the strip's answer step says it)
+    // (on a phone the map beside the answer is folded away: the strip's answer step says it,
+    // and the bubble says what that line shows — a trial read of a map the phone does not show)
     [["#why-row", "#pipeline .drove"],
-     "What the answer rests on, by the map measured most faithful for this model, and whether " +
-     "the other maps agree. Where [CLS] looked (step 4) is not the same as why it answered."],
+     ["What the answer rests on, by the map measured most faithful for this model, and whether " +
+      "the other maps agree. Where [CLS] looked (step 4) is not the same as why it answered.",
+      "The patch the answer rests on most, by the map measured most faithful for this model " +
+      "(the map itself is on a wider screen). Where [CLS] looked is not the same as why it " +
+      "answered."]],
     ["#deeper", "Each step opens its detail here: the arithmetic of one head, every map scored, " +
                 "every layer and head. The Glossary explains every term; the Model menu at " +
                 "the top switches to another model."],
@@ -73,10 +77,12 @@
   function show(i) {
     close(false);
     document.getElementById("top")?.classList.add("touring");       // the strip stays whole
-    const [sel, text] = STEPS[i];
-    // The first of its parts that is on the page and shown (a bubble beside nothing says nothing).
-    const target = [].concat(sel).map(q => document.querySelector(q))
-      .find(t => t && t.getClientRects().length && t.getBoundingClientRect().height > 0);
+    const [sel, said] = STEPS[i];
+    // The first of its parts that is on the page and shown (a bubble beside nothing says nothing),
+    // with the words for that part.
+    const parts = [].concat(sel).map(q => document.querySelector(q));
+    const k = parts.findIndex(t => t && t.getClientRects().length && t.getBoundingClientRect().height > 0);
+    const target = parts[k], text = [].concat(said)[Math.min(k, [].concat(said).length - 1)];
     if (!target) { if (i + 1 < STEPS.length) show(i + 1); else close(true); return; }
     const seen = target.getBoundingClientRect();
     if (seen.top < 0 || seen.bottom > window.innerHeight)       // not at an edge: in the middle
