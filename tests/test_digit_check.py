@@ -153,6 +153,11 @@ def test_the_page_and_the_api_say_which_digit_it_is():
     shown = page.analyse_drawing(visitor, drawing_value(ink, seq=3), "fashion-mnist", False, 6, 1)
     assert "Not a piece of clothing" in shown["status"], shown["status"]
     assert "The digit model reads this as 2 (" in shown["status"]
+    # A lane that names the strip alone (the "why" lane sends it again with its maps) says the
+    # same verdict: it once left the digit check out, and the strip read "Probably a Bag" under
+    # "Not a piece of clothing" (found by tests/test_page_events.py).
+    strip = page.view(visitor.record, ["pipeline"])["pipeline"]
+    assert strip["refused"] and strip["answer"] == shown["pipeline"]["answer"], strip["answer"]
     png = io.BytesIO()
     scanned("2").save(png, "PNG")
     answer = json.loads(Tools(page)._classify(base64.b64encode(png.getvalue()).decode(),

@@ -112,9 +112,12 @@ class Page(Reading, DrawingHandlers, UploadHandlers, TestSetHandlers, ModelHandl
                     and known[1].explanation is not None:
                 a = known[1]
             else:
-                try:       # the answer's verdict needs the ink checks; pictures alone don't
-                    a = self.analysis(r.shown, r.model,
-                                      judged=bool({"label", "status"} & set(names)))[1]
+                # Always with every check the answer's verdict has (the ink checks, the digit
+                # check): the strip, the "why" words and the headline all say the verdict, and a
+                # lane that named only some of them once showed "Probably an airplane" in the
+                # strip under "Not a photo" (the digit check left out; tests/test_page_events.py).
+                try:
+                    a = self.analysis(r.shown, r.model, judged=True)[1]
                 except PreprocessError as e:       # an upload's file gone from the cache
                     return {n: f"⚠️ {e}" if n in ("status", "walk_text", "faithfulness") else None
                             for n in names}
