@@ -82,8 +82,8 @@
     // with the words for that part.
     const parts = [].concat(sel).map(q => document.querySelector(q));
     const k = parts.findIndex(t => t && t.getClientRects().length && t.getBoundingClientRect().height > 0);
-    const target = parts[k], text = [].concat(said)[Math.min(k, [].concat(said).length - 1)];
-    if (!target) { if (i + 1 < STEPS.length) show(i + 1); else close(true); return; }
+    if (k < 0) { if (i + 1 < STEPS.length) show(i + 1); else close(true); return; }
+    const target = parts[k], words = [].concat(said), text = words[Math.min(k, words.length - 1)];
     const seen = target.getBoundingClientRect();
     if (seen.top < 0 || seen.bottom > window.innerHeight)       // not at an edge: in the middle
       target.scrollIntoView({block: "center", behavior: "instant"});
