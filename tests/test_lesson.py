@@ -26,9 +26,18 @@ PERCENT = re.compile(r"\b\d{1,3}(?:[.,]\d+)?\s?%")
 def opened(browser, url, width=1280, height=800, **options):
     pg = browser.new_page(viewport={"width": width, "height": height}, **options)
     pg.add_init_script(NO_TOUR)
+    # What went wrong, if the example never arrives (CI once waited 60 s here, once in ~30 runs):
+    # refused requests and the page's errors go into the failure's message.
+    trouble = []
+    pg.on("response", lambda r: r.status >= 400 and trouble.append(f"HTTP {r.status} {r.url}"))
+    pg.on("pageerror", lambda e: trouble.append(f"page error: {e}"))
     pg.goto(url, wait_until="load")
-    pg.wait_for_function("() => (document.querySelector('#status')?.innerText || '')"
-                         ".includes('Example')", timeout=60_000)
+    try:
+        pg.wait_for_function("() => (document.querySelector('#status')?.innerText || '')"
+                             ".includes('Example')", timeout=60_000)
+    except Exception as e:
+        status = pg.evaluate("() => document.querySelector('#status')?.innerText")
+        raise AssertionError(f"no example after 60 s; headline {status!r}; {trouble}") from e
     pg.wait_for_function("() => (document.querySelector('#glance-text')?.innerText || '')"
                          ".includes('rests on')", timeout=60_000)
     return pg
