@@ -12,6 +12,7 @@ import torch
 from conftest import ROOT, run_main, run_module
 
 from vit.checkpoint import CheckpointError, open_checkpoint, save_checkpoint
+from vit.data.coarse import coarse
 from vit.data.degrade import degrade
 from vit.data.filled import filled
 from vit.data.thicken import thicken
@@ -179,6 +180,29 @@ def test_thicken_widens_every_stroke_by_a_pixel_each_side_and_is_seeded():
     assert torch.equal(a[~changed], x[~changed])
     whole = thicken(x, 0.5, torch.Generator().manual_seed(4))
     part = thicken(x[10:], 0.5, torch.Generator().manual_seed(4), total=20, mine=slice(10, 20))
+    assert torch.equal(whole[10:], part)
+
+
+def test_coarse_shows_a_thin_one_as_a_form_reader_stores_it_and_is_seeded():
+    """--coarse shows a digit as UCI optdigits stores other writers' digits: its box scaled to a
+    nearly fixed shape, so a thin 1 arrives half to four fifths as wide as it is tall, in few grey
+    levels, laid out as the app lays out an upload (its box 20 px, inside 28); a blank image stays
+    blank."""
+    x = torch.zeros(20, 1, 28, 28)
+    x[:, :, 4:24, 13:15] = 1.0                                           # a 2-px "1"
+    x[7] = 0                                                             # a blank one
+    a = coarse(x, 0.5, torch.Generator().manual_seed(3))
+    assert torch.equal(a, coarse(x, 0.5, torch.Generator().manual_seed(3)))
+    changed = (a != x).flatten(1).any(1)
+    assert 0 < changed.sum() < 19 and not changed[7]
+    for img in a[changed]:
+        cols = torch.nonzero(img[0].amax(0) > 0.5).flatten()
+        rows = torch.nonzero(img[0].amax(1) > 0.5).flatten()
+        assert 7 <= cols.max() - cols.min() + 1 <= 17 and 18 <= rows.max() - rows.min() + 1 <= 21
+        assert img.max() == 1.0 and img[0, :3].max() == 0                # stretched ink, black rim
+    assert torch.equal(a[~changed], x[~changed])
+    whole = coarse(x, 0.5, torch.Generator().manual_seed(4))
+    part = coarse(x[10:], 0.5, torch.Generator().manual_seed(4), total=20, mine=slice(10, 20))
     assert torch.equal(whole[10:], part)
 
 

@@ -19,6 +19,7 @@ from vit.data.degrade import degrade
 from vit.data.filled import filled
 from vit.data.loading import Split, normalize, to_unit_float
 from vit.data.specs import DatasetSpec
+from vit.data.coarse import coarse
 from vit.data.thicken import thicken
 from vit.preprocessing.styles import Style
 from vit.training import distributed
@@ -26,6 +27,7 @@ from vit.training.config import TrainConfig, TrainingError, outlier_kinds
 from vit.training.prepared import cached, code_digest
 from vit.training.seeds import (
     STREAM_AUGMENT,
+    STREAM_COARSE,
     STREAM_DEGRADE,
     STREAM_ERASE,
     STREAM_FILLED,
@@ -224,6 +226,9 @@ def make_batch(s: Session, order: torch.Tensor, step: int) -> Batch:
     if s.tc.thicken:            # the digits only: before degrading, as a thick pen writes first
         x[:len(idx)] = thicken(x[:len(idx)], s.tc.thicken,
                                _generator(s.tc.seed, STREAM_THICKEN, step), len(batch), mine)
+    if s.tc.coarse:             # the digits only: a coarse scan is already degraded
+        x[:len(idx)] = coarse(x[:len(idx)], s.tc.coarse,
+                              _generator(s.tc.seed, STREAM_COARSE, step), len(batch), mine)
     if s.tc.degrade:            # the digits only: drawn for the global batch, as erasing
         x[:len(idx)] = degrade(x[:len(idx)], s.tc.degrade,
                                _generator(s.tc.seed, STREAM_DEGRADE, step), len(batch), mine)

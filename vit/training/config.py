@@ -41,7 +41,7 @@ MODEL_FLAG_LIMITS = {"image_size": 1024, "patch_size": 1024, "dim": 8192, "depth
 # run saved without them did: such a run resumes instead of being refused for "changed" settings.
 LATER_TRAIN_KEYS = {"teacher_width": 32, "erase": 0.0, "degrade": 0.0, "norm_eps": 1e-5, "policy": "none",
                     "init": "", "subset": 0, "filled": 0.0, "stretch": 0.0,
-                    "thicken": 0.0}
+                    "thicken": 0.0, "coarse": 0.0}
 
 
 class TrainingError(RuntimeError):
@@ -121,6 +121,10 @@ class TrainConfig:
     thicken: float = field(default=0.0, metadata={
         "help": "probability that a training digit is shown written with a thicker pen, every "
                 "stroke widened by a pixel each side (vit/data/thicken.py; 0 = off)"})
+    coarse: float = field(default=0.0, metadata={
+        "help": "probability that a training digit is shown as a form reader stores it: its box "
+                "stretched to a square, 8x8 cells of 17 grey levels, enlarged and laid out as an "
+                "upload (vit/data/coarse.py; 0 = off)"})
     filled: float = field(default=0.0, metadata={
         "help": "probability that a training image is shown as a flat silhouette, as a garment "
                 "drawn and filled on the page is (vit/data/filled.py; 0 = off)"})
@@ -227,6 +231,9 @@ def config_problems(tc: TrainConfig, mc: ViTConfig, spec: DatasetSpec | None = N
         (0 <= tc.stretch <= 1, "--stretch must be in [0, 1] (0 = off)"),
         (0 <= tc.filled <= 1, "--filled must be in [0, 1] (0 = off)"),
         (0 <= tc.thicken <= 1, "--thicken must be in [0, 1] (0 = off)"),
+        (0 <= tc.coarse <= 1, "--coarse must be in [0, 1] (0 = off)"),
+        (not tc.coarse or spec.style.name == "digits",
+         f"--coarse reads digits as a form reader stores them; {spec.name} is not digits"),
         (not (tc.resume and tc.overwrite),
          "--resume continues the run in --out and --overwrite replaces it: pass only one"),
         ((mc.image_size, mc.channels) == (S, C),

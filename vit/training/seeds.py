@@ -9,7 +9,7 @@ import torch
 # Random streams, mixed into every seed so that no two draws share a generator.
 STREAM_ORDER, STREAM_AUGMENT, STREAM_DROPOUT, STREAM_VAL, STREAM_VIEW, STREAM_NEG = 1, 2, 3, 4, 5, 6
 STREAM_TEACHER, STREAM_ERASE, STREAM_POLICY, STREAM_DEGRADE, STREAM_SUBSET = 7, 8, 9, 10, 11
-STREAM_FILLED, STREAM_THICKEN = 12, 13
+STREAM_FILLED, STREAM_THICKEN, STREAM_COARSE = 12, 13, 14
 
 # --- random streams ---------------------------------------------------------------------------
 _MASK64 = 2**64 - 1
