@@ -15,11 +15,11 @@ import torch
 
 from vit.data import trivial_augment
 from vit.data.affine import draw_erasing, erase
+from vit.data.coarse import coarse
 from vit.data.degrade import degrade
 from vit.data.filled import filled
 from vit.data.loading import Split, normalize, to_unit_float
 from vit.data.specs import DatasetSpec
-from vit.data.coarse import coarse
 from vit.data.thicken import thicken
 from vit.preprocessing.styles import Style
 from vit.training import distributed
