@@ -78,7 +78,7 @@ def test_the_page_says_why_in_one_sentence(page, tmp_path):
     out = page.analyse_upload(page.visit(), letter_file(tmp_path / "k.png"), "mnist", True, 2, 1)
     status, label = out["status"], out["label"]
     title, reason = status.split("\n")
-    assert title == "### 🚫 Not a digit"
+    assert title == "### ⊘ Not a digit"
     assert reason.startswith("The model isn't confident this is any digit (best guess ")
     assert reason.endswith(" %).") and top_label(label) == "not a digit"
 

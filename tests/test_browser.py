@@ -866,6 +866,11 @@ def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(brow
         '#pipeline .title, #pipeline .bar, #pipeline .said, #draw-examples .caption-label, #status h3')]
         .filter(e => e.checkVisibility()).map(e => parseFloat(getComputedStyle(e).fontSize))""")
     assert sizes and min(sizes) >= 12, sizes
+    # The six tools in one row, one height (a trial: Scroll, the last, was 4 px taller).
+    tools = pg.evaluate("() => [...document.querySelectorAll('#drawpad .tools button')]"
+                        ".filter(b => b.checkVisibility()).map(b => b.getBoundingClientRect())"
+                        ".map(r => [Math.round(r.top), Math.round(r.height)])")
+    assert len(tools) == 6 and len(set(map(tuple, tools))) == 1, tools
     cdp = ctx.new_cdp_session(pg)
 
     def swipe_up():                               # a finger from low on the canvas upwards

@@ -180,7 +180,7 @@ def fill_headline(p: Predictor, a: Analysis) -> str:
     """A drawing a model of filled shapes (clothing) refuses: what to do, in the headline's two
     lines (a trial: an outline refused, and nothing on screen said the model reads filled shapes)."""
     best = int(a.probs.argmax())
-    return (f"### 🚫 {p.not_label.capitalize()}\nNot like any {p.config.noun} it learnt "
+    return (f"### ⊘ {p.not_label.capitalize()}\nNot like any {p.config.noun} it learnt "
             f"(best guess **{md(p.class_names[best])}** at {confidence(a.probs[best])}). An "
             f"outline? "
             f"Tap inside it with **Fill**.")
@@ -226,7 +226,7 @@ def rest_message(p: Predictor) -> str:
     """The headline over an empty canvas: what to draw — or, for a photo model (a black pen
     draws no photo), where the pictures are."""
     if p.config.style.colour:
-        return f"### 🖼️ Pick a picture below the canvas, or upload a {p.config.noun}"
+        return f"### Pick a picture below the canvas, or upload a {p.config.noun}"
     return f"### ✏️ Draw a {p.config.noun} in the box"
 
 
@@ -236,7 +236,7 @@ def answer_headline(p: Predictor, a: Analysis) -> str:
     order = np.argsort(probs)[::-1]
     best, second = order[0], order[min(1, len(order) - 1)]
     if not a.is_class:
-        text = f"### 🚫 {p.not_label.capitalize()}\n{md(a.verdict.reason, 400)}"
+        text = f"### ⊘ {p.not_label.capitalize()}\n{md(a.verdict.reason, 400)}"
         if a.verdict.kind != "unsure":         # the sentence says why; this, what the model saw
             text += (f" (On its own the model would read it as **{md(p.class_names[best])}**, "
                      f"{confidence(probs[best])}.)")

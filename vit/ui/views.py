@@ -164,7 +164,8 @@ def build(depth: int, heads: int) -> Panel:
     gr.Markdown("## Where each head looks\n" + caption(
         f"Each small map is one {term('head')} of one {term('layer')}: brighter patches get more "
         f"of [CLS]'s {term('attention')}. Each map has its own colour scale (the bar under it); "
-        f"tick the box for one scale for all. Click a map to open it above and below.",
+        f"tick the box for one scale for all. Under each map, \"[CLS] x %\" is the share [CLS] "
+        f"keeps for itself, which no patch shows. Click a map to open it above and below.",
         "For every layer (rows) and head (columns): the share of the [CLS] token's attention "
         "that goes to each patch (a row of the attention matrix sums to 1, [CLS]'s share for "
         "itself included, printed under each map). With one scale for all, the bar marks the "
