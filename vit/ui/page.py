@@ -117,7 +117,7 @@ class Page(Reading, DrawingHandlers, UploadHandlers, TestSetHandlers, ModelHandl
                 # lane that named only some of them once showed "Probably an airplane" in the
                 # strip under "Not a photo" (the digit check left out; tests/test_page_events.py).
                 try:
-                    a = self.analysis(r.shown, r.model, judged=True)[1]
+                    a = self.analysis(r.shown, r.model)[1]
                 except PreprocessError as e:       # an upload's file gone from the cache
                     return {n: f"⚠️ {e}" if n in ("status", "walk_text", "faithfulness") else None
                             for n in names}
@@ -141,7 +141,7 @@ class Page(Reading, DrawingHandlers, UploadHandlers, TestSetHandlers, ModelHandl
         if r.compare == r.model:
             return SAME_MODEL
         try:
-            return self.analysis(r.shown, r.compare, judged=True)
+            return self.analysis(r.shown, r.compare)
         except PreprocessError as e:
             return f"⚠️ {e}"
         except (CheckpointError, gr.Error) as e:
