@@ -177,6 +177,15 @@ def _ready(pg, name="mnist"):
                          f"window.vitInPage.sessions['{name}'].session", timeout=60_000)
 
 
+# Every animation frame for ~10 s: [the headline's data-stale, the drawing number the server's
+# answer echoes, the drawing number the canvas last sent].
+FRAMES = """() => { window.__frames = []; const f = () => {
+  const s = document.querySelector('#status'), a = document.querySelector('#answered .html-container');
+  window.__frames.push([s.getAttribute('data-stale'), parseInt(a?.textContent, 10) || 0,
+                        +document.querySelector('#drawpad [data-ready]').dataset.sent]);
+  if (window.__frames.length < 600) requestAnimationFrame(f); }; requestAnimationFrame(f); }"""
+
+
 def _stroke(pg, points=((0.28, 0.2), (0.72, 0.2), (0.42, 0.85)), steps=25):
     box = pg.locator("#drawpad canvas").bounding_box()
     at = [(box["x"] + x * box["width"], box["y"] + y * box["height"]) for x, y in points]
@@ -217,6 +226,10 @@ def test_while_the_pen_moves_the_page_answers_itself_and_asks_the_server_nothing
     stats = pg.evaluate("window.vitInPage.stats()")
     live = pg.evaluate("JSON.stringify(window.vitStrip.value())")
     stale = pg.get_attribute("#status", "data-stale")
+    # From the lift until the server's answer for this drawing, every frame: the headline shown
+    # is never the answer of the drawing before (a trial: "Draw a digit in the box" beside the
+    # strip's "3" for a second, as Gradio marked the echo busy and that was taken for the answer).
+    pg.evaluate(FRAMES)
     pg.mouse.up()
     assert during == [] and stats["frames"] >= 20, (during, stats)
     value = json.loads(live)
@@ -227,6 +240,10 @@ def test_while_the_pen_moves_the_page_answers_itself_and_asks_the_server_nothing
     pg.wait_for_function("() => (v => v && !v.inpage && v.live === false)(window.vitStrip.value())",
                          timeout=30_000)
     pg.wait_for_function("() => !document.querySelector('#status').hasAttribute('data-stale')")
+    frames = pg.evaluate("window.__frames")
+    early = [f for f in frames if f[1] < f[2] and not f[0]]
+    assert frames and not early, early[:3]
+    assert any(f[0] == "lifted" for f in frames), frames[:3]   # "Checking your finished drawing…"
     assert any("queue/join" in u for u in asked[len(during):])
     assert "7" in pg.inner_text("#status")
     # Issue 49, 8: who answers while the pen moves is not said beside an upload's answer.

@@ -64,6 +64,7 @@ function send(final) {
   if (example && inked) v.example = example;
   props.value = v;
   trigger(final ? "lift" : "live");
+  if (final && window.vitInPage && window.vitInPage.lifted) window.vitInPage.lifted();
 }
 
 function soon() {                      // throttled update while the pen moves

@@ -584,16 +584,30 @@
 
   // When the server's answer for the lifted pen arrives (the page echoes its drawing number in
   // #answered), its strip is drawn again, even when its value is the one it had before the pen
-  // went down (Gradio then sends no change), and the headline is current again.
+  // went down (Gradio then sends no change), and the headline is current again. Only the echo of
+  // the drawing last sent counts: Gradio marks #answered busy as soon as the lift is sent, and
+  // taking that for the answer showed the headline of the drawing before ("Draw a digit in the
+  // box") beside the strip's "3" until the server answered (a trial, on a busy machine).
+  const sent = () => +(document.querySelector("#drawpad [data-ready]")?.dataset.sent || 0);
   function watchAnswers() {
     const answered = document.querySelector("#answered");
     if (!answered) { setTimeout(watchAnswers, 500); return; }
     new MutationObserver(() => {
+      // (the number alone: Gradio's busy marker, with its own words, sits beside it)
+      const echo = answered.querySelector(".html-container") || answered;
+      if ((parseInt(echo.textContent, 10) || 0) < sent()) return;
       for (const id of STALE) document.getElementById(id)?.removeAttribute("data-stale");
       // (its strip's value lands beside the echo, maybe just after it)
       if (S.shown) { S.shown = false; setTimeout(() => window.vitStrip && window.vitStrip.reload(), 150); }
     }).observe(answered, {childList: true, subtree: true, characterData: true, attributes: true});
   }
+  // The pen lifted (canvas.js): what is hidden now waits for the server's answer, and says so.
+  S.lifted = function () {
+    for (const id of STALE) {
+      const el = document.getElementById(id);
+      if (el && el.hasAttribute("data-stale")) el.setAttribute("data-stale", "lifted");
+    }
+  };
   watchAnswers();
 
   S.greyInput = greyInput;          // for tests: the layout, apart from the model
