@@ -420,6 +420,15 @@ def test_how_it_learned_is_found_from_the_default_model(browser, app_server):
     title = learned.locator("button.label-wrap").inner_text()
     assert "not for this model; Handwritten digits (MNIST), 139 k parameters kept" in title
     assert "Model menu" in title
+    # Opened here, its words send the visitor to that model too, and it shows no slider that
+    # moves nothing (a trial: the title said "choose it in the Model menu", the body only
+    # "train one", under a slider).
+    open_panel(pg, "#learned", "How it learned")
+    pg.wait_for_function("() => document.querySelector('#learned-text')?.innerText"
+                         ".includes('Model menu')", timeout=30_000)
+    assert not pg.locator("#learned-when").is_visible()
+    assert not pg.locator("#learned-frame").is_visible()
+    open_panel(pg, "#learned", "How it learned")                 # folded again
     # (A teacher's trial: the switch turned the strip's step 4 from "all layers" to "one head",
     # unasked, because the new model's layer differs; its layer and head menus showed in
     # "all layers" mode too.)
@@ -1025,6 +1034,11 @@ def test_a_sweeps_models_side_by_side_and_how_they_learned(browser, sweep_server
     assert "rank correlation" in pg.locator("#compare-text").inner_text()
     pg.wait_for_function("() => document.querySelector('#compare-strip .said')?.innerText.trim()",
                          timeout=30_000)
+    # Who answers while the pen moves is said once, under the first strip (a trial read the
+    # second strip's copy, "the server answers until this browser has loaded the model", beside
+    # the first's "this browser answers itself"; the two shared one id).
+    assert pg.locator("#inpage-note").count() == 1
+    assert not pg.locator("#compare-strip #inpage-note").count()
     pg.locator("#compare-differ").click()
     pg.wait_for_function("() => document.querySelector('#compare-differences-text').innerText"
                          ".includes('test images')", timeout=120_000)

@@ -374,4 +374,6 @@ load();
 // model and the chosen layer, head and patch from.
 if (element.closest("#pipeline") || element.querySelector("#pipeline") || element.id === "pipeline")
   window.vitStrip = {show: show, reload: load, value: () => data};
+else      // who answers while the pen moves is the first strip's: the second model's never does
+  element.querySelector("#inpage-note")?.remove();
 element.dataset.ready = "1";

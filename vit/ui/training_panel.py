@@ -30,9 +30,14 @@ PRECISE = (
     "random at the start, it becomes a smooth bump around the patch as the model learns where "
     "things are. "
     "The answers use the finished model's temperature for every column.")
-NONE = ("This model keeps no training snapshots: it was trained before the trainer kept them, or "
-        "with `--snapshots none`. Train one with `python -m vit.train` (or `python -m vit.sweep`), "
-        "which keeps them, to watch it learn.")
+# (Where another model kept them, the panel's title names it: these words send the visitor there
+# first, as the title does — a trial read the title's "choose it in the Model menu" and, below
+# it, only "train one", and a slider that moved nothing.)
+NONE = ("This model kept no training snapshots (it was trained before the trainer kept them, or "
+        "with `--snapshots none`), so there is nothing to show here. Where another model kept "
+        "them, this panel's title names it: choose it in the Model menu above. To watch a model "
+        "of your own learn, train one with `python -m vit.train` (or `python -m vit.sweep`), "
+        "which keeps them.")
 
 
 UNREADABLE = ("This model's training snapshots could not be read (damaged, or made for another "
