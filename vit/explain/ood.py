@@ -306,8 +306,14 @@ def judge(ink: np.ndarray | None, probs: np.ndarray, config, far: float | None =
         return Verdict(False, "This doesn't look like anything the model was trained on.",
                        "unfamiliar")
     if threshold is not None and probs[best] < threshold:
-        what = f"any {noun}" if known else f"any of its {len(config.class_names)} classes"
-        return Verdict(False, f"The model isn't confident this is {what} (best guess "
-                              f"{config.class_names[best]} at {confidence(probs[best])}).",
-                       "unsure")
+        return Verdict(False, unsure_reason(config, config.class_names[best],
+                                            confidence(probs[best])), "unsure")
     return ACCEPT
+
+
+def unsure_reason(config, best: str, p: str) -> str:
+    """The sentence for a top class below the threshold (`p`: its probability, as written); the
+    page's own model fills the same words in ("{best}", "{p}": vit/ui/inpage.py)."""
+    what = (f"any {config.noun}" if config.spec is not None
+            else f"any of its {len(config.class_names)} classes")
+    return f"The model isn't confident this is {what} (best guess {best} at {p})."

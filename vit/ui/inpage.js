@@ -185,7 +185,9 @@
             classes: order.slice(0, 5).map(i => [e.classes[i], probs[i]]), answer: answer,
             refused: refused, live: true, colour: e.style.colour, even: 1 / T,
             head_map: Array.from(row), rollout: Array.from(roll.subarray(1)), lead: null,
-            share: null, drove: null, agree: null, inpage: true};
+            share: null, drove: null, agree: null, inpage: true,
+            reason: refused && e.unsure ? e.unsure.replace("{best}", first)
+              .replace("{p}", probs[order[0]] < 0.0005 ? "<0.1 %" : (100 * probs[order[0]]).toFixed(1) + " %") : null};
   }
 
   // As vit/ui/words.py says it: "a 7", "an 8", "a T-shirt".

@@ -150,6 +150,7 @@ class InPage:
                 "grid": cfg.image_size // cfg.patch_size, "layers": cfg.depth, "heads": cfg.heads,
                 "classes": list(config.class_names), "temperature": config.temperature,
                 "reject_below": config.reject_below, "not_label": not_label(config),
+                "unsure": ood.unsure_reason(config, "{best}", "{p}"),
                 "style": {"name": style.name, "colour": style.colour, "box": style.box,
                           "by_mass": style.by_mass, "strokes": style.strokes},
                 # The server's "not a digit" rules the page applies itself (inpage.js): the ink

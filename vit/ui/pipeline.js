@@ -175,6 +175,12 @@ function drawAnswer() {
   head.className = "said" + (data.refused ? " refused" : "");
   head.textContent = data.answer;
   box.appendChild(head);
+  if (data.refused && data.reason) {      // why not; the bars are what the model alone reads
+    const why = document.createElement("div");
+    why.className = "why-not";
+    why.textContent = `${data.reason} On its own the model reads:`;
+    box.appendChild(why);
+  }
   for (const [name, p] of data.classes) {
     const row = document.createElement("div");
     row.className = "bar"; row.setAttribute("role", "listitem");

@@ -166,6 +166,9 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         # second rounding in the page read 95.65 % as 95.7 beside the headline's 95.6 %.
         "classes": [[str(p.class_names[i]), round(float(a.probs[i]), 3)] for i in order],
         "answer": answer_line(p, a), "refused": not a.is_class, "live": bool(live),
+        # Why not, under the refusal: the bars below it are what the model alone would read (a
+        # trial read "Not a digit" over "1 >99.9 %" as a broken rule; the sentence is the ink's).
+        "reason": (a.verdict.reason or None) if not a.is_class else None,
         "colour": bool(p.config.style.colour),
         # Each token's weight were attention spread evenly (both maps are rows over all tokens,
         # [CLS] included): the tick on the strip's scale, as on every map's bar.
