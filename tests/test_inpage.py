@@ -306,6 +306,10 @@ def test_while_the_pen_is_down_the_strip_is_the_only_answer_on_screen(browser, a
                          " && !document.querySelector('#status').hasAttribute('data-stale')",
                          timeout=30_000)
     assert pg.locator("#pipeline").bounding_box()["y"] == strip_top
+    # The strip's answer says why too, and what its bars are (a trial read "Not a digit" over
+    # "1 >99.9 %" as a broken rule).
+    why_not = pg.locator("#pipeline .s-answer .why-not").inner_text()
+    assert "flat dash" in why_not and "On its own the model reads" in why_not, why_not
     pg.close()
 
 
