@@ -43,7 +43,8 @@ def test_other_writers_scans_are_read_and_almost_never_refused(mnist):
     cells, labels = optdigits()
     got = read_all(mnist, [scan(c, 8, Image.BICUBIC) for c in cells[::3]], labels[::3])
     assert got["errors"] == 0 and got["not one of these"] <= 0.01
-    assert got["right"] >= 0.935                     # 94.7 % of all 1,797 (2026-11-27)
+    # 94.7 % of these 599 (2026-11-28; 93.7 % with the model before the coarse-scan fine-tune)
+    assert got["right"] >= 0.94
 
 
 def test_printed_digits_in_every_shipped_typeface_are_read(mnist):
