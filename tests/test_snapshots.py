@@ -114,7 +114,8 @@ def test_off_and_bad_values(tiny_data, tmp_path, capsys):
 def test_the_no_snapshot_words_for_a_bundled_model():
     p = Predictor("checkpoints/mnist", "cpu")
     picture, large, words = training_panel.render(p, p.analyse(np.asarray(render_digit("4"))), 3)
-    assert picture is None is large and "keeps no training snapshots" in words
+    assert picture is None is large and "kept no training snapshots" in words
+    assert "Model menu" in words                 # sent to the model that kept them, as the title
 
 
 @pytest.mark.train
