@@ -138,15 +138,17 @@ def _heat(values: np.ndarray, image: np.ndarray, size: int, cmap: str, vmin: flo
 
 
 def _colour_bar(c: _Canvas, cmap: str, vmin: float, vmax: float, x: int, y: int, h: int,
-                mark: tuple[float, str] | None = None) -> None:
-    """A vertical colour bar, vmax at the top, its ends and middle labelled; `mark`: (value,
-    label) of a level to mark on it in cyan (its label moved clear of the others)."""
+                mark: tuple[float, str] | None = None, fmt=None) -> None:
+    """A vertical colour bar, vmax at the top, its ends and middle labelled (`fmt`: how, default
+    a plain number); `mark`: (value, label) of a level to mark on it in cyan (its label moved
+    clear of the others)."""
+    fmt = fmt or _tick
     ramp = colorize(np.linspace(vmax, vmin, h)[:, None].repeat(12, 1), vmax, vmin, cmap)
     c.paste(ramp, x, y)
     c.draw.rectangle([x - 1, y - 1, x + 12, y + h], outline=FAINT)
     ticks = ((vmax, y + 5), ((vmax + vmin) / 2, y + h // 2), (vmin, y + h - 6))
     for v, yy in ticks:
-        c.text(x + 16, yy, _tick(v), 11, INK, "lm")
+        c.text(x + 16, yy, fmt(v), 11, INK, "lm")
     if mark is not None:
         value, label = mark
         u = y + round((vmax - value) / (vmax - vmin) * (h - 1))
@@ -233,7 +235,10 @@ def _head_row(c: _Canvas, w: WalkThrough, image: np.ndarray, y: int) -> None:
     top = scale_top(float(w.weights[1:].max()), G)
     x = 610
     c.paste(_heat(w.weights[1:].reshape(G, G), image, size, CMAP, 0.0, top, patch), x, y)
-    _colour_bar(c, CMAP, 0.0, top, x + size + 6, y, size, (1 / T, f"1/{T}"))
+    # (a share, as the caption's "[CLS] gets 2.0 %" and every share on the page: a trial read
+    # "0 … 0.05 … 0.1" on this bar beside the caption's per cent)
+    _colour_bar(c, CMAP, 0.0, top, x + size + 6, y, size, (1 / T, f"1/{T}"),
+                fmt=lambda v: "0" if v == 0 else share(v))
     c.text(x, y - 36, "9. softmax: weights, sum 1", 13)
     c.text(x, y - 19, f"[CLS] gets {share(float(w.weights[0]))} · cyan: uniform 1/{T}", 11, FAINT)
     c.text(905, y + size // 2, "→", 22, FAINT, "mm")

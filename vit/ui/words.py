@@ -79,7 +79,7 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "the two maps' patch ranks. It compares maps on different scales, which their values "
         "cannot."),
     "lens": (
-        "Logit lens: what each layer's tokens would answer if the model stopped right there.",
+        "What each layer's tokens would answer if the model stopped right there.",
         "After each layer every token goes through the final LayerNorm and the classifier head "
         "(nostalgebraist 2020, for language models): where [CLS]'s answer settles, and which "
         "patch tokens already read as the class. Early layers were never trained to be read "
