@@ -235,7 +235,8 @@ def test_upload_and_example(page, tmp_path):
     page.screenshot(path=SHOTS / "3-uploaded.png", full_page=True)
     page.get_by_role("tab", name="Draw").click()        # the canvas's own answer again
     page.wait_for_function("() => !document.querySelector('#status').innerText.includes('as 4')")
-    page.locator("#draw-examples .thumbnail-item").nth(2).click()      # the example "2"
+    # Each tile is named by what it shows, not "Thumbnail 3 of 10" (a trial, with the keyboard).
+    page.get_by_role("button", name="Example: 2", exact=True).click()
     wait_status(page, "Example: a drawn 2 — read as 2")
     page.screenshot(path=SHOTS / "4-example.png", full_page=True)
 

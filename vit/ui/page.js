@@ -189,6 +189,14 @@
     document.querySelectorAll("#glance button:not([role])").forEach(b => {
       b.setAttribute("role", "none"); b.tabIndex = -1;
     });
+    // Gradio names every gallery tile "Thumbnail 3 of 10", which a screen reader says instead of
+    // what the tile shows (a trial, with the keyboard): the tile's caption is its name.
+    document.querySelectorAll("#draw-examples button.thumbnail-item, #testset-gallery button.thumbnail-item")
+      .forEach(b => {
+        const said = b.querySelector("img")?.alt || b.querySelector(".caption-label")?.textContent;
+        const name = (b.closest("#draw-examples") ? "Example: " : "Test image: ") + (said || "").trim();
+        if (said && b.getAttribute("aria-label") !== name) b.setAttribute("aria-label", name);
+      });
   }
   new MutationObserver(tidy).observe(document.body, {childList: true, subtree: true});
   tidy();
