@@ -178,11 +178,12 @@ def _ready(pg, name="mnist"):
 
 
 # Every animation frame for ~10 s: [the headline's data-stale, the drawing number the server's
-# answer echoes, the drawing number the canvas last sent].
+# answer echoes, the drawing number the canvas last sent, the strip's readout line].
 FRAMES = """() => { window.__frames = []; const f = () => {
   const s = document.querySelector('#status'), a = document.querySelector('#answered .html-container');
   window.__frames.push([s.getAttribute('data-stale'), parseInt(a?.textContent, 10) || 0,
-                        +document.querySelector('#drawpad [data-ready]').dataset.sent]);
+                        +document.querySelector('#drawpad [data-ready]').dataset.sent,
+                        document.querySelector('#pipeline .readout').innerText]);
   if (window.__frames.length < 600) requestAnimationFrame(f); }; requestAnimationFrame(f); }"""
 
 
@@ -244,6 +245,10 @@ def test_while_the_pen_moves_the_page_answers_itself_and_asks_the_server_nothing
     early = [f for f in frames if f[1] < f[2] and not f[0]]
     assert frames and not early, early[:3]
     assert any(f[0] == "lifted" for f in frames), frames[:3]   # "Checking your finished drawing…"
+    # … and the strip, still the page's own answer then, no longer says "reading while you draw"
+    waiting = [f[3] for f in frames if f[1] < f[2]]
+    assert waiting and not any("while you draw" in t for t in waiting), waiting[:3]
+    assert any("checking the finished drawing" in t for t in waiting), waiting[:3]
     assert any("queue/join" in u for u in asked[len(during):])
     assert "7" in pg.inner_text("#status")
     # Issue 49, 8: who answers while the pen moves is not said beside an upload's answer.

@@ -605,6 +605,7 @@
   }
   // The pen lifted (canvas.js): what is hidden now waits for the server's answer, and says so.
   S.lifted = function () {
+    if (S.shown && window.vitStrip && window.vitStrip.lifted) window.vitStrip.lifted();
     for (const id of STALE) {
       const el = document.getElementById(id);
       if (el && el.hasAttribute("data-stale")) el.setAttribute("data-stale", "lifted");

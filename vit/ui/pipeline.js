@@ -198,7 +198,8 @@ function say() {
   const m = marked();
   readout.replaceChildren();
   if (!data) return;
-  const live = data.live ? " (reading while you draw)" : "";
+  const live = data.live === "lifted" ? " (checking the finished drawing)"
+    : data.live ? " (reading while you draw)" : "";
   if (m === null) {
     readout.textContent = "Point at (or tap) a patch to follow it through every step." + live;
     return;
@@ -379,7 +380,9 @@ load();
 // The first screen's strip (not the compare panel's): what inpage.js draws into, and reads the
 // model and the chosen layer, head and patch from.
 if (element.closest("#pipeline") || element.querySelector("#pipeline") || element.id === "pipeline")
-  window.vitStrip = {show: show, reload: load, value: () => data};
+  window.vitStrip = {show: show, reload: load, value: () => data,
+                     // the pen lifted: the page's own answer waits for the server's (inpage.js)
+                     lifted: () => { if (data && data.live) { data.live = "lifted"; say(); } }};
 else      // who answers while the pen moves is the first strip's: the second model's never does
   element.querySelector("#inpage-note")?.remove();
 element.dataset.ready = "1";
