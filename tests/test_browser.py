@@ -745,6 +745,15 @@ def test_no_tour_bubble_covers_the_lesson(browser, app_server, size):
           }
           return out; }""", others)
         assert not covered, (n, covered)
+        # The outline round the strip's one-line answer (a phone's step 4) leaves the colour
+        # bar's end labels above it readable (a trial: it lay over "0 … 10.0 %").
+        gap = pg.evaluate("""() => { const d = document.querySelector('#pipeline .drove.tour-target');
+          if (!d) return null; const s = getComputedStyle(d);
+          const reach = Math.max(0, parseFloat(s.outlineOffset) + parseFloat(s.outlineWidth));
+          const above = [...document.querySelectorAll('#pipeline .scale')]
+            .filter(e => e.checkVisibility()).map(e => e.getBoundingClientRect().bottom);
+          return above.length ? d.getBoundingClientRect().top - reach - Math.max(...above) : null; }""")
+        assert gap is None or gap >= 0, (n, gap)
         # its "n / 5" readable on the dark bubble at every step (inside the strip, the strip's
         # text colour once made it dark on dark)
         assert pg.evaluate("getComputedStyle(document.querySelector('#tour .tour-count')).color"
