@@ -933,8 +933,15 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     began at y=468 over a canvas running to y=626; the strip's "Most: patch 39" said nothing of
     what it was; the tour's step 4 described a part the phone does not show."""
     ctx, pg = fresh(browser, app_server, 390, 664)
+    # The page places the canvas above the pinned answer once the answer has its height (its
+    # strip and what it rests on drawn): read where it put it only then (on a busy machine the
+    # test once read the page before it had moved, and scrolled "back" to the wrong place).
+    pg.wait_for_function("() => document.querySelector('#pipeline .said')?.innerText.trim()"
+                         " && document.querySelector('#pipeline .drove')?.innerText.trim()",
+                         timeout=30_000)
     pg.wait_for_function("""() => document.querySelector('#drawpad canvas').getBoundingClientRect().bottom
         <= document.querySelector('#result-col').getBoundingClientRect().top""", timeout=10_000)
+    pg.wait_for_timeout(500)
     top = pg.evaluate("document.querySelector('#drawpad canvas').getBoundingClientRect().top")
     assert top >= 0                                        # the whole canvas, above the answer
     pg.screenshot(path=SHOTS / "49-2-phone-visible.png")
