@@ -301,6 +301,8 @@ def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
     (["--weight-decay", "inf"], "--weight-decay must be a finite number"),
     (["--resume", "--overwrite"], "pass only one"),
     (["--erase", "1.5"], "--erase must be in [0, 1]"),
+    (["--coarse", "1.5"], "--coarse must be in [0, 1]"),
+    (["--dataset", "fashion-mnist", "--coarse", "0.2"], "fashion-mnist is not digits"),
     (["--teacher-width", "0"], "--teacher-width must be between 1 and 1024"),
 ])
 def test_bad_flags_give_a_clear_message(flags, message, capsys):

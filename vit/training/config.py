@@ -123,8 +123,8 @@ class TrainConfig:
                 "stroke widened by a pixel each side (vit/data/thicken.py; 0 = off)"})
     coarse: float = field(default=0.0, metadata={
         "help": "probability that a training digit is shown as a form reader stores it: its box "
-                "stretched to a square, 8x8 cells of 17 grey levels, enlarged and laid out as an "
-                "upload (vit/data/coarse.py; 0 = off)"})
+                "scaled to full height and half to four fifths of that wide, 8x8 cells of 17 grey "
+                "levels, enlarged and laid out as an upload (vit/data/coarse.py; 0 = off)"})
     filled: float = field(default=0.0, metadata={
         "help": "probability that a training image is shown as a flat silhouette, as a garment "
                 "drawn and filled on the page is (vit/data/filled.py; 0 = off)"})
