@@ -119,6 +119,17 @@ def test_what_the_answer_rests_on_is_the_measured_lead_map_with_the_others_said(
 def test_the_answer_is_announced_and_the_strips_patches_work_from_the_keyboard(browser, app_server):
     pg = opened(browser, app_server[1])
     assert pg.locator("#status").get_attribute("aria-live") == "polite"
+    # What the live region holds at each change is the answer alone (a screen reader says all of
+    # it): Gradio's progress words inside it ("queue: 1/1 | processing | 0.1/0.2s") were said too.
+    pg.evaluate("""() => { const s = document.querySelector('#status'); window.said = [];
+        new MutationObserver(() => window.said.push(s.innerText))
+            .observe(s, {childList: true, subtree: true, characterData: true}); }""")
+    pg.locator("#draw-examples button.thumbnail-item").nth(3).click()
+    pg.wait_for_function("() => document.querySelector('#status').innerText.includes('drawn 3')")
+    pg.wait_for_function("() => document.querySelector('#glance img')")       # the "why" lane
+    pg.wait_for_timeout(1000)
+    said = pg.evaluate("window.said")
+    assert said and not [s for s in said if re.search(r"processing|queue|\d\.\ds", s)], said
     patches = pg.locator("#pipeline canvas.c-patches")
     patches.focus()
     assert pg.evaluate("() => document.activeElement.classList.contains('c-patches')")

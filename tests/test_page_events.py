@@ -291,6 +291,28 @@ def _components(demo) -> dict:
     out = {}
     fns = {getattr(f.fn, "__name__", ""): f for f in demo.fns.values()}
     for fn, names in (("analyse_drawing", page_module.ANALYSIS),
-                      ("why", render.EXPLAINED + render.FOLDED_VIEWS)):
+                      ("why", render.AFTER_ANALYSIS)):
         out.update(zip(names, fns[fn].outputs))
     return out
+
+
+def test_a_headline_lost_on_the_answers_lane_is_said_by_the_why_lane(demo):
+    """A new visitor's headline once stayed "Draw a digit in the box" beside the example's strip
+    and maps (the browser lanes, twice). Whatever loses the answer's headline, the lane that then
+    draws the maps says it again: the headline and the maps are of one record."""
+    status = _components(demo)["status"]
+
+    class Lossy(PageEvents):
+        def _run(self, f, data) -> None:
+            self.running = getattr(f.fn, "__name__", "")
+            super()._run(f, data)
+
+        def _set(self, outputs, out) -> None:
+            if self.running == "analyse_drawing" and isinstance(out, dict):
+                out = {c: v for c, v in out.items() if c is not status}     # lost on its way
+            super()._set(outputs, out)
+
+    page = Lossy(demo, "lossy")
+    assert "Draw a" in page.values[status._id]
+    page.draw({"png": drawing_value(_ink("3", 0))["png"], "seq": next(page.sent)})
+    assert "reads this as **3**" in page.values[status._id], page.values[status._id]
