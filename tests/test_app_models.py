@@ -232,9 +232,11 @@ def test_hostile_target_and_head_values_are_ignored(grids_page, tmp_path):
     heads = why_panel.heads_switched(grids_page, visit, ["9,9", "a,b", "0", None, "0,0", "0,0"])["ablation"]
     assert "With 1 head off" in heads
     assert "Nothing switched off" in why_panel.heads_switched(grids_page, visit, "0,0")["ablation"]
-    # Nothing on screen: the answer's map says nothing; the closed panels are not drawn.
+    # Nothing on screen: the answer's map says nothing, the headline asks for a drawing; the
+    # closed panels are not drawn.
     assert grids_page.why(grids_page.visit()) == {"glance": None, "glance_text": "",
-                                                  "pipeline": None}
+                                                  "pipeline": None,
+                                                  "status": "### ✏️ Draw a digit in the box"}
 
 
 def test_hostile_slider_and_patch_values_are_clamped(grids_page, tmp_path):
@@ -505,6 +507,48 @@ def test_a_model_switchs_rereading_never_replaces_a_newer_drawing(grids_page, mo
     grids_page.choose_model(visitor, "grid4")
     assert grids_page.reanalyse(visitor) == {}
     assert visitor.record.shown.empty and visitor.record.shown.number == 4
+
+
+def test_a_lifts_answer_overtaken_by_a_clear_changes_nothing(grids_page, monkeypatch):
+    """Clear clicked just after the pen lifted (a trial: within 50 ms, 3 tries of 8): with two
+    requests at a time the empty canvas was answered first, then the 7's answer landed over it,
+    and the page showed "reads this as 7" and its maps beside an empty canvas. The older
+    drawing's answer now changes nothing."""
+    visitor = grids_page.visit()
+    slow = grids_page._drawing
+
+    def cleared_meanwhile(value, *args, **kwargs):
+        out = slow(value, *args, **kwargs)
+        if value["seq"] == 3:                   # the 7 is being read: Clear's lift overtakes it
+            cleared = {"png": None, "seq": 4}
+            assert "Draw a digit" in grids_page.analyse_drawing(visitor, cleared, "mnist", True,
+                                                                2, 1)["status"]
+        return out
+    monkeypatch.setattr(grids_page, "_drawing", cleared_meanwhile)
+    seven = canvas_value(_example_ink("7"), seq=3)
+    assert grids_page.analyse_drawing(visitor, seven, "mnist", True, 2, 1) == {}
+    assert visitor.record.shown.empty and visitor.record.drawing.number == 4
+    assert "Draw a digit" in grids_page.why(visitor)["status"]
+
+
+def test_the_draw_tabs_select_at_load_never_hides_the_example(grids_page, monkeypatch):
+    """Gradio selects the Draw tab as the page loads, and its handler reads the canvas before the
+    example put on it is sent: landing after the example's answer, it put "Draw a digit" over it
+    (the browser lanes: the headline so, beside the example's strip and maps). The example's
+    answer now stays on screen, headline and all."""
+    visitor = grids_page.visit()
+    slow = grids_page._drawing
+
+    def example_meanwhile(value, *args, **kwargs):
+        out = slow(value, *args, **kwargs)
+        if not value.get("seq"):                       # the Draw tab's read of the bare canvas
+            grids_page.analyse_drawing(visitor, canvas_value(_example_ink("7"), seq=1), "mnist",
+                                       True, 2, 1)
+        return out
+    monkeypatch.setattr(grids_page, "_drawing", example_meanwhile)
+    out = grids_page.to_draw_tab(visitor, {"png": None}, "mnist", True, 2, 1)
+    assert isinstance(visitor.record.shown, Shown) and visitor.record.shown.number == 1
+    assert "Draw a digit" not in out["status"] and "reads this as" in out["status"], out["status"]
 
 
 def test_a_model_switch_never_rereads_a_drawing_older_than_one_already_sent(grids_page):

@@ -1093,3 +1093,19 @@ def test_the_logit_lens_and_the_scoreboard(page):
     assert "raw attention" in text and "rank corr." in text
     page.locator("#sanity").scroll_into_view_if_needed()
     page.screenshot(path=SHOTS / "31-scoreboard.png")
+
+
+def test_clear_right_after_the_lift_leaves_no_answer_beside_an_empty_canvas(page):
+    """A trial: Clear clicked within 50 ms of the pen's lift left "reads this as 7", the strip's
+    7 and its map beside the empty canvas (3 tries of 8): the 7's answer landed over the Clear's,
+    and the Clear's "why" lane was dropped while the 7's ran."""
+    page.get_by_role("tab", name="Draw").click()
+    for attempt in range(4):
+        clear(page)
+        wait_status(page, "Draw a digit")
+        draw(page, "7")                                   # the pen lifts at its end
+        clear(page)
+        page.wait_for_timeout(3000)                       # every lane's answer in
+        said = status(page)
+        assert "Draw a digit" in said, (attempt, said)
+        assert page.locator("#glance img").count() == 0, attempt

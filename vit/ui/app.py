@@ -212,7 +212,10 @@ class Wiring:
     # One lane for the slow panels, apart from the answer's: they never hold up the next
     # drawing's answer. After every analysis (the answer first): "What drove it", then the
     # panels drawn only while open (the step-by-step walk: ~40 ms per change).
-    LATER = dict(QUIET, concurrency_limit=1, concurrency_id="why")
+    # always_last: a "why" asked for while one is still running runs after it (Gradio's default,
+    # "once", dropped it: Clear clicked just after a lift left the cleared 7's headline and
+    # maps, drawn by the 7's lane, on the page; a trial, 3 tries of 8).
+    LATER = dict(QUIET, concurrency_limit=1, concurrency_id="why", trigger_mode="always_last")
     MODEL_VIEWS = mechanism_panel.MODEL_VIEWS
     # The views an event may send, each only if its drawing read a field the event changed
     # (vit/ui/render.py): on the quick lane every view but the "why" maps; on the "why" lane all.

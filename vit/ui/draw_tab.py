@@ -103,7 +103,8 @@ class DrawingHandlers:
         Draw tab's input; on another tab (a model switch put its example on the hidden canvas)
         it shows only where that tab has no input of its own and a drawing was on screen."""
         base, number = visit.record, int(seq(value) or 0)
-        visit.note_drawing(number)
+        if visit.note_drawing(number):
+            return {}
         p = self.predictor(name)
         item, a = self._drawing(value, p, name)
         # Whether it goes on screen, by the page as it is now, not as it was when this started:
@@ -113,7 +114,13 @@ class DrawingHandlers:
                                      and now.on_screen in (None, "drawing"))
         mine = replace(base.showing(item, "drawing", show), model=name, shared=shared,
                        layer=layer, head=head)
-        return self._commit(visit, base, mine, known=(item, a))
+        # Overtaken while it was read (Clear clicked just after the lift, its empty canvas
+        # answered first on the other worker): the newer drawing's answer stands. Checked under
+        # the lock that lands records, so no newer drawing lands between the check and this.
+        with visit.turn():
+            if visit.note_drawing(number):
+                return {}
+            return self._commit(visit, base, mine, known=(item, a))
 
     def load_example(self, name: ModelName, evt: Click):
         """A click on an example under the canvas: that drawing on the canvas (which then sends
@@ -147,17 +154,26 @@ class DrawingHandlers:
         drawing = base.drawing
         if drawing is not None and drawing.model == name and drawing.number == number:
             item, a = drawing, None                   # already read by this model
-        elif visit.note_drawing(number):
+        elif self._overtaken(visit, number):
             # The canvas as it was at the click: a drawing the visitor sent since (a Clear
             # clicked right after the tab, whose lift runs beside this) has its own answer.
             return self._show_tab(visit, base, self._newer_drawing(visit, base))
         else:
             item, a = self._drawing(value, self.predictor(name), name)
-            if visit.note_drawing(number):
-                return self._show_tab(visit, base, self._newer_drawing(visit, base))
         mine = replace(base.showing(item, "drawing"), tab="draw", model=name, shared=shared,
                        layer=layer, head=head)
-        return self._show_tab(visit, base, mine, (item, a))
+        with visit.turn():           # checked where records land: none lands in between
+            if self._overtaken(visit, number):
+                return self._show_tab(visit, base, self._newer_drawing(visit, base))
+            return self._show_tab(visit, base, mine, (item, a))
+
+    @staticmethod
+    def _overtaken(visit: Visit, number: int) -> bool:
+        """Whether the canvas has sent a drawing newer than drawing `number` — any drawing at
+        all, for a canvas value with no number: Gradio selects the Draw tab as the page loads,
+        and that select read the canvas before the example on it was sent; landing after the
+        example's answer, it put "Draw a digit" over it (the browser lanes, twice)."""
+        return visit.note_drawing(number) or (not number and visit.drawn > 0)
 
     @staticmethod
     def _newer_drawing(visit: Visit, base: Record) -> Record:

@@ -399,7 +399,7 @@ def wire(w, c: WhyPanel) -> None:
     # Opened, it is drawn from the maps the "why" lane keeps: on that lane.
     w.opens(OPEN, c.accordion, w.EVERY, **w.LATER)
     w.on(c.target.change, functools.partial(choose_target, page), [c.target], w.EVERY,
-         trigger_mode="always_last", **w.LATER)
+         **w.LATER)                                                    # (always_last)
     w.on(c.heads.change, functools.partial(heads_switched, page), [c.heads], w.QUICK,
          trigger_mode="always_last", **w.QUIET)
     w.on(c.measure.click, functools.partial(measure, page), [], ("faithfulness", "sanity"),
