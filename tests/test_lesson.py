@@ -97,6 +97,12 @@ def test_what_the_answer_rests_on_is_the_measured_lead_map_with_the_others_said(
     pg = opened(browser, app_server[1])
     said = pg.locator("#glance-text").inner_text()
     assert "by occlusion" in said and "removed the answer fastest" in said
+    # How it was measured, unfolded: its words are Markdown read (a trial saw the raw link
+    # "[Rank correlation](#term-rank)"), and no correlation reads "-0.00".
+    pg.locator("#glance-text summary").click()
+    how = pg.locator("#glance-text details").inner_text()
+    assert "Rank correlation with it here" in how and "](#" not in how and "-0.00" not in how, how
+    assert pg.locator('#glance-text details a[href="#term-rank"]').count() == 1
     assert "rank the patches alike" in said or "at other patches" in said
     drove = pg.locator("#pipeline .drove").inner_text()
     assert "Hiding patch" in drove and "lowers the answer most" in drove and "patch patch" not in drove

@@ -110,6 +110,13 @@ def test_the_strip_writes_each_probability_as_the_headline_does(page):
     assert checked > 10_000
 
 
+def test_a_correlation_reads_one_way_everywhere():
+    """Signed, two decimals, and never "-0.00" (a trial read "relevance -0.00")."""
+    from vit.text import correlation
+    assert [correlation(r) for r in (0.354, -0.41, -0.004, 0.004, 0.0, 1.0)] == \
+        ["+0.35", "-0.41", "0.00", "0.00", "0.00", "+1.00"]
+
+
 def test_no_answer_says_the_model_is_certain(page):
     """A trial: every confident drawing read "100.0 %" (and the other classes "0.0 %"), which
     says the model cannot be wrong. A calibrated probability of 0.99996 reads ">99.9 %", one

@@ -65,3 +65,10 @@ def confidence(p: float) -> str:
     every confident drawing reading "100.0 %"). pipeline.js `conf` writes the strip's the same."""
     v = float(p)
     return HIGH if v >= 0.9995 else LOW if v < 0.0005 else percent(v)
+
+
+def correlation(r: float) -> str:
+    """A correlation as the page writes every one: signed, two decimals ("+0.35", "-0.41"), and
+    a value that rounds to zero as "0.00", never "-0.00" (a trial read "relevance -0.00")."""
+    text = f"{float(r):+.2f}"
+    return "0.00" if text in ("+0.00", "-0.00") else text

@@ -9,6 +9,7 @@ from PIL import Image, ImageDraw
 
 from vit.explain.scoreboard import METHODS, Scoreboard
 from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
+from vit.text import correlation
 
 LABEL = 22           # pixels of each row's label above it
 GAP = 8
@@ -28,7 +29,7 @@ def sanity_picture(img: np.ndarray, board: Scoreboard, depth: int, tile: int = 1
             # pictures' font has no Greek letters); the longer words cut the title short on a
             # 168-pixel tile ("rank corr. +0.99 (max 0.0…"). Occlusion's unit is in its title.
             name = "occlusion, log-odds" if k == "occlusion" else k
-            title = name if maps is board.maps else f"{name}: rho {board.correlation[k]:+.2f}"
+            title = name if maps is board.maps else f"{name}: rho {correlation(board.correlation[k])}"
             if k in ATTENTION:      # as on the page: an even spread is dark, not a full-scale glow
                 tiles.append(single_map_picture(img, shown, title, size=tile,
                                                 uniform=uniform_level(shown.shape[0]),

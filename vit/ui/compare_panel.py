@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 from vit.explain.faithful import spearman
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
-from vit.text import confidence, md, percent
+from vit.text import confidence, correlation, md, percent
 from vit.ui import pipeline, testset_tab, views
 from vit.ui.boundary import SecondModel
 from vit.ui.pipeline import PipelineStrip
@@ -139,7 +139,7 @@ def render(p: Predictor, a: Analysis, p2: Predictor, a2: Analysis, layer, head, 
     verdict = "They agree." if agree else "**They disagree.**"
     rho = look_alike(a.explanation.rollout_map, a2.explanation.rollout_map)
     where = ("" if rho is None else
-             f" Where they look (rollout): rank correlation {rho:+.2f} — "
+             f" Where they look (rollout): rank correlation {correlation(rho)} — "
              + ("much the same places." if rho >= 0.7 else "partly the same places." if rho >= 0.3
                 else "different places."))
     text = f"{n1} reads {t1}; {n2} reads {t2}. {verdict}{where}"

@@ -13,7 +13,7 @@ from vit.explain.faithful import spearman
 from vit.inference import Analysis, Predictor
 from vit.pictures.attention_maps import uniform_level
 from vit.pictures.over_training import filmstrip
-from vit.text import confidence, md
+from vit.text import confidence, correlation, md
 from vit.training import snapshots
 from vit.ui.boundary import Percent
 from vit.ui.gradio_patches import FreeSlider
@@ -141,7 +141,7 @@ def settled(frames: list) -> str:
     rho = spearman(first.ravel(), last.ravel())
     return (f" Where [CLS] gathered from hardly moved over training (no patch's share changed "
             f"by {100 * limit:.1f} percentage points or more; rank correlation of the first and last maps "
-            f"{rho:+.2f}), so the top row barely changes: what the model learnt is elsewhere, in "
+            f"{correlation(rho)}), so the top row barely changes: what the model learnt is elsewhere, in "
             f"what its layers do with the tokens, and (bottom row) in where each patch is.")
 
 

@@ -14,7 +14,7 @@ from vit.explain.scoreboard import METHODS, RANDOM
 from vit.inference import Analysis, Explained, Predictor
 from vit.pictures.attention_maps import single_map_picture, uniform_level
 from vit.pictures.sanity import ATTENTION, sanity_picture
-from vit.text import confidence, md, percent
+from vit.text import confidence, correlation, md, percent
 from vit.ui.boundary import HeadsOff, Target
 from vit.ui.record import ANSWER, Shown
 from vit.ui.words import alt, caption, term
@@ -123,7 +123,7 @@ def faithfulness(p: Predictor, a: Analysis) -> tuple[str, np.ndarray]:
     depth = p.model.cfg.depth
     rows = "\n".join(
         f"| {k} | {percent(board.deletion[k])} | {percent(board.insertion[k])} | "
-        + (f"{board.correlation[k]:+.2f}{' ⚠️' if board.correlation[k] >= SAME else ''} |"
+        + (f"{correlation(board.correlation[k])}{' ⚠️' if board.correlation[k] >= SAME else ''} |"
            if k in board.correlation else "— |")
         for k in (*METHODS, RANDOM))
     table = (f"| map | {term('deletion', 'deletion')} ↓ | {term('insertion', 'insertion')} ↑ | "
@@ -272,7 +272,7 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
            "(Averaged over many images when the model was made, so the scoreboard below, which "
            "tests this one input, gives other figures.) "
            if deletion else "") + (f"{term('rank', 'Rank correlation')} with it here: "
-                                   + ", ".join(f"{k} {r:+.2f}" for k, r in rho.items()) + ".")
+                                   + ", ".join(f"{k} {correlation(r)}" for k, r in rho.items()) + ".")
     # Words a person can check by erasing: a sure answer that no single patch moves much rests
     # on many (a trial erased the "most" patch and the answer stayed at 99.5 %).
     many = ""
@@ -283,8 +283,10 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     outside = "" if a.is_class else (
         f"**{md(p.not_label[:1].upper() + p.not_label[1:])}**: below is only what its best "
         f"guess, {md(raw)}, would rest on. ")
+    # (blank lines round its inside: Markdown in an HTML block is read only after one, and the
+    # glossary link there showed as "[Rank correlation](#term-rank)")
     text = (f"{outside}**What the answer rests on, by {term(lead)}**: {measured}.{many} {agree}\n\n"
-            f"<details><summary>How this was measured</summary>{how}</details>")
+            f"<details><summary>How this was measured</summary>\n\n{how}\n\n</details>")
     return pic, text
 
 
