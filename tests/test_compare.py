@@ -41,14 +41,20 @@ def test_a_model_beside_itself_is_refused_and_the_two_mnist_models_are_compared(
     assert out["compare_text"] == SAME_MODEL and out["compare_maps"] is None
     out = compare_panel.choose_compare(page, seven, "mnist-small")
     text = out["compare_text"]
-    assert "mnist reads **7**" in text and "mnist-small reads **7**" in text and "They agree." in text
+    # Named as the Model menu names them, not by their folders (a trial: "mnist-small reads 7").
+    assert "Handwritten digits (MNIST), 514 k parameters reads **7**" in text, text
+    assert "Handwritten digits (MNIST), 139 k parameters reads **7**" in text, text
+    assert "mnist" not in text.replace("(MNIST)", "") and "They agree." in text
     assert out["compare_strip"]["grid"] == 4 and out["compare_maps"].ndim == 3
 
 
 def test_a_photo_model_beside_the_digit_model(page, seven):
     out = compare_panel.choose_compare(page, seven, "cifar10")
     text = out["compare_text"]
-    assert "mnist reads **7**" in text and "cifar10 reads" in text and "They disagree." in text
+    assert "514 k parameters reads **7**" in text and "CIFAR-10" in text, text
+    # Models of different classes neither agree nor disagree (a trial: a digit model and the
+    # clothing model "disagree" on a 7).
+    assert "know different classes" in text and "agree" not in text, text
     assert out["compare_strip"]["grid"] == 8 and out["compare_strip"]["colour"]
     assert out["compare_maps"].shape[0] > 2 * 168
     # the second model follows the page's layer and head: layer 3 of 6 is layer 3 of 6 there too
@@ -78,7 +84,7 @@ def test_nothing_is_computed_while_the_panel_is_closed(page, seven):
     page.open_panel(seven, compare_panel.OPEN, False)
     assert compare_panel.choose_compare(page, seven, "cifar10") == {}
     assert seven.record.compare == "cifar10"              # remembered for when it opens
-    assert "cifar10 reads" in page.open_panel(seven, compare_panel.OPEN, True)["compare_text"]
+    assert "(CIFAR-10) reads" in page.open_panel(seven, compare_panel.OPEN, True)["compare_text"]
 
 
 def test_a_second_model_that_cannot_answer_leaves_the_page_alone(page, seven, monkeypatch):

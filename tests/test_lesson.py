@@ -136,6 +136,11 @@ def test_the_answer_is_announced_and_the_strips_patches_work_from_the_keyboard(b
     pg.wait_for_timeout(1000)
     said = pg.evaluate("window.said")
     assert said and not [s for s in said if re.search(r"processing|queue|\d\.\ds", s)], said
+    # Each step's "?" is named by its step (a trial heard "?" five times over).
+    names = pg.evaluate("[...document.querySelectorAll('#pipeline details.q summary')]"
+                        ".map(s => s.getAttribute('aria-label'))")
+    assert len(names) == 5 and len(set(names)) == 5, names
+    assert all(n.endswith(": the precise version") and n[0].isupper() for n in names), names
     patches = pg.locator("#pipeline canvas.c-patches")
     patches.focus()
     assert pg.evaluate("() => document.activeElement.classList.contains('c-patches')")

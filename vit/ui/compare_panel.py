@@ -137,6 +137,10 @@ def render(p: Predictor, a: Analysis, p2: Predictor, a2: Analysis, layer, head, 
     n1, n2 = (md(n) for n in names)
     agree = (p.class_names[c1] == p2.class_names[c2]) if c1 >= 0 and c2 >= 0 else c1 == c2 == -1
     verdict = "They agree." if agree else "**They disagree.**"
+    if list(p.class_names) != list(p2.class_names):
+        # (a trial: a digit model and the clothing model on a 7 "disagree", as if either could
+        # have been right about the other's classes)
+        verdict = "They know different classes: only where they look can be set side by side."
     rho = look_alike(a.explanation.rollout_map, a2.explanation.rollout_map)
     where = ("" if rho is None else
              f" Where they look (rollout): rank correlation {correlation(rho)} — "
@@ -188,7 +192,8 @@ def show(v) -> tuple:
     other = v.other
     if other is None or isinstance(other, str):
         return other or NO_SECOND, None, None
-    return render(v.p, v.a, *other, v.layer, v.head, v.patch, (v.model, v.compare))
+    p2, a2, names = other
+    return render(v.p, v.a, p2, a2, v.layer, v.head, v.patch, names)
 
 
 COMPARE = ("compare_text", "compare_strip", "compare_maps")

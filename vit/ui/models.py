@@ -89,6 +89,11 @@ class Models:
         # A sweep's models share a size too: then the folder tells them apart.
         return [(t if sized.count(t) == 1 else f"{t} ({n})", n) for t, n in zip(sized, self.names)]
 
+    def label(self, name: str) -> str:
+        """Model `name` as the Model menu names it ("Handwritten digits (MNIST), 514 k
+        parameters"): the page never shows a folder's name where the menu shows a title."""
+        return dict((n, label) for label, n in self.choices()).get(name, name)
+
     def _size(self, name: str) -> str:
         """What tells two models of one data set apart in the selector: their size ("514 k
         parameters"), else their folder's name."""

@@ -133,19 +133,21 @@ class Page(Reading, DrawingHandlers, UploadHandlers, TestSetHandlers, ModelHandl
                       visit.reads if visit is not None else None)
 
     def _second(self, r: Record):
-        """The second model's (model, analysis) of the input on screen, or why there is none
-        (one line). Its trouble (an input it can't read, weights that fail to load) is said in
-        its own panel and never touches the page model's views."""
+        """The second model's (model, analysis, both models' names as the Model menu says them)
+        of the input on screen, or why there is none (one line). Its trouble (an input it can't
+        read, weights that fail to load) is said in its own panel and never touches the page
+        model's views."""
         if r.compare not in self.models.names:
             return None
         if r.compare == r.model:
             return SAME_MODEL
         try:
-            return self.analysis(r.shown, r.compare)
+            p2, a2 = self.analysis(r.shown, r.compare)
         except PreprocessError as e:
             return f"⚠️ {e}"
         except (CheckpointError, gr.Error) as e:
             return f"⚠️ {getattr(e, 'message', None) or e}"
+        return p2, a2, (self.models.label(r.model), self.models.label(r.compare))
 
     def _commit(self, visit: Visit, base: Record, mine: Record, names=ANALYSIS,
                 known: tuple | None = None, also: tuple = ()) -> dict:

@@ -93,7 +93,8 @@ def _template() -> str:
         steps.append(
             f'<li class="step s-{key}" data-step="{key}"><div class="title">'
             f'<span class="n">{html.escape(title[:4])}</span>{html.escape(title[4:])}'
-            f'<details class="q"><summary title="The precise version">?</summary>'
+            f'<details class="q"><summary title="The precise version" aria-label="'
+            f'{html.escape(title[4:].strip())}: the precise version">?</summary>'
             f'<div class="pop">{precise} <a href="#glossary">Glossary</a></div></details></div>'
             f'{body}{extra}<div class="note">{html.escape(plain)}{more(key)}</div>{arrow}</li>')
     return ('<div class="pipe" data-empty="1"><ol class="steps">' + "".join(steps) + '</ol>'

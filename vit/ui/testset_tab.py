@@ -164,7 +164,7 @@ class Answers:
                   f"right, {wrong} wrong. ")
         if len(idx):
             status += (f"Showing {min(len(idx), GALLERY_SIZE)} of {len(idx):,} {what}{filters}. "
-                       f"Click an image to see it in the views below.")
+                       f"Click an image: it is answered and explained as a drawing is.")
         else:
             status += (f"**Nothing to show**: there are no {what.split(',')[0]}{filters}. Choose "
                        f"\"all\", or set a class filter back to \"any\".")

@@ -87,8 +87,8 @@ GLOSSARY: dict[str, tuple[str, str]] = {
     "calibrated": (
         "When it says 90 %, it is right about nine times in ten.",
         "The logits are divided by a temperature fitted on validation images (never the test "
-        "set) so that confidence matches accuracy; the Test set tab's reliability diagram shows "
-        "how well it holds there. Its ECE (expected calibration error) is the gap between "
+        "set) so that confidence matches accuracy; the Test set tab's chart \"Is the confidence "
+        "right?\" shows how well it holds there. Its ECE (expected calibration error) is the gap between "
         "confidence and accuracy, averaged over 15 bins of confidence: 0 % is perfect."),
 }
 
@@ -117,7 +117,8 @@ def term(key: str, text: str | None = None) -> str:
 def caption(plain: str, precise: str) -> str:
     """A caption: one plain sentence, and the precise version behind a "?" (HTML <details>,
     which Gradio's Markdown keeps: it opens in place, nothing else moves)."""
-    return (f"{plain} <details class=\"precise\"><summary title=\"The precise version\">?"
+    return (f"{plain} <details class=\"precise\"><summary title=\"The precise version\" "
+            f"aria-label=\"The precise version\">?"
             f"</summary>\n\n{precise}\n\n</details>")
 
 
