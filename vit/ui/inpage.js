@@ -128,6 +128,11 @@
         // The headline and what the answer rests on are the server's last answer: hidden, and
         // saying so, until the pen lifts and it answers (page.css: one input, one answer).
         for (const id of STALE) document.getElementById(id)?.setAttribute("data-stale", "");
+        // A phone's folded answer is this one line while the pen is down (page.css): the
+        // drawing's answer so far in it, not only "lift the pen" (a trial: the answer that
+        // "follows as you draw" was nowhere on a short screen).
+        document.getElementById("status")?.style.setProperty(
+          "--live", JSON.stringify(`Now: ${soFar(value)} · lift for the full answer`));
         S.shown = true;
         S.frames += 1;
         S.ms.push(performance.now() - since);
@@ -136,6 +141,13 @@
     } catch (e) { fail(e); }
     S.busy = false;
     if (S.pending && !S.scheduled) { S.scheduled = true; requestAnimationFrame(run); }
+  }
+
+  // The answer so far in a few words: "7 (99.5 %)", or "Not a digit".
+  function soFar(v) {
+    if (v.refused) return v.answer;
+    const [c, p] = v.classes[0];
+    return `${c} (${p >= 0.9995 ? ">99.9 %" : p < 0.0005 ? "<0.1 %" : (100 * p).toFixed(1) + " %"})`;
   }
 
   async function answer(canvas, name) {
