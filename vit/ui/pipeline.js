@@ -213,7 +213,8 @@ function say() {
   // (when no patch matters much, a share of it would read as a large part of the answer: a
   // trial's "24.4 %" beside "hiding any one changes P(1) by at most 0.6 points")
   if (data.share) text += data.slight ? `; no one patch matters much to the answer here (${data.lead})`
-                                      : `; it carries ${pct(data.share[m])} of what the answer rests on (${data.lead})`;
+    : data.drop ? `; hiding it lowers P(${data.classes[0][0]}) by ${pct(data.drop[m])} (occlusion)`
+    : `; it carries ${pct(data.share[m])} of what the answer rests on (${data.lead})`;
   readout.append(text + "." + live);
   if (hover === null && data.patch !== null && data.patch !== undefined) {
     // The chosen patch: the panels below follow it — say where, and take the reader there.

@@ -175,7 +175,7 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         # [CLS] included): the tick on the strip's scale, as on every map's bar.
         "even": uniform_level(p.grid),
         "head_map": None, "rollout": None, "lead": None, "share": None, "drove": None,
-        "agree": None, "slight": False,
+        "agree": None, "slight": False, "drop": None,
     }
     if a.explanation is not None:
         value["head_map"] = _rounded(a.explanation.cls_maps[L, H])
@@ -195,6 +195,11 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
                          # no one patch, hidden, moves the answer much: said, so that nobody
                          # erases "the" patch and expects the answer to go (a teacher's trial)
                          slight=lead == "occlusion" and why_panel.slight(e.answer_occlusion))
+            if lead == "occlusion" and not value["slight"]:
+                # A patch's own figure in the unit of the map beside the answer ("drop in P(7),
+                # max 79.3 %"), not its share of the map's sum (a trial read "carries 37.7 %"
+                # for the patch that map put at 79.3 %).
+                value["drop"] = _rounded(np.clip(e.answer_occlusion["probability"], 0, None).ravel())
     return value
 
 
