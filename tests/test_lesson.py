@@ -179,7 +179,7 @@ def test_compare_pairs_the_two_mnist_models_and_how_it_learned_follows_the_model
     assert pg.locator("#compare").is_visible()
     # The big MNIST model kept no snapshots: the panel's title names the model that did (issue
     # 49, 7: it was hidden, and nothing said that another model had it).
-    assert "not for this model" in pg.locator("#learned .label-wrap").inner_text()
+    assert "only for" in pg.locator("#learned .label-wrap").inner_text()
     pg.locator("#compare .label-wrap").click()
     pg.locator("#compare-choice input").click()
     pg.locator("#compare-choice").get_by_role("option", name=re.compile("139 k parameters")).click()
@@ -188,7 +188,7 @@ def test_compare_pairs_the_two_mnist_models_and_how_it_learned_follows_the_model
     pg.locator("#model input").click()
     pg.locator("#model").get_by_role("option", name=re.compile("139 k parameters")).click()
     pg.wait_for_function("() => !document.querySelector('#learned .label-wrap').innerText"
-                         ".includes('not for this model')", timeout=60_000)
+                         ".includes('only for')", timeout=60_000)
     pg.close()
 
 

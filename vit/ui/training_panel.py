@@ -62,8 +62,8 @@ def label(models, name: str) -> str:
     if models.learned(name):
         return TITLE
     titles = [t for t, n in models.choices() if models.learned(n)]
-    return (f"{TITLE}: not for this model; {' and '.join(titles)} kept its training "
-            f"snapshots: choose it in the Model menu above")
+    # (short: a phone wrapped the sentence it was to four centred lines, its arrow pushed out)
+    return f"How it learned: only for {' or '.join(titles)}, in the Model menu"
 
 
 def build(visible: bool = True, title: str = TITLE) -> TrainingPanel:
