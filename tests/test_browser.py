@@ -419,8 +419,8 @@ def test_how_it_learned_is_found_from_the_default_model(browser, app_server):
     learned = pg.locator("#learned")
     assert learned.is_visible()
     title = learned.locator("button.label-wrap").inner_text()
-    assert title.strip() == ("How it learned: only for Handwritten digits (MNIST), 139 k "
-                             "parameters, in the Model menu"), title
+    assert title.splitlines()[0].strip() == ("How it learned: only for Handwritten digits "
+                                             "(MNIST), 139 k parameters, in the Model menu"), title
     # Opened here, its words send the visitor to that model too, and it shows no slider that
     # moves nothing (a trial: the title said "choose it in the Model menu", the body only
     # "train one", under a slider).
@@ -1045,7 +1045,7 @@ def test_a_sweeps_models_side_by_side_and_how_they_learned(browser, sweep_server
     pg.locator("#compare-choice input").click()
     t = time.perf_counter()
     pg.get_by_role("option", name="heads-2").click()
-    pg.wait_for_function("() => document.querySelector('#compare-text').innerText.includes('heads-2 reads')"
+    pg.wait_for_function("() => document.querySelector('#compare-text').innerText.includes('(heads-2) reads')"
                          " && document.querySelector('#compare-maps img')", timeout=60_000)
     print(f"\nsecond model shown {1000 * (time.perf_counter() - t):.0f} ms after picking it")
     assert "rank correlation" in pg.locator("#compare-text").inner_text()
