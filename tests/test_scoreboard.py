@@ -98,3 +98,16 @@ def test_the_why_panel_scoreboard(seven, monkeypatch):
     for k in flagged:
         assert f"{k.capitalize()} found the patches the answer rests on best: believe" not in words
     assert picture.ndim == 3 and picture.shape[1] > 4 * 160
+
+
+def test_a_long_class_name_is_shortened_before_the_maps_maximum():
+    """A fourth trial read the clothing model's map beside the answer as "drop in P(Ankle
+    boot), max 70.9...": a title too long for its picture shortens the class name first."""
+    from PIL import Image, ImageDraw
+
+    from vit.pictures import attention_maps
+    draw = ImageDraw.Draw(Image.new("RGB", (140, 40)))
+    for title in ("drop in P(Ankle boot), max 70.9 %", "drop in P(T-shirt/top), max 70.9 %; 2x2 squares"):
+        _, text, font = attention_maps._fit_title(draw, title, attention_maps._bar_span(140)[0], 140)
+        assert text.endswith("max 70.9 %") and "…)" in text, text
+        assert draw.textlength(text, font=font) <= 140 - 8, text
