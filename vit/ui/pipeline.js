@@ -243,7 +243,7 @@ function drawAll() {
     x.setAttribute("aria-checked", String(x.dataset.mode === mode)));
   pipe.querySelector(".showing").textContent = !data ? "" : mode === "rollout"
     ? "Showing: all layers combined (rollout)"
-    : `Showing: layer ${data.layer}, head ${data.head}. Another:`;
+    : `Showing: layer ${data.layer}, head ${data.head}. Pick another:`;
   const menus = pipe.querySelector(".pick-head");
   menus.hidden = !data || mode !== "head";
   if (data) for (const [key, n] of [["layer", data.layers], ["head", data.heads]]) {
