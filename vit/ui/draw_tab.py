@@ -103,8 +103,8 @@ class DrawingHandlers:
         Draw tab's input; on another tab (a model switch put its example on the hidden canvas)
         it shows only where that tab has no input of its own and a drawing was on screen."""
         base, number = visit.record, int(seq(value) or 0)
-        if visit.note_drawing(number):
-            return {}
+        visit.note_drawing(number)
+        sent = visit.drawn               # (an API client's numbers may repeat: it is answered)
         p = self.predictor(name)
         item, a = self._drawing(value, p, name)
         # Whether it goes on screen, by the page as it is now, not as it was when this started:
@@ -118,7 +118,7 @@ class DrawingHandlers:
         # answered first on the other worker): the newer drawing's answer stands. Checked under
         # the lock that lands records, so no newer drawing lands between the check and this.
         with visit.turn():
-            if visit.note_drawing(number):
+            if visit.drawn > sent:
                 return {}
             return self._commit(visit, base, mine, known=(item, a))
 
