@@ -771,6 +771,13 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
     pg.wait_for_selector("#tour", timeout=30_000)
     assert "Draw on this canvas" in pg.locator("#tour").inner_text()
     assert "tour-target" in pg.locator("#drawpad").get_attribute("class")     # outlined
+    # Not over the input's tabs nor the line above the canvas (a fourth trial: step 1 lay over
+    # both).
+    covered = pg.evaluate("""() => { const b = document.querySelector('#tour').getBoundingClientRect();
+        return ['#input-col [role=tablist]', '#draw-hint'].filter(q => {
+          const r = document.querySelector(q).getBoundingClientRect();
+          return r.left < b.right && b.left < r.right && r.top < b.bottom && b.top < r.bottom; }); }""")
+    assert covered == [], covered
     pg.screenshot(path=SHOTS / "23-tour.png")
     for n in (2, 3, 4, 5):
         pg.locator("#tour .tour-next").click()

@@ -26,7 +26,9 @@
   // What a bubble should not cover, and how much each counts (show: where it goes).
   // (The "Go deeper" panels' titles count as much: step 5 lay over the first two it describes.)
   // (What the answer rests on is its map and its words, not the empty end of their row.)
+  // (The input's tabs and the line above the canvas count twice: step 1 lay over both.)
   const LESSON = [["#drawpad", 3], ["#pipeline", 3], ["#status", 3], ["#glance", 3], ["#glance-text", 3],
+                  ["#draw-hint", 2], ["#input-col [role=tablist]", 2],
                   ["#draw-examples", 1], ["#intro", 1], ["#deeper", 1],
                   ...["#why", "#views", "#mechanism", "#lens", "#learned", "#compare"]
                     .map(q => [q, 3])];
