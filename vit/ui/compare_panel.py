@@ -135,12 +135,14 @@ def render(p: Predictor, a: Analysis, p2: Predictor, a2: Analysis, layer, head, 
     strip = pipeline.strip_value(p2, a2, l2 + 1, h2 + 1, patch if same_grid else None)
     (c1, t1), (c2, t2) = _answer(p, a), _answer(p2, a2)
     n1, n2 = (md(n) for n in names)
-    agree = (p.class_names[c1] == p2.class_names[c2]) if c1 >= 0 and c2 >= 0 else c1 == c2 == -1
-    verdict = "They agree." if agree else "**They disagree.**"
     if list(p.class_names) != list(p2.class_names):
         # (a trial: a digit model and the clothing model on a 7 "disagree", as if either could
         # have been right about the other's classes)
         verdict = "They know different classes: only where they look can be set side by side."
+    elif (p.class_names[c1] == p2.class_names[c2]) if c1 >= 0 and c2 >= 0 else c1 == c2 == -1:
+        verdict = "They agree."
+    else:
+        verdict = "**They disagree.**"
     rho = look_alike(a.explanation.rollout_map, a2.explanation.rollout_map)
     where = ("" if rho is None else
              f" Where they look (rollout): rank correlation {correlation(rho)} — "

@@ -103,8 +103,9 @@ class DrawingHandlers:
         Draw tab's input; on another tab (a model switch put its example on the hidden canvas)
         it shows only where that tab has no input of its own and a drawing was on screen."""
         base, number = visit.record, int(seq(value) or 0)
-        visit.note_drawing(number)
-        sent = visit.drawn               # (an API client's numbers may repeat: it is answered)
+        with visit.turn():       # the newest sent now (an API client's numbers may repeat)
+            visit.note_drawing(number)
+            sent = visit.drawn
         p = self.predictor(name)
         item, a = self._drawing(value, p, name)
         # Whether it goes on screen, by the page as it is now, not as it was when this started:

@@ -143,11 +143,14 @@
     if (S.pending && !S.scheduled) { S.scheduled = true; requestAnimationFrame(run); }
   }
 
+  // A probability as the page writes one (vit/text.py confidence, pipeline.js conf).
+  const conf = p => p >= 0.9995 ? ">99.9 %" : p < 0.0005 ? "<0.1 %" : (100 * p).toFixed(1) + " %";
+
   // The answer so far in a few words: "7 (99.5 %)", or "Not a digit".
   function soFar(v) {
     if (v.refused) return v.answer;
     const [c, p] = v.classes[0];
-    return `${c} (${p >= 0.9995 ? ">99.9 %" : p < 0.0005 ? "<0.1 %" : (100 * p).toFixed(1) + " %"})`;
+    return `${c} (${conf(p)})`;
   }
 
   async function answer(canvas, name) {
@@ -199,7 +202,7 @@
             head_map: Array.from(row), rollout: Array.from(roll.subarray(1)), lead: null,
             share: null, drove: null, agree: null, inpage: true,
             reason: refused && e.unsure ? e.unsure.replace("{best}", first)
-              .replace("{p}", probs[order[0]] < 0.0005 ? "<0.1 %" : (100 * probs[order[0]]).toFixed(1) + " %") : null};
+              .replace("{p}", conf(probs[order[0]])) : null};
   }
 
   // As vit/ui/words.py says it: "a 7", "an 8", "a T-shirt".

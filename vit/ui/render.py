@@ -319,11 +319,11 @@ EXPLAINED = WHY + ("pipeline",)
 # The panels drawn only while open, after each analysis (the "why" lane sends its own).
 FOLDED_VIEWS = tuple(n for group, _, open_field in GROUPS if open_field for n in group
                      if n not in WHY)
-# All that event sends (Page.why), and the headline again: the answer's own lane once left a
-# new visitor's headline at "Draw a digit in the box" beside the example's strip and maps (twice
-# in the browser lanes, never reproduced alone). Whatever lost it, the lane that draws the maps
-# also says the headline of the record it draws, so the two always agree (an unchanged headline
-# is not redrawn, nor announced again).
+# All that event sends (Page.why), and the headline again: a new visitor's headline once stayed
+# at "Draw a digit in the box" beside the example's strip and maps (the Draw tab's select at
+# load landing after the example: draw_tab._overtaken). Whatever else may lose it, the lane that
+# draws the maps also says the headline of the record it draws, so the two always agree (an
+# unchanged headline is not redrawn, nor announced again).
 AFTER_ANALYSIS = EXPLAINED + FOLDED_VIEWS + ("status",)
 NO_SECOND = compare_panel.NO_SECOND
 # What a handler that analyses an input sends on its own lane; the rest follows on the "why" lane.
