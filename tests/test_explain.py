@@ -221,34 +221,52 @@ def test_one_scale_for_all_maps_is_absolute_and_each_map_is_captioned(attn, img)
 
 
 def test_an_attention_maps_title_and_bar_tell_one_scale(img, monkeypatch):
-    """Issue 49, 4: a map titled "(max 0.05)" sat over a bar ending at 0.10 with nothing to say
-    why. The bar ends at VIVID times an even spread (a near-flat map stays dull), marks the map's
-    own maximum there, and title and bar write shares as the page does ("5.0 %")."""
+    """Issue 49, 4: a map titled "(max 0.05)" sat over a bar ending at 0.10, and a fourth trial
+    still read "rollout (max 4.0 %)" over a bar to 10.0 % as two numbers at odds. The bar ends
+    at VIVID times an even spread (a near-flat map stays dull); the map's own maximum is said
+    once, as a share ("5.0 %"): beside its tick on the bar, or in the title where no room is
+    left beside the tick, never both."""
     from PIL import ImageDraw
 
     from vit.pictures import attention_maps
-    m = np.full((G, G), 1 / (G * G + 1))
-    m[0, 0] = 0.05
     said, draw_text = [], ImageDraw.ImageDraw.text
     monkeypatch.setattr(ImageDraw.ImageDraw, "text", lambda self, xy, text, *a, **k:
                         said.append(text) or draw_text(self, xy, text, *a, **k))
-    attention_maps._colorbar_template.cache_clear()
-    pic = attention_maps.single_map_picture(img, m, "rollout", uniform=1 / (G * G + 1))
-    assert "rollout (max 5.0 %)" in said and "10.0 %" in said and "max" in said
+
+    def drawn(grid_map, title, **kw):
+        said.clear()
+        attention_maps._colorbar_template.cache_clear()
+        return attention_maps.single_map_picture(img, grid_map, title, **kw), list(said)
+
+    m = np.full((G, G), 1 / (G * G + 1))
+    m[0, 0] = 0.05
+    pic, words = drawn(m, "rollout", uniform=1 / (G * G + 1))
+    assert "rollout" in words and "max 5.0 %" in words and "10.0 %" in words, words
+    assert sum("5.0 %" in w for w in words) == 1, words
     bar = pic[-attention_maps.BAR_HEIGHT:]
     x0, x1 = attention_maps._bar_span(pic.shape[1])
     tick = x0 + round(0.05 / 0.10 * (x1 - x0 - 1))
-    assert (np.abs(bar[20, tick - 1:tick + 2].astype(int) - (20, 100, 200)).sum(1) < 30).any()
-    # A probability's drop on a scale with a floor (occlusion's 20 %): its maximum marked too
+    assert (np.abs(bar[20, tick - 1:tick + 2].astype(int) - attention_maps.PEAK_INK).sum(1) < 30).any()
+    # A small tile (Compare's): the maximum keeps its words on the bar before "even" does.
+    _, words = drawn(m, "rollout", size=146, uniform=1 / (G * G + 1))
+    assert "rollout" in words and "max 5.0 %" in words, words
+    # A probability's drop on a scale with a floor (occlusion's 20 %): its maximum on its tick
     # (a teacher read "drop in P(7), max 9.3 %" over a bar to 20.0 % as two numbers at odds).
     drop = np.zeros((G, G))
     drop[2, 2] = 0.093
-    pic = attention_maps.single_map_picture(img, drop, "drop in P(7), max 9.3 %", top=0.2,
-                                            unit="probability")
+    pic, words = drawn(drop, "drop in P(7)", top=0.2, unit="probability")
+    assert "drop in P(7)" in words and "max 9.3 %" in words and "20.0 %" in words, words
     bar = pic[-attention_maps.BAR_HEIGHT:]
     tick = x0 + round(0.093 / 0.2 * (x1 - x0 - 1))
-    assert (np.abs(bar[20, tick - 1:tick + 2].astype(int) - (20, 100, 200)).sum(1) < 30).any()
-    assert "20.0 %" in said
+    assert (np.abs(bar[20, tick - 1:tick + 2].astype(int) - attention_maps.PEAK_INK).sum(1) < 30).any()
+    # A small tile with no room beside a tick near 0: the title says the number.
+    drop[2, 2] = 0.005
+    _, words = drawn(drop, "drop in P(7)", size=146, top=0.2, unit="probability")
+    assert sum("0.5 %" in w for w in words) == 1 and "drop in P(7) (max 0.5 %)" in words, words
+    # A scale that ends at the map's maximum says it at its end, once.
+    drop[2, 2] = 0.454
+    _, words = drawn(drop, "drop in P(7)", top=0.454, unit="probability")
+    assert words.count("45.4 %") == 1 and not any("max" in w for w in words), words
 
 
 def test_patch_numbers_are_readable_over_white_ink():

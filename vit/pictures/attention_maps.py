@@ -261,11 +261,13 @@ def _fit_title(draw: ImageDraw.ImageDraw, title: str, x0: int, width: int):
 
 
 def _colorbar(width: int, top: float | str, title: str, uniform: float | None = None,
-              peak: float | None = None, label: str | None = None) -> np.ndarray:
+              peak: tuple[float, str] | None = None, label: str | None = None) -> np.ndarray:
     """A colour bar from 0 to `top` (a share of attention or a probability, written as one:
     "10.0 %"; or words such as "its max"), or to `label` where given (a top in another unit,
-    "8.0 log-odds"). Marked on it when given: the uniform level 1/T, and the map's own largest
-    value `peak` where the scale runs past it (the title's "max"), so the two agree."""
+    "8.0 log-odds"). Marked on it when given: the uniform level 1/T ("even"), and the map's own
+    largest value `peak` = (value, its words: "max 4.0 %") where the scale runs past it, so
+    that the number is said once, where it is drawn (a trial read a title's "(max 4.0 %)" over
+    a bar ending at 10.0 % as two numbers at odds)."""
     template, x = _colorbar_template(width, title)
     im = template.copy()
     draw = ImageDraw.Draw(im)
@@ -273,26 +275,48 @@ def _colorbar(width: int, top: float | str, title: str, uniform: float | None = 
     draw.text((x, 17), text, fill="black", font=load_font(12))
     if isinstance(top, str):
         return np.asarray(im)
+    for at, words, colour, thick, x in _bar_marks(width, top, uniform, peak):
+        draw.line([(at, 15), (at, 32)], fill=colour, width=thick)
+        if x is not None:
+            draw.text((x, 31), words, fill=colour, font=load_font(11))
+    return np.asarray(im)
+
+
+# The strip's colours (pipeline.css): blue for a map's largest value, green for an even spread.
+PEAK_INK, EVEN_INK = (29, 78, 216), (21, 128, 61)
+
+
+def _bar_marks(width: int, top: float, uniform: float | None,
+               peak: tuple[float, str] | None) -> list[tuple]:
+    """The ticks under a bar: (x, words, colour, line width, where its words start or None). The
+    peak's "max 4.0 %", then the even level's "even", each go right of their tick, else left,
+    where they clear each other and the scale's end; words that fit nowhere are left out (the
+    peak's first: on a small tile its number matters more; `peak_said` then has the title carry
+    it)."""
     x0, x1 = _bar_span(width)
     at = lambda v: x0 + round(v / top * (x1 - x0 - 1))       # noqa: E731
-    if peak is not None and 0 < peak < 0.97 * top:
-        draw.line([(at(peak), 15), (at(peak), 32)], fill=(20, 100, 200), width=2)
-        # Its word beside it, right or left, where it clears the uniform level's words and
-        # the scale's end; else the tick alone (the title gives the number).
-        small = load_font(11)
-        w = draw.textlength("max", font=small)
-        taken = (at(uniform) - 2, at(uniform) - 2 + draw.textlength(f"uniform 1/{round(1 / uniform)}",
-                                                                    font=small)) \
-            if uniform is not None else (0, 0)
-        for x in (at(peak) + 3, at(peak) - 3 - w):
-            if x >= 0 and x + w <= x1 + 4 and not (x - 3 < taken[1] and x + w + 3 > taken[0]):
-                draw.text((x, 31), "max", fill=(20, 90, 190), font=small)
+    font, taken, marks = load_font(11), [], []
+    for value, words, colour, thick in ((*(peak or (None, "")), PEAK_INK, 2),
+                                        (uniform, "even", EVEN_INK, 2)):
+        if value is None or not 0 < value <= top or (colour == PEAK_INK and value >= top):
+            continue
+        w, t = font.getlength(words), at(value)
+        for x in (t + 3, t - 3 - w):
+            if x >= 0 and x + w <= x1 + 4 and all(x + w + 3 <= a or x - 3 >= b for a, b in taken):
+                taken.append((x, x + w))
+                marks.append((t, words, colour, thick, x))
                 break
-    if uniform is not None and 0 < uniform <= top:
-        draw.line([(at(uniform), 15), (at(uniform), 32)], fill="black", width=1)
-        draw.text((max(0, at(uniform) - 2), 31), f"uniform 1/{round(1 / uniform)}", fill="black",
-                  font=load_font(11))
-    return np.asarray(im)
+        else:
+            marks.append((t, words, colour, thick, None))
+    return marks
+
+
+def peak_said(width: int, top: float, uniform: float | None, peak: tuple[float, str]) -> bool:
+    """Whether the bar itself says the map's largest value: beside its tick, or as the bar's end
+    (a scale that ends at the peak)."""
+    if peak[0] >= top:
+        return True
+    return any(m[2] == PEAK_INK and m[4] is not None for m in _bar_marks(width, top, uniform, peak))
 
 
 def tile_caption(peak: float, cls_share: float | None, shared_scale: bool) -> str:
@@ -412,7 +436,6 @@ def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: 
     G = grid_map.shape[0]
     if uniform is not None:
         top, label = max(peak, VIVID * uniform), None
-        title = f"{title} (max {share(peak)})" if titled_max else title
     elif top is None:
         top, label = max(peak, 1e-12), "its max"
     else:
@@ -422,9 +445,14 @@ def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: 
     out = _composite(out, _grid_layer(out.shape[0], G, False, (90, 90, 90)))
     if marked is not None:
         _mark(out, marked, G)
-    # The map's largest value marked on any absolute scale that runs past it (a probability's
-    # drop "max 9.3 %" over a bar to 20.0 %), as on attention's.
-    bar = _colorbar(out.shape[1], top, title, uniform, peak if label != "its max" else None, label)
+    if label == "its max":
+        return np.concatenate([out, _colorbar(out.shape[1], top, title, label=label)], axis=0)
+    # The map's largest value, said once: at its tick on the bar ("max 4.0 %" on a bar to
+    # 10.0 %), at the bar's end when the scale ends there, else in the title.
+    said = f"max {share(peak) if unit != 'log-odds' else f'{peak:.1f}'}"
+    if titled_max and not peak_said(out.shape[1], top, uniform, (peak, said)):
+        title = f"{title} ({said})"
+    bar = _colorbar(out.shape[1], top, title, uniform, (peak, said), label)
     return np.concatenate([out, bar], axis=0)
 
 

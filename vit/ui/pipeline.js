@@ -241,9 +241,12 @@ function drawAll() {
   pipe.dataset.empty = data ? "0" : "1";
   pipe.querySelectorAll("[data-mode]").forEach(x =>
     x.setAttribute("aria-checked", String(x.dataset.mode === mode)));
+  // The map's largest weight said once, in words beside what the map is (the blue tick shows
+  // where it falls on the scale; a trial read a bar's end, "10.0 %", as the brightest patch).
+  const map = attentionMap(), max = map ? `, max ${pct(Math.max(...map))}` : "";
   pipe.querySelector(".showing").textContent = !data ? "" : mode === "rollout"
-    ? "Showing: all layers combined (rollout)"
-    : `Showing: layer ${data.layer}, head ${data.head}. Pick another:`;
+    ? `Showing: all layers combined (rollout)${max}`
+    : `Showing: layer ${data.layer}, head ${data.head}${max}. Pick another:`;
   const menus = pipe.querySelector(".pick-head");
   menus.hidden = !data || mode !== "head";
   if (data) for (const [key, n] of [["layer", data.layers], ["head", data.heads]]) {

@@ -315,14 +315,14 @@ def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
     if not answer or not slight(maps):
         shown = np.clip(maps["probability"] if answer else -maps["probability"], 0, None)
         peak = float(shown.max())
-        return (shown, f"{'drop' if answer else 'rise'} in P({name}), max {percent(peak)}{squares}",
+        return (shown, f"{'drop' if answer else 'rise'} in P({name}){squares}",
                 max(peak, OCCLUSION_TOP), "")
     shown = np.clip(maps["log-odds"], 0, None)
     peak = float(shown.max())
     note = (f" Blanking any one patch moves P({md(name)}) by less than {100 * FLAT:.0f} percentage "
             f"points (at most {100 * moved(maps):.1f}), so occlusion shows the drop in its log-odds "
             f"instead (a drop of 1 divides the odds by e ≈ 2.7).")
-    return shown, f"drop in log-odds of {name}, max {peak:.1f}{squares}", max(peak, LOG_ODDS_TOP), note
+    return shown, f"drop in log-odds of {name}{squares}", max(peak, LOG_ODDS_TOP), note
 
 
 def occlusion_unit(note: str) -> str:
