@@ -181,10 +181,18 @@ def test_compare_pairs_the_two_mnist_models_and_how_it_learned_follows_the_model
     # 49, 7: it was hidden, and nothing said that another model had it).
     assert "only for" in pg.locator("#learned .label-wrap").inner_text()
     pg.locator("#compare .label-wrap").click()
+    # Before a second model is picked: the words ask for one, and no empty strip, maps frame or
+    # test-set button stands beside them (a trial took them for a broken panel).
+    pg.wait_for_function("() => document.querySelector('#compare-text')?.innerText"
+                         ".includes('Pick a second model')", timeout=30_000)
+    for part in ("#compare-strip", "#compare-maps", "#compare-differ"):
+        assert not pg.locator(part).is_visible(), part
     pg.locator("#compare-choice input").click()
     pg.locator("#compare-choice").get_by_role("option", name=re.compile("139 k parameters")).click()
     pg.wait_for_function("() => /reads|read/.test(document.querySelector('#compare-text')"
                          "?.innerText || '')", timeout=60_000)
+    for part in ("#compare-strip", "#compare-maps", "#compare-differ"):
+        pg.locator(part).wait_for(state="visible", timeout=30_000)
     pg.locator("#model input").click()
     pg.locator("#model").get_by_role("option", name=re.compile("139 k parameters")).click()
     pg.wait_for_function("() => !document.querySelector('#learned .label-wrap').innerText"
