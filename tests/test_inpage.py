@@ -212,6 +212,13 @@ def test_in_chromium_the_pages_logits_and_attention_are_the_servers(browser, app
     print("largest difference, page vs server:", {f"{n} {k}": f"{v:.1e}" for (n, k), v in worst.items()})
     assert max(worst.values()) <= 1e-4, worst
     assert pg.evaluate("window.vitInPage.stats().threads") == 1      # not cross-origin isolated
+    # A refusal's best guess in the page's words is the server's (two that tie: both named).
+    from vit.explain.ood import best_guess
+    for probs in ([0.3002, 0.2998], [0.41, 0.19], [0.30049, 0.29951], [0.9996, 0.0004]):
+        guess, at = best_guess(["7", "8"], np.array(probs))
+        got = pg.evaluate("([p1, p2]) => window.vitInPage.unsure('{best} at {p}', '7', '8', p1, p2)",
+                          probs)
+        assert got == f"{guess} at {at}", (probs, got)
     pg.close()
 
 

@@ -120,6 +120,10 @@ def test_judge_uses_the_threshold_only_where_the_checkpoint_has_one():
     v = ood.judge(None, unsure, fitted)
     assert not v and v.kind == "unsure"
     assert v.reason == "The model isn't confident this is any digit (best guess 8 at 41.0 %)."
+    # Two classes that read alike at one decimal are both named: naming one would pick at random.
+    tie = np.array([0.05] * 6 + [0.0, 0.3002, 0.2998, 0.1])
+    assert ood.judge(None, tie, fitted).reason == ("The model isn't confident this is any digit "
+                                                   "(best guess 7 or 8 at 30.0 % each).")
     assert ood.judge(None, np.eye(10)[3], fitted)
     # The ink checks run for digit models only: a pair of sandals is two marks side by side.
     two = ood.ink_map(drawing(("4", 20, 100, 220), ("7", 260, 100, 220)))

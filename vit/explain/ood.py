@@ -306,9 +306,19 @@ def judge(ink: np.ndarray | None, probs: np.ndarray, config, far: float | None =
         return Verdict(False, "This doesn't look like anything the model was trained on.",
                        "unfamiliar")
     if threshold is not None and probs[best] < threshold:
-        return Verdict(False, unsure_reason(config, config.class_names[best],
-                                            confidence(probs[best])), "unsure")
+        return Verdict(False, unsure_reason(config, *best_guess(config.class_names, probs)), "unsure")
     return ACCEPT
+
+
+def best_guess(class_names, probs) -> tuple[str, str]:
+    """(the best guess, its probability) as a refusal writes them: "3", "45.2 %"; two classes that
+    read alike at one decimal are both named, "3 or 5", "45.2 % each" (a trial saw one named as
+    the best guess where two tied). The page's own model writes the same (vit/ui/inpage.js)."""
+    order = np.argsort(-np.asarray(probs, np.float64), kind="stable")
+    first, p = class_names[order[0]], confidence(float(probs[order[0]]))
+    if len(order) > 1 and confidence(float(probs[order[1]])) == p:
+        return f"{first} or {class_names[order[1]]}", f"{p} each"
+    return first, p
 
 
 def unsure_reason(config, best: str, p: str) -> str:

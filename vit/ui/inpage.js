@@ -12,6 +12,7 @@
   const S = {m: null, ready: false, sessions: {}, busy: false, scheduled: false, pending: null,
              since: 0, frames: 0, ms: [], loads: {}, problem: null, lastName: null};
   window.vitInPage = S;
+  S.unsure = unsure;          // the refusal's words, as the server writes them (tests compare)
 
   function hex(buf) {
     return [...new Uint8Array(buf)].map(b => b.toString(16).padStart(2, "0")).join("");
@@ -201,8 +202,16 @@
             refused: refused, live: true, colour: e.style.colour, even: 1 / T,
             head_map: Array.from(row), rollout: Array.from(roll.subarray(1)), lead: null,
             share: null, drove: null, agree: null, inpage: true,
-            reason: refused && e.unsure ? e.unsure.replace("{best}", first)
-              .replace("{p}", conf(probs[order[0]])) : null};
+            reason: refused && e.unsure ? unsure(e.unsure, first, second, probs[order[0]],
+                                                 probs[order[1]]) : null};
+  }
+
+  // A refusal's best guess, as vit/explain/ood.py best_guess writes it: two classes that read
+  // alike at one decimal are both named ("3 or 5 at 45.2 % each").
+  function unsure(words, first, second, p1, p2) {
+    const tie = second !== undefined && conf(p2) === conf(p1);
+    return words.replace("{best}", tie ? `${first} or ${second}` : first)
+      .replace("{p}", tie ? `${conf(p1)} each` : conf(p1));
   }
 
   // As vit/ui/words.py says it: "a 7", "an 8", "a T-shirt".

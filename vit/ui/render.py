@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from vit.inference import Analysis, Explained, Predictor
+from vit.explain.ood import best_guess
 from vit.text import confidence, md
 from vit.ui import compare_panel, lens_panel, mechanism_panel, pipeline, training_panel, views, why_panel
 from vit.ui.panels import PANELS
@@ -179,9 +180,9 @@ def said(p: Predictor, item: Shown | Refused, a: Analysis | None) -> str:
 def fill_headline(p: Predictor, a: Analysis) -> str:
     """A drawing a model of filled shapes (clothing) refuses: what to do, in the headline's two
     lines (a trial: an outline refused, and nothing on screen said the model reads filled shapes)."""
-    best = int(a.probs.argmax())
+    best, at = best_guess(p.class_names, a.probs)
     return (f"### ⊘ {p.not_label.capitalize()}\nNot like any {p.config.noun} it learnt "
-            f"(best guess **{md(p.class_names[best])}** at {confidence(a.probs[best])}). An "
+            f"(best guess **{md(best)}** at {at}). An "
             f"outline? "
             f"Tap inside it with **Fill**.")
 
@@ -238,8 +239,8 @@ def answer_headline(p: Predictor, a: Analysis) -> str:
     if not a.is_class:
         text = f"### ⊘ {p.not_label.capitalize()}\n{md(a.verdict.reason, 400)}"
         if a.verdict.kind != "unsure":         # the sentence says why; this, what the model saw
-            text += (f" (On its own the model would read it as **{md(p.class_names[best])}**, "
-                     f"{confidence(probs[best])}.)")
+            guess, at = best_guess(p.class_names, probs)
+            text += f" (On its own the model would read it as **{md(guess)}**, {at}.)"
         return text
     name, other = md(p.class_names[best]), md(p.class_names[second])
     if probs[best] < pipeline.UNSURE and second != best:
