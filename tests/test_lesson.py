@@ -216,10 +216,11 @@ def test_at_200_percent_zoom_the_answer_follows_the_canvas_instead_of_covering_i
 
 
 def test_clearing_the_canvas_does_not_shorten_the_strip(browser, app_server):
-    """Issue 49, 8: after Clear, step 4's "Showing: all layers combined" line was empty, the
-    strip 31 px shorter, and the first stroke of the next drawing pushed everything below it
-    (what the answer rests on, the examples' row) down by as much."""
+    """Issue 49, 8: after Clear, step 4's line saying which map it shows ("All layers (rollout),
+    max 4.0 %") was empty, the strip 31 px shorter, and the first stroke of the next drawing
+    pushed everything below it (what the answer rests on, the examples' row) down by as much."""
     pg = opened(browser, app_server[1])
+    assert pg.locator("#pipeline .s-attention .scale").is_visible()
     height = "() => document.querySelector('#pipeline .steps').getBoundingClientRect().height"
     drawn = pg.evaluate(height)
     pg.locator("#drawpad button", has_text="Clear").first.click()
@@ -227,4 +228,6 @@ def test_clearing_the_canvas_does_not_shorten_the_strip(browser, app_server):
                          ".includes('Draw')", timeout=30_000)
     pg.wait_for_timeout(500)
     assert abs(pg.evaluate(height) - drawn) <= 1, (drawn, pg.evaluate(height))
+    # Nor does step 4 keep the last map's colour bar, faded, as a scale of nothing.
+    assert not pg.locator("#pipeline .s-attention .scale").is_visible()
     pg.close()

@@ -245,8 +245,8 @@ function drawAll() {
   // where it falls on the scale; a trial read a bar's end, "10.0 %", as the brightest patch).
   const map = attentionMap(), max = map ? `, max ${pct(Math.max(...map))}` : "";
   pipe.querySelector(".showing").textContent = !data ? "" : mode === "rollout"
-    ? `Showing: all layers combined (rollout)${max}`
-    : `Showing: layer ${data.layer}, head ${data.head}${max}. Pick another:`;
+    ? `All layers (rollout)${max}`
+    : `Layer ${data.layer}, head ${data.head}${max}. Pick another:`;
   const menus = pipe.querySelector(".pick-head");
   menus.hidden = !data || mode !== "head";
   if (data) for (const [key, n] of [["layer", data.layers], ["head", data.heads]]) {
