@@ -962,6 +962,19 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     pg.wait_for_function(clear_of_it, timeout=5_000)
     assert pg.locator("#result-col #status").is_visible()           # the headline still answers
     pg.screenshot(path=SHOTS / "49-2-phone-visible-top.png")
+    # Folded, the headline opens when tapped (a fourth trial tapped it and nothing opened); the
+    # next touch of the canvas folds it again.
+    strip = pg.locator("#result-col #pipeline")
+    cue = "getComputedStyle(document.querySelector('#result-col #status'), '::after').content"
+    assert not strip.is_visible() and pg.evaluate(cue) == '"▴ steps"'
+    pg.locator("#result-col #status").tap()
+    strip.wait_for(state="visible", timeout=5_000)
+    assert pg.evaluate(cue) == '"▾ fold"'
+    pg.screenshot(path=SHOTS / "49-g-phone-tapped-open.png")
+    pg.locator("#result-col #status").tap()
+    strip.wait_for(state="hidden", timeout=5_000)
+    pg.locator("#result-col #status").tap()             # left open: the next stroke folds it
+    strip.wait_for(state="visible", timeout=5_000)
     pg.evaluate(f"window.scrollTo(0, {placed})")
     pg.wait_for_function("() => document.querySelector('#result-col #pipeline').getBoundingClientRect()"
                          ".height > 0", timeout=5_000)
@@ -978,8 +991,10 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     # patch barely changes it" on a laptop).
     clear(pg)
     x0, y0, side = drawing_area(pg)
+    assert pg.evaluate("document.getElementById('top').classList.contains('sheet-open')")
     finger(ctx.new_cdp_session(pg), [(x0 + 0.5 * side, y0 + 0.15 * side),
                                      (x0 + 0.5 * side, y0 + 0.85 * side)])
+    assert not pg.evaluate("document.getElementById('top').classList.contains('sheet-open')")
     pg.wait_for_function("() => (document.querySelector('#pipeline .said')?.innerText || '').trim()"
                          " === '1' && document.querySelector('#pipeline .drove')?.innerText"
                          ".endsWith('(barely)')", timeout=30_000)

@@ -242,5 +242,15 @@ if ("ResizeObserver" in window) {
   }, 300);
 }
 
+// The folded answer opens when its headline is tapped (a trial tapped it, and nothing opened),
+// over the canvas if need be; the next touch of the canvas folds it again, for drawing.
+document.addEventListener("click", e => {
+  const top = document.getElementById("top");
+  if (!top || !e.target.closest?.("#result-col #status")) return;
+  const folded = ["canvas-under", "canvas-away"].some(c => top.classList.contains(c));
+  if (folded || top.classList.contains("sheet-open")) top.classList.toggle("sheet-open");
+});
+canvas.addEventListener("pointerdown", () => document.getElementById("top")?.classList.remove("sheet-open"));
+
 select("brush");
 element.dataset.ready = "1";
