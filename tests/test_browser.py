@@ -819,6 +819,14 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
         shown = pg.locator(f"#pipeline .s-{step} canvas, #pipeline .s-{step} .bars").first.bounding_box()
         box = pop.bounding_box()
         assert box["y"] >= shown["y"] + shown["height"] - 1, (step, box, shown)
+        # ... nor over the step's own buttons and boxes (a fourth trial: steps 4 and 5's did).
+        for part in pg.locator(f"#pipeline .s-{step} :is(.modes, .showing, .drove, .bars)").all():
+            if part.is_visible():
+                b = part.bounding_box()
+                assert box["y"] >= b["y"] + b["height"] - 1 or box["x"] >= b["x"] + b["width"] \
+                    or box["x"] + box["width"] <= b["x"], (step, box, b)
+        if step in ("attention", "answer"):
+            pg.screenshot(path=SHOTS / f"49-b-pop-{step}.png")
     pg.keyboard.press("Escape")
     pg.get_by_role("link", name="Glossary").first.click()
     pg.wait_for_selector("#glossary button.label-wrap.open")     # the link opens it in place

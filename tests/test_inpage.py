@@ -352,12 +352,13 @@ def test_the_strips_attention_is_on_the_pictures_scale(browser, app_server):
     # The largest weight is said in words, beside what the map is (a fourth trial read the bar's
     # end as the brightest patch), on both of the step's maps.
     showing = pg.locator("#pipeline .s-attention .showing")
-    assert showing.inner_text() == f"All layers (rollout), max {share(peak)}"
+    said = lambda: showing.inner_text().replace("\xa0", " ")        # noqa: E731 (kept on one line)
+    assert said() == f"All layers (rollout), max {share(peak)}"
     pg.locator("#pipeline [data-mode=head]").click()
     pg.wait_for_function("() => document.querySelector('#pipeline .showing').innerText.includes('head ')")
     peak = float(scale.locator(".peak").get_attribute("title").split(": ")[1].split()[0]) / 100
     assert re.fullmatch(rf"Layer \d+, head \d+, max {re.escape(share(peak))}\. Pick another:",
-                        showing.inner_text()), showing.inner_text()
+                        said()), said()
     pg.close()
 
 

@@ -243,7 +243,7 @@ function drawAll() {
     x.setAttribute("aria-checked", String(x.dataset.mode === mode)));
   // The map's largest weight said once, in words beside what the map is (the blue tick shows
   // where it falls on the scale; a trial read a bar's end, "10.0 %", as the brightest patch).
-  const map = attentionMap(), max = map ? `, max ${pct(Math.max(...map))}` : "";
+  const map = attentionMap(), max = map ? `, max\u00a0${pct(Math.max(...map)).replace(" ", "\u00a0")}` : "";
   pipe.querySelector(".showing").textContent = !data ? "" : mode === "rollout"
     ? `All layers (rollout)${max}`
     : `Layer ${data.layer}, head ${data.head}${max}. Pick another:`;

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from vit.inference import Analysis, Explained, Predictor
 from vit.explain.ood import best_guess
+from vit.inference import Analysis, Explained, Predictor
 from vit.text import confidence, md
 from vit.ui import compare_panel, lens_panel, mechanism_panel, pipeline, training_panel, views, why_panel
 from vit.ui.panels import PANELS
