@@ -63,15 +63,23 @@
                    at(r.left, r.bottom + 8), at(r.left, r.top - h - 8),
                    at(r.right - w, r.bottom + 8), at(r.right - w, r.top - h - 8),
                    at(r.left, H), at(r.left, 0)];       // a phone: the screen's bottom or top
-    const covered = s => [[target, 100], ...LESSON.map(([q, k]) => [document.querySelector(q), k])]
-      .filter(([e]) => e && e.getClientRects().length)
+    const covered = (s, least = 0) => [[target, 100], ...LESSON.map(([q, k]) => [document.querySelector(q), k])]
+      .filter(([e, k]) => k >= least && e && e.getClientRects().length)
       .reduce((sum, [e, k]) => {
         const b = e.getBoundingClientRect();
         const x = Math.max(0, Math.min(s.left + w, b.right) - Math.max(s.left, b.left));
         const y = Math.max(0, Math.min(s.top + h, b.bottom) - Math.max(s.top, b.top));
         return sum + k * x * y;
       }, 0);
-    const best = spots.reduce((a, b) => covered(b) < covered(a) ? b : a);
+    let best = spots.reduce((a, b) => covered(b) < covered(a) ? b : a);
+    // No spot clear of the part and the lesson (a phone's canvas, with the pinned answer under
+    // it: step 1 lay over the answer): the part is scrolled to start just under a bubble at the
+    // screen's top, where only the title and the tabs are. Outside the pinned answer it may
+    // then fold that answer to its headline (page.css), clear of the part.
+    if (covered(best, 3) > 0 && !target.closest("#result-col") && r.height + h + 24 <= H) {
+      window.scrollBy({top: r.top - h - 16, behavior: "instant"});
+      best = at(r.left, 0);
+    }
     bubble.style.top = best.top + "px";
     bubble.style.left = best.left + "px";
   }
@@ -86,6 +94,9 @@
     const k = parts.findIndex(t => t && t.getClientRects().length && t.getBoundingClientRect().height > 0);
     if (k < 0) { if (i + 1 < STEPS.length) show(i + 1); else close(true); return; }
     const target = parts[k], words = [].concat(said), text = words[Math.min(k, words.length - 1)];
+    // Only a step in the pinned answer keeps it whole (its strip unfolded: page.css); elsewhere
+    // the answer may fold to its headline, as it does without the tour, clear of the canvas.
+    if (!target.closest("#result-col")) document.getElementById("top")?.classList.remove("touring");
     const seen = target.getBoundingClientRect();
     if (seen.top < 0 || seen.bottom > window.innerHeight)       // not at an edge: in the middle
       target.scrollIntoView({block: "center", behavior: "instant"});
