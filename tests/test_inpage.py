@@ -326,6 +326,47 @@ def test_while_the_pen_is_down_the_strip_is_the_only_answer_on_screen(browser, a
     pg.close()
 
 
+ECHO = ("() => [parseInt(document.querySelector('#answered .html-container')?.textContent, 10) || 0,"
+        " +document.querySelector('#drawpad [data-ready]').dataset.sent,"
+        " document.querySelector('#status').getAttribute('data-stale'),"
+        " !!(window.vitStrip.value() || {}).live]")
+
+
+@pytest.mark.browser
+def test_an_answer_landing_while_the_pen_is_down_again_is_not_taken_for_the_new_drawing(
+        browser, app_server):
+    """A fifth trial: an L lifted, and the pen down again at once to make it a 4. The L's answer
+    arrived while the 4 was being drawn and was taken as current: the headline said the L's "Not
+    a digit" during the stroke, and, the stroke ended, the L's headline and strip ("Seen": the L)
+    stood beside the 4, unmarked, until the 4's answer came 6 s later on a busy machine."""
+    pg = _page(browser, app_server[1])
+    _ready(pg)
+    pg.click("#drawpad [data-act=clear]")
+    pg.wait_for_function("() => document.querySelector('#status').innerText.includes('Draw')")
+    _stroke(pg, ((0.35, 0.2), (0.35, 0.6), (0.7, 0.6)), steps=10)
+    pg.mouse.up()                                                   # the L, sent
+    box = pg.locator("#drawpad canvas").bounding_box()
+    x, y = box["x"] + 0.6 * box["width"], box["y"] + 0.3 * box["height"]
+    pg.mouse.move(x, y)
+    pg.mouse.down()                                                 # at once, the 4's stroke
+    for i in range(400):                                            # until the L's answer lands
+        pg.mouse.move(x, y + i * 0.1)
+        pg.wait_for_timeout(16)
+        echo, sent, _, _ = pg.evaluate(ECHO)
+        if echo >= sent:
+            break
+    assert echo >= sent, "the L was never answered"
+    pg.wait_for_timeout(500)                       # the pen held still: no frame redraws the 4's
+    echo, sent, stale, live = pg.evaluate(ECHO)
+    assert stale is not None and live, (echo, sent, stale, live)    # the 4's: the page's own
+    pg.mouse.up()
+    echo, sent, stale, live = pg.evaluate(ECHO)
+    assert echo >= sent or stale == "lifted", (echo, sent, stale)  # waiting, and saying so
+    pg.wait_for_function(f"() => ({ECHO})()[0] >= {sent} && "
+                         "!document.querySelector('#status').hasAttribute('data-stale')", timeout=30_000)
+    pg.close()
+
+
 @pytest.mark.browser
 def test_the_strips_attention_is_on_the_pictures_scale(browser, app_server):
     """Issue 49, 4: the strip drew a map on its own scale ("0 … 5.4 %") where the page's picture
@@ -352,7 +393,7 @@ def test_the_strips_attention_is_on_the_pictures_scale(browser, app_server):
     # The largest weight is said in words, beside what the map is (a fourth trial read the bar's
     # end as the brightest patch), on both of the step's maps.
     showing = pg.locator("#pipeline .s-attention .showing")
-    said = lambda: showing.inner_text().replace("\xa0", " ")        # noqa: E731 (kept on one line)
+    said = showing.inner_text
     assert said() == f"All layers (rollout), max {share(peak)}"
     pg.locator("#pipeline [data-mode=head]").click()
     pg.wait_for_function("() => document.querySelector('#pipeline .showing').innerText.includes('head ')")

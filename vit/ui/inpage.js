@@ -110,6 +110,7 @@
     if (!s.session) return false;
     if (!S.pending) S.since = performance.now();
     S.pending = {canvas: canvas, name: name};
+    S.frameAt = sent();          // a drawing newer than the one last sent is on the canvas
     if (!S.scheduled && !S.busy) { S.scheduled = true; requestAnimationFrame(run); }
     return true;
   };
@@ -621,12 +622,17 @@
     new MutationObserver(() => {
       // (the number alone: Gradio's busy marker, with its own words, sits beside it)
       const echo = answered.querySelector(".html-container") || answered;
-      if ((parseInt(echo.textContent, 10) || 0) < sent()) return;
+      if ((parseInt(echo.textContent, 10) || 0) < sent() || S.drawing()) return;
       for (const id of STALE) document.getElementById(id)?.removeAttribute("data-stale");
       // (its strip's value lands beside the echo, maybe just after it)
       if (S.shown) { S.shown = false; setTimeout(() => window.vitStrip && window.vitStrip.reload(), 150); }
     }).observe(answered, {childList: true, subtree: true, characterData: true, attributes: true});
   }
+  // Whether the canvas holds strokes drawn since the last drawing was sent (the pen down again
+  // right after a lift): the answer to the drawing sent is then an older drawing's, not current
+  // (a trial: an L's answer arrived while a 4 was being finished, was taken as current, and
+  // stood beside the 4, unmarked, until the 4's came 6 s later).
+  S.drawing = () => S.frameAt === sent();
   // The pen lifted (canvas.js): what is hidden now waits for the server's answer, and says so.
   S.lifted = function () {
     if (S.shown && window.vitStrip && window.vitStrip.lifted) window.vitStrip.lifted();

@@ -213,7 +213,9 @@ function say() {
   // (when no patch matters much, a share of it would read as a large part of the answer: a
   // trial's "24.4 %" beside "hiding any one changes P(1) by at most 0.6 points")
   if (data.share) text += data.slight ? `; no one patch matters much to the answer here (${data.lead})`
-    : data.drop ? `; hiding it lowers P(${data.classes[0][0]}) by ${pct(data.drop[m])} (occlusion)`
+    // (from and to, not "by 79.3 %": a drop of 79.3 points, not a 79.3 % part of it — a trial)
+    : data.drop ? `; hiding it lowers P(${data.classes[0][0]}) from ${conf(data.classes[0][1])} to ` +
+                  `${conf(Math.max(0, data.classes[0][1] - data.drop[m]))} (occlusion)`
     : `; it carries ${pct(data.share[m])} of what the answer rests on (${data.lead})`;
   readout.append(text + "." + live);
   if (hover === null && data.patch !== null && data.patch !== undefined) {
@@ -243,10 +245,13 @@ function drawAll() {
     x.setAttribute("aria-checked", String(x.dataset.mode === mode)));
   // The map's largest weight said once, in words beside what the map is (the blue tick shows
   // where it falls on the scale; a trial read a bar's end, "10.0 %", as the brightest patch).
-  const map = attentionMap(), max = map ? `, max\u00a0${pct(Math.max(...map)).replace(" ", "\u00a0")}` : "";
-  pipe.querySelector(".showing").textContent = !data ? "" : mode === "rollout"
-    ? `All layers (rollout)${max}`
-    : `Layer ${data.layer}, head ${data.head}${max}. Pick another:`;
+  // ("max 4.0 %" kept on one line: its own span, page.css)
+  const map = attentionMap(), max = document.createElement("span");
+  max.className = "whole";
+  max.textContent = map ? `max ${pct(Math.max(...map))}` : "";
+  pipe.querySelector(".showing").replaceChildren(...(!data ? [] : mode === "rollout"
+    ? ["All layers (rollout), ", max]
+    : [`Layer ${data.layer}, head ${data.head}, `, max, ". Pick another:"]));
   const menus = pipe.querySelector(".pick-head");
   menus.hidden = !data || mode !== "head";
   if (data) for (const [key, n] of [["layer", data.layers], ["head", data.heads]]) {
@@ -259,7 +264,12 @@ function drawAll() {
   drawSeen(); drawPatches(); drawTokens(); drawAttention(); drawAnswer(); say();
 }
 
-function load() { show(props.value); }
+// (the first strip, while a newer drawing is on the canvas than the one the server answered:
+// the page's own answer stays, not the older drawing's — inpage.js drawing)
+function load() {
+  if (window.vitStrip?.reload === load && window.vitInPage?.drawing?.()) return;
+  show(props.value);
+}
 
 // Draws a value: the server's (props.value), or the page's own while the pen moves (inpage.js).
 function show(v) {
