@@ -17,6 +17,8 @@ if not shutil.which("chromium"):
     pytest.skip("chromium is not installed", allow_module_level=True)
 from conftest import ARTIFACTS  # noqa: E402
 
+from vit.text import confidence  # noqa: E402
+
 SHOTS = ARTIFACTS / "browser"
 NO_TOUR = "localStorage.setItem('vit-explorer-tour', 'done')"
 
@@ -106,15 +108,17 @@ def test_what_the_answer_rests_on_is_the_measured_lead_map_with_the_others_said(
     assert "rank the patches alike" in said or "at other patches" in said
     drove = pg.locator("#pipeline .drove").inner_text()
     assert "Hiding patch" in drove and "lowers the answer most" in drove and "patch patch" not in drove
-    # Pointed at, that patch says its figure in the unit of the map beside the answer ("drop in
-    # P(7), max 79.3 %"), not a share of the map's sum (a trial: "carries 37.7 %").
+    # Pointed at, that patch says its figure in the unit of the map beside the answer, a drop in
+    # P(7), not a share of the map's sum (a trial: "carries 37.7 %"), from and to (a fifth
+    # trial read "lowers P(7) by 79.3 %" as a part of P(7), not points of it).
     v = pg.evaluate("window.vitStrip.value()")
     box, g = pg.locator("#pipeline canvas.c-attention").bounding_box(), v["grid"]
     r, c = divmod(v["drove"], g)
     pg.mouse.move(box["x"] + (c + 0.5) / g * box["width"], box["y"] + (r + 0.5) / g * box["height"])
-    top = f"{100 * max(v['drop']):.1f} %"
+    p = v["classes"][0][1]
     pg.wait_for_function("t => document.querySelector('#pipeline .readout').innerText.includes(t)",
-                         arg=f"hiding it lowers P(7) by {top} (occlusion)")
+                         arg=f"hiding it lowers P(7) from {confidence(p)} to "
+                             f"{confidence(max(0.0, p - max(v['drop'])))} (occlusion)")
     # The strip names the maps that point elsewhere, as the words below do (a trial read "Other
     # maps point elsewhere too" beside "Here relevance points at other patches").
     maps = {"rollout", "relevance", "occlusion"}

@@ -29,8 +29,9 @@ PRECISE = (
     "The second model reads the same input through its own preprocessing (a drawing laid out as "
     "that model's data set is). Its strip and maps follow the page's layer, head and patch: a "
     "model of another depth is shown at the matching depth (layer l of L ↔ the layer at the same "
-    "fraction of its own depth), a head it lacks as its last head. Each map has its own scale, "
-    "as on the page, with the level of evenly spread attention ticked. \"Look alike\" is "
+    "fraction of its own depth), a head it lacks as its last head. Each map is on the page's "
+    "attention scale: from 0 to five times an even spread (ticked \"even\"), or to the map's "
+    "largest weight (ticked \"max\") if higher. \"Look alike\" is "
     "Spearman's rank correlation of the two models' rollout maps (on the finer grid when the "
     "grids differ). The test-set comparison scores both models on their test set (the same data "
     "set only) and shows the images one gets right and the other wrong.")

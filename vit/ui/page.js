@@ -26,9 +26,11 @@
   // What a bubble should not cover, and how much each counts (show: where it goes).
   // (The "Go deeper" panels' titles count as much: step 5 lay over the first two it describes.)
   // (What the answer rests on is its map and its words, not the empty end of their row.)
-  // (The input's tabs and the line above the canvas count twice: step 1 lay over both.)
+  // (The input's tabs and the line above the canvas count twice: step 1 lay over both. A
+  // phone's line under the canvas, how to scroll past it, counts as the lesson: a fifth trial
+  // found step 1 over it.)
   const LESSON = [["#drawpad", 3], ["#pipeline", 3], ["#status", 3], ["#glance", 3], ["#glance-text", 3],
-                  ["#draw-hint", 2], ["#input-col [role=tablist]", 2],
+                  ["#draw-hint", 2], ["#input-col [role=tablist]", 2], ["#scroll-hint", 3],
                   ["#draw-examples", 1], ["#intro", 1], ["#deeper", 1],
                   ...["#why", "#views", "#mechanism", "#lens", "#learned", "#compare"]
                     .map(q => [q, 3])];
@@ -187,10 +189,27 @@
     if (noteText !== null && el.textContent !== noteText) el.textContent = noteText;
   }
   window.vitNote = text => { noteText = text; placeNote(); };
+  // What the answer rests on (its map and words): in the pinned answer on a wide screen; on a
+  // phone under the examples, in the page (the pinned answer has no room for it, and a fifth
+  // trial was told of a map the phone never showed). Back where it was if the screen widens.
+  const phone = matchMedia("(max-width: 700px)");
+  let whyHome = null;
+  function placeWhy() {
+    const why = document.getElementById("why-row"), after = document.getElementById("draw-examples");
+    if (!why || !after) return;
+    if (phone.matches && why.closest("#result-col")) {
+      whyHome = [why.parentElement, why.nextElementSibling];
+      after.insertAdjacentElement("afterend", why);
+    } else if (!phone.matches && whyHome && !why.closest("#result-col")) {
+      whyHome[0].insertBefore(why, whyHome[1] && whyHome[1].parentElement === whyHome[0] ? whyHome[1] : null);
+    }
+  }
+  phone.addEventListener("change", placeWhy);
   // The answer is announced when it changes (a live region), and an empty picture's label is
   // allowed (Gradio gives a plain <div> an aria-label: axe's aria-prohibited-attr).
   function tidy() {
     placeNote();
+    placeWhy();
     const status = document.querySelector("#status");
     if (status && !status.hasAttribute("aria-live")) {
       status.setAttribute("role", "status"); status.setAttribute("aria-live", "polite");

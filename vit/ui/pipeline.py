@@ -38,9 +38,11 @@ STEPS = (
     ("tokens", "3 · Tokens", "Each patch becomes a token: a list of numbers, plus its place. "
                             "[CLS] is one extra token, with no pixels, that gathers the answer",
      "token"),
-    ("attention", "4 · Attention", "Where [CLS] looked (green tick: spread evenly; blue: its "
-                                   "largest weight). Where it looked is not why it answered: "
-                                   "that is step 5", "attention"),
+    # (the bar's end explained: a fifth trial's teacher could not say why it read 10.0 % over a
+    # map whose largest weight was 4.0 %)
+    ("attention", "4 · Attention", "Where [CLS] looked. The bar ends at 5× an even spread "
+                                   "(green) or, if higher, at its largest weight (blue). Not "
+                                   "why it answered: that is step 5", "attention"),
     ("answer", "5 · Answer", "Read from [CLS] after the last layer", "calibrated"),
 )
 # Where each step's detail opens (the accordion below the strip) and what the link says.
@@ -69,6 +71,10 @@ def _template() -> str:
         precise = SEEN if term == "seen" else GLOSSARY[term][1]
         if key == "attention":     # its map is either: all layers (rollout) or one head
             precise = f"One head: {precise} All layers: {GLOSSARY['rollout'][1]}"
+        elif key == "answer":      # what the step shows first, then how far to trust its numbers
+            precise = (f"The bars: the model's probability of each class, its five likeliest. The "
+                       f"box under them: the patch the answer rests on most, by the map measured "
+                       f"most faithful for this model. The probabilities are calibrated: {precise}")
         precise = html.escape(precise)
         body = ('<div class="bars" role="list"></div>' if key == "answer" else
                 f'<canvas class="c-{key}" aria-label="{html.escape(title)}"></canvas>')
