@@ -771,6 +771,27 @@ def test_no_tour_bubble_covers_the_lesson(browser, app_server, size):
     ctx.close()
 
 
+STEPS = ("seen", "patches", "tokens", "attention", "answer")
+
+
+def open_pop(pg, step: str, width: int):
+    """Open a strip step's "?"; check its pop-up lies next to the "?", on the screen, and over
+    none of its own step's parts (picture, words, buttons, boxes). Returns the pop-up."""
+    pg.locator(f"#pipeline .s-{step} summary").click()
+    pop = pg.locator(f"#pipeline .s-{step} .pop")
+    assert pop.is_visible(), step
+    box, ask = pop.bounding_box(), pg.locator(f"#pipeline .s-{step} summary").bounding_box()
+    assert 0 <= box["y"] - (ask["y"] + ask["height"]) <= 30, (step, box, ask)
+    assert 0 <= box["x"] and box["x"] + box["width"] <= width, (step, box)
+    for part in pg.locator(f"#pipeline .s-{step} :is(canvas, .note, .modes, .showing, .drove,"
+                           " .bars, .scale)").all():
+        if part.is_visible():
+            b = part.bounding_box()
+            assert box["y"] >= b["y"] + b["height"] - 1 or box["x"] >= b["x"] + b["width"] \
+                or box["x"] + box["width"] <= b["x"], (step, box, b)
+    return pop
+
+
 def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_server):
     """A first visit starts a five-step tour, which can be skipped and is not shown again; "Take
     the tour" starts it over. A "?" opens the precise version in place; the glossary names
@@ -819,23 +840,14 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
     pg.locator("#pipeline .s-tokens summary").click()
     assert pg.locator("#pipeline .s-tokens .pop").is_visible()
     assert "position" in pg.locator("#pipeline .s-tokens .pop").inner_text()
-    # Issue 49, 8: a step's "?" opened over the picture it explains. Each opens below it now.
-    for step in ("seen", "patches", "tokens", "attention", "answer"):
-        pg.locator(f"#pipeline .s-{step} summary").click()
-        pop = pg.locator(f"#pipeline .s-{step} .pop")
-        assert pop.is_visible(), step
+    # Issue 49, 8: a step's "?" opened over the picture it explains; under the picture, over the
+    # captions; under the whole step, 365 px from its "?" and over the words below the strip.
+    # Each opens beside its own step now, next to its "?", over none of the step's parts.
+    for step in STEPS:
+        pop = open_pop(pg, step, 1280)
         # Step 5's says what the step shows before how far to trust it (a fifth trial clicked
         # "?" on the answer and read only of temperatures and ECE).
         assert step != "answer" or pop.inner_text().startswith("The bars:"), pop.inner_text()
-        shown = pg.locator(f"#pipeline .s-{step} canvas, #pipeline .s-{step} .bars").first.bounding_box()
-        box = pop.bounding_box()
-        assert box["y"] >= shown["y"] + shown["height"] - 1, (step, box, shown)
-        # ... nor over the step's own buttons and boxes (a fourth trial: steps 4 and 5's did).
-        for part in pg.locator(f"#pipeline .s-{step} :is(.modes, .showing, .drove, .bars)").all():
-            if part.is_visible():
-                b = part.bounding_box()
-                assert box["y"] >= b["y"] + b["height"] - 1 or box["x"] >= b["x"] + b["width"] \
-                    or box["x"] + box["width"] <= b["x"], (step, box, b)
         if step in ("attention", "answer"):
             pg.screenshot(path=SHOTS / f"49-b-pop-{step}.png")
     pg.keyboard.press("Escape")
@@ -848,6 +860,22 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
         assert term in glossary, term
     pg.wait_for_function("() => document.querySelector('#glossary').getBoundingClientRect().top"
                          " < 800", timeout=10_000)
+    ctx.close()
+
+
+def test_a_narrow_strip_keeps_its_steps_titles_and_question_marks_apart(browser, app_server):
+    """A tablet's portrait (800 px: the page keeps two columns, the strip gets ~380 px): the five
+    steps side by side ran their titles over each other's "?" and their links over the captions.
+    The strip lays them three to a row; every title and "?" stands clear, every pop-up on screen."""
+    ctx, pg = fresh(browser, app_server, 800, 900)
+    # each title within its own column (one that overflows runs over the next step's "?")
+    over = pg.evaluate("() => [...document.querySelectorAll('#pipeline .step .title')]"
+                       ".map(t => t.scrollWidth - t.clientWidth)")
+    assert max(over) <= 1, over
+    for step in STEPS:
+        open_pop(pg, step, 800)
+        pg.locator(f"#pipeline .s-{step} summary").click()          # closed again
+    pg.screenshot(path=SHOTS / "49-narrow-strip.png")
     ctx.close()
 
 
