@@ -192,6 +192,9 @@ def test_compare_pairs_the_two_mnist_models_and_how_it_learned_follows_the_model
     for part in ("#compare-strip", "#compare-maps", "#compare-differ"):
         assert not pg.locator(part).is_visible(), part
     pg.locator("#compare-choice input").click()
+    # The menu never offers the page's own model (a trial picked it: a model beside itself).
+    offered = pg.locator("#compare-choice").get_by_role("option").all_inner_texts()
+    assert not any("514 k" in o for o in offered), offered
     pg.locator("#compare-choice").get_by_role("option", name=re.compile("139 k parameters")).click()
     pg.wait_for_function("() => /reads|read/.test(document.querySelector('#compare-text')"
                          "?.innerText || '')", timeout=60_000)
@@ -201,6 +204,14 @@ def test_compare_pairs_the_two_mnist_models_and_how_it_learned_follows_the_model
     pg.locator("#model").get_by_role("option", name=re.compile("139 k parameters")).click()
     pg.wait_for_function("() => !document.querySelector('#learned .label-wrap').innerText"
                          ".includes('only for')", timeout=60_000)
+    # The second model became the page's: the menu says "no second model" and offers the other.
+    pg.wait_for_function("() => document.querySelector('#compare-choice input').value"
+                         " === 'no second model'", timeout=30_000)
+    pg.wait_for_function("() => document.querySelector('#compare-text')?.innerText"
+                         ".includes('Pick a second model')", timeout=30_000)
+    pg.locator("#compare-choice input").click()
+    offered = pg.locator("#compare-choice").get_by_role("option").all_inner_texts()
+    assert any("514 k" in o for o in offered) and not any("139 k" in o for o in offered), offered
     pg.close()
 
 

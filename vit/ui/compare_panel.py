@@ -50,15 +50,19 @@ class ComparePanel:
     differences: gr.Image
 
 
-def choices(names: list[str], labels: dict[str, str]) -> list[tuple[str, str]]:
-    return [("no second model", NOBODY)] + [(labels.get(n, n), n) for n in names]
+def choices(names: list[str], labels: dict[str, str], page_model: str) -> list[tuple[str, str]]:
+    """The menu: every model but the page's own (compared with itself it shows nothing; a
+    trial picked it)."""
+    return [("no second model", NOBODY)] + [(labels.get(n, n), n) for n in names
+                                            if n != page_model]
 
 
-def build(names: list[str], labels: dict[str, str], visible: bool = True) -> ComparePanel:
+def build(names: list[str], labels: dict[str, str], page_model: str,
+          visible: bool = True) -> ComparePanel:
     with gr.Accordion("Compare with another model", open=False, elem_id="compare",
                       visible=visible) as accordion:
         gr.Markdown(caption(PLAIN, PRECISE))
-        choice = gr.Dropdown(choices(names, labels), value=NOBODY, label="Second model",
+        choice = gr.Dropdown(choices(names, labels, page_model), value=NOBODY, label="Second model",
                              elem_id="compare-choice")
         text = gr.Markdown(elem_id="compare-text")
         strip = PipelineStrip(elem_id="compare-strip", label="second model's pipeline strip")
@@ -208,8 +212,11 @@ def place(ctx) -> ComparePanel:
     """Shown only where two models share a data set: a digit model beside a clothing one
     compares nothing on the test set."""
     models = ctx.models
-    return build(models.names, dict((n, label) for label, n in models.choices()),
-                 visible=models.comparable())
+    return build(models.names, labels(models), models.default, visible=models.comparable())
+
+
+def labels(models) -> dict[str, str]:
+    return dict((n, label) for label, n in models.choices())
 
 
 def components(c: ComparePanel) -> dict:
@@ -243,9 +250,20 @@ def compare_on_test_set(page, visit, progress=gr.Progress()) -> dict:
     return {"compare_differences_text": text, "compare_differences": picture}
 
 
+def follow_model(models, name: str, second: str):
+    """The page's model switched: the menu offers every other model, and "no second model" in
+    place of the one that is now the page's own (its change then clears the record's)."""
+    keep = second in models.names and second != name      # (both are client values)
+    return gr.update(choices=choices(models.names, labels(models), name),
+                     value=second if keep else NOBODY)
+
+
 def wire(w, c: ComparePanel) -> None:
     page = w.page
     w.opens(OPEN, c.accordion)
+    # Gradio's own event, not w.on: it reads no record and changes none.
+    w.ui.model.change(functools.partial(follow_model, page.models), [w.ui.model, c.choice],
+                      c.choice, show_progress="hidden", api_visibility="private", queue=False)
     w.on(c.choice.change, functools.partial(choose_compare, page), [c.choice], w.QUICK,
          trigger_mode="always_last", **w.QUIET)
     w.on(c.differ.click, functools.partial(compare_on_test_set, page), [],
