@@ -939,6 +939,9 @@ def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(brow
         '#pipeline .title, #pipeline .bar, #pipeline .said, #draw-examples .caption-label, #status h3')]
         .filter(e => e.checkVisibility()).map(e => parseFloat(getComputedStyle(e).fontSize))""")
     assert sizes and min(sizes) >= 12, sizes
+    # The model menu's name whole: it was cut to "514 k para…", what tells the digit models apart.
+    assert pg.evaluate("() => { const i = document.querySelector('#model input');"
+                       " return i.value.endsWith('parameters') && i.scrollWidth <= i.clientWidth }")
     # The six tools in one row, one height (a trial: Scroll, the last, was 4 px taller).
     tools = pg.evaluate("() => [...document.querySelectorAll('#drawpad .tools button')]"
                         ".filter(b => b.checkVisibility()).map(b => b.getBoundingClientRect())"
@@ -979,6 +982,31 @@ def test_a_phone_shows_the_answer_and_the_strip_and_scrolls_over_the_canvas(brow
                          timeout=30_000)
     assert "Not a digit" not in status(pg)
     pg.screenshot(path=SHOTS / "27-phone-small-seven.png")
+    ctx.close()
+
+
+def test_the_answers_class_names_are_whole_and_its_bars_share_one_scale(browser, app_server):
+    """CIFAR-10's "automobile" was cut to "automo…" in step 5 (a name column of fixed width), and
+    "airplane" to "ai…" on a phone. Each name is whole now, and on a desktop every bar's track starts at one
+    x and has one length, so the bars compare."""
+    ctx, pg = fresh(browser, app_server)
+    pg.locator("#model input").click()
+    pg.locator("#model").get_by_role("option", name=re.compile("CIFAR-10")).click()
+    wait_status(pg, "ship", timeout=60_000)
+    pg.wait_for_function("() => [...document.querySelectorAll('#pipeline .bar .name')]"
+                         ".some(n => n.innerText === 'airplane')", timeout=30_000)
+    cut = ("() => [...document.querySelectorAll('#pipeline .bar .name')].filter(n =>"
+           " n.checkVisibility()).map(n => [n.innerText, n.scrollWidth - n.clientWidth])")
+    assert all(over <= 0 for _, over in pg.evaluate(cut)), pg.evaluate(cut)
+    tracks = pg.evaluate("() => [...document.querySelectorAll('#pipeline .bar .track')]"
+                         ".map(t => { const r = t.getBoundingClientRect();"
+                         " return [Math.round(r.x), Math.round(r.width)] })")
+    assert len(tracks) == 5 and len(set(map(tuple, tracks))) == 1 and tracks[0][1] >= 12, tracks
+    pg.set_viewport_size({"width": 390, "height": 844})
+    pg.wait_for_timeout(300)
+    shown = pg.evaluate(cut)
+    assert len(shown) == 3 and all(over <= 0 for _, over in shown), shown
+    pg.locator("#pipeline .s-answer").screenshot(path=SHOTS / "49-phone-cifar-answer.png")
     ctx.close()
 
 
