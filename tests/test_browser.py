@@ -1039,15 +1039,23 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     pg.screenshot(path=SHOTS / "49-2-phone-visible-top.png")
     # Folded, the headline opens when tapped (a fourth trial tapped it and nothing opened); the
     # next touch of the canvas folds it again.
-    strip = pg.locator("#result-col #pipeline")
-    cue = "getComputedStyle(document.querySelector('#result-col #status'), '::after').content"
-    assert not strip.is_visible() and pg.evaluate(cue) == '"▴ steps"'
+    strip, toggle = pg.locator("#result-col #pipeline"), pg.locator("#sheet-toggle")
+    assert not strip.is_visible() and toggle.inner_text().strip() == "▴ steps"
+    assert toggle.get_attribute("aria-expanded") == "false"
     pg.locator("#result-col #status").tap()
     strip.wait_for(state="visible", timeout=5_000)
-    assert pg.evaluate(cue) == '"▾ fold"'
+    assert toggle.inner_text().strip() == "▾ steps" and toggle.get_attribute("aria-expanded") == "true"
     pg.screenshot(path=SHOTS / "49-g-phone-tapped-open.png")
     pg.locator("#result-col #status").tap()
     strip.wait_for(state="hidden", timeout=5_000)
+    # ... and a keyboard opens and folds it too: "▴ steps" is a button (the headline, a live
+    # region, was the only way, by a tap).
+    toggle.focus()
+    pg.keyboard.press("Enter")
+    strip.wait_for(state="visible", timeout=5_000)
+    pg.keyboard.press("Space")
+    strip.wait_for(state="hidden", timeout=5_000)
+    assert toggle.get_attribute("aria-expanded") == "false"
     pg.locator("#result-col #status").tap()             # left open: the next stroke folds it
     strip.wait_for(state="visible", timeout=5_000)
     pg.evaluate(f"window.scrollTo(0, {placed})")

@@ -242,15 +242,34 @@ if ("ResizeObserver" in window) {
   }, 300);
 }
 
-// The folded answer opens when its headline is tapped (a trial tapped it, and nothing opened),
-// over the canvas if need be; the next touch of the canvas folds it again, for drawing.
+// The folded answer opens when its headline or its "▴ steps" button is tapped (a trial tapped
+// the headline, and nothing opened), over the canvas if need be; the next touch of the canvas
+// folds it again, for drawing. The button is what a keyboard reaches (the headline is a live
+// region, not a control); page.css shows it only where the answer folds.
+function sheetOpen(open) {
+  const top = document.getElementById("top");
+  if (!top) return;
+  top.classList.toggle("sheet-open", open);
+  document.getElementById("sheet-toggle")?.setAttribute("aria-expanded", String(open));
+}
 document.addEventListener("click", e => {
   const top = document.getElementById("top");
-  if (!top || !e.target.closest?.("#result-col #status")) return;
+  if (!top || !e.target.closest?.("#result-col #status, #sheet-toggle")) return;
   const folded = ["canvas-under", "canvas-away"].some(c => top.classList.contains(c));
-  if (folded || top.classList.contains("sheet-open")) top.classList.toggle("sheet-open");
+  if (folded || top.classList.contains("sheet-open")) sheetOpen(!top.classList.contains("sheet-open"));
 });
-canvas.addEventListener("pointerdown", () => document.getElementById("top")?.classList.remove("sheet-open"));
+canvas.addEventListener("pointerdown", () => sheetOpen(false));
+const toggleSeen = setInterval(() => {
+  const status = document.querySelector("#result-col #status");
+  if (!status) return;
+  clearInterval(toggleSeen);
+  const b = document.createElement("button");
+  b.id = "sheet-toggle"; b.type = "button";
+  b.setAttribute("aria-expanded", "false"); b.setAttribute("aria-controls", "pipeline");
+  b.innerHTML = '<span aria-hidden="true" class="up">▴</span><span aria-hidden="true" ' +
+                'class="down">▾</span> steps';
+  status.after(b);
+}, 300);
 
 select("brush");
 element.dataset.ready = "1";
