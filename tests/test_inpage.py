@@ -395,11 +395,20 @@ def test_the_strips_attention_is_on_the_pictures_scale(browser, app_server):
     showing = pg.locator("#pipeline .s-attention .showing")
     said = showing.inner_text
     assert said() == f"All layers (rollout), max {share(peak)}"
+    height = "() => document.querySelector('#pipeline .steps').getBoundingClientRect().height"
+    rollout = pg.evaluate(height)
     pg.locator("#pipeline [data-mode=head]").click()
-    pg.wait_for_function("() => document.querySelector('#pipeline .showing').innerText.includes('head ')")
+    pg.wait_for_function("() => document.querySelector('#pipeline .pick-head').offsetHeight > 0")
+    pg.wait_for_function("() => !document.querySelector('#pipeline .showing').innerText.includes('All')")
     peak = float(scale.locator(".peak").get_attribute("title").split(": ")[1].split()[0]) / 100
-    assert re.fullmatch(rf"Layer \d+, head \d+, max {re.escape(share(peak))}\. Pick another:",
-                        said()), said()
+    # one head: its menus say which ("layer 6", "head 1"), the line its largest weight
+    picked = pg.evaluate("() => [...document.querySelectorAll('#pipeline .pick-head select')]"
+                         ".map(s => s.selectedOptions[0].text)")
+    assert re.fullmatch(r"layer \d+", picked[0]) and re.fullmatch(r"head \d+", picked[1]), picked
+    assert said() == f"max {share(peak)}", said()
+    # ... in the room the rollout's words take: nothing under the strip moves (a trial: the
+    # menus, added under the words, pushed everything below down 45 px)
+    assert abs(pg.evaluate(height) - rollout) <= 1, (pg.evaluate(height), rollout)
     pg.close()
 
 

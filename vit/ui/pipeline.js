@@ -249,15 +249,17 @@ function drawAll() {
   const map = attentionMap(), max = document.createElement("span");
   max.className = "whole";
   max.textContent = map ? `max ${pct(Math.max(...map))}` : "";
+  // One head's layer and head are said by their menus ("layer 6", "head 1"), in the line the
+  // rollout's words take: the step keeps its height in both (the menus below the words pushed
+  // everything under the strip down 45 px).
   pipe.querySelector(".showing").replaceChildren(...(!data ? [] : mode === "rollout"
-    ? ["All layers (rollout), ", max]
-    : [`Layer ${data.layer}, head ${data.head}, `, max, ". Pick another:"]));
+    ? ["All layers (rollout), ", max] : [max]));
   const menus = pipe.querySelector(".pick-head");
   menus.hidden = !data || mode !== "head";
   if (data) for (const [key, n] of [["layer", data.layers], ["head", data.heads]]) {
     const sel = menus.querySelector(`[data-pick="${key}"]`);
     if (sel.options.length !== n) {
-      sel.replaceChildren(...Array.from({length: n}, (_, i) => new Option(String(i + 1), String(i + 1))));
+      sel.replaceChildren(...Array.from({length: n}, (_, i) => new Option(`${key} ${i + 1}`, String(i + 1))));
     }
     sel.value = String(data[key]);
   }

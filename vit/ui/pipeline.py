@@ -90,9 +90,10 @@ def _template() -> str:
                      '<button type="button" role="radio" data-mode="rollout" aria-checked="true">'
                      'all layers</button><button type="button" role="radio" data-mode="head" '
                      'aria-checked="false">one head</button></div>'
-                     '<div class="showing"></div><div class="pick-head" hidden>'
-                     '<label>layer <select data-pick="layer"></select></label> '
-                     '<label>head <select data-pick="head"></select></label></div>')
+                     '<div class="which"><div class="pick-head" hidden>'
+                     '<select data-pick="layer" aria-label="Layer"></select>'
+                     '<select data-pick="head" aria-label="Head"></select></div>'
+                     '<div class="showing"></div></div>')
         elif key == "answer":
             extra = '<button type="button" class="drove" hidden></button>'
         arrow = '<span class="arrow" aria-hidden="true">→</span>' if i < len(STEPS) - 1 else ""
