@@ -174,14 +174,15 @@ def test_on_the_bundled_model_the_maps_find_what_the_answer_rests_on():
     assert max(aucs["rollout"], aucs["relevance"], aucs["occlusion"]) < aucs["random order"]
 
 
-def test_a_sure_answers_occlusion_map_is_not_blank():
+def test_occlusion_keeps_one_unit_and_scale_and_says_when_no_patch_matters():
     """A drawn digit read at over 99.9 % where no single patch, blanked, moves its probability by
-    0.05, so a map of the probability's drop would look empty (the page once showed "max 0.00"
-    that way). The panel then maps the drop in log-odds, says so, and the patches that carry the
-    strokes stand out. (Which drawing is that sure depends on the model: the first of these.)"""
+    0.05. The map once switched to the drop in log-odds there, vivid on its own scale, so a
+    teacher could not set it beside another drawing's map. It keeps the probability's drop on
+    the one scale (0 to at least 20 points), nearly dark, and the sentence says why. (Which
+    drawing is that sure depends on the model: the first of these.)"""
     from vit.data.examples import render_digit
     from vit.inference import Predictor
-    from vit.ui.why_panel import FLAT, occlusion_view
+    from vit.ui.why_panel import FLAT, OCCLUSION_TOP, occlusion_view
     p = Predictor(ROOT / "checkpoints" / "mnist", "cpu")
     for digit, size, pen in (("0", 300, 26), ("2", 200, 40), ("2", 200, 34)):
         a, d = p.analyse(255 - np.asarray(render_digit(digit, size, pen), np.uint8)), int(digit)
@@ -189,18 +190,19 @@ def test_a_sure_answers_occlusion_map_is_not_blank():
             break
     else:
         pytest.fail("no drawing is read surely enough to make the probability's map flat")
-    shown, title, top, note = occlusion_view(p, p.occlusion_maps(a.image, d), d, answer=True)
-    assert title.startswith(f"drop in log-odds of {digit}") and shown.max() > 1.0 and top == shown.max()
-    assert "less than 5 percentage points" in note
-    assert (shown > 0.25 * shown.max()).sum() >= 3                    # a shape, not one speck
-    # An answer that does move keeps the probability's map and scale, and no note.
+    maps = p.occlusion_maps(a.image, d)
+    shown, title, top, note = occlusion_view(p, maps, d, answer=True)
+    assert title.startswith(f"drop in P({digit})") and top == OCCLUSION_TOP
+    assert np.allclose(shown, np.clip(maps["probability"], 0, None)) and shown.max() < FLAT
+    assert "less than 5 percentage points" in note and "nearly dark" in note
+    # An answer that does move: the same unit and scale, and no note.
     a1 = p.analyse(255 - np.asarray(render_digit("1", 300, 26), np.uint8))
     shown, title, top, note = occlusion_view(p, p.occlusion_maps(a1.image, 1), 1, answer=True)
     assert title.startswith("drop in P(1)") and shown.max() >= FLAT and note == ""
-    # Another class keeps its probability map, even a blank one: log-odds rising from P ~ 0
-    # would paint vivid changes that the answer never shows.
+    assert top == max(OCCLUSION_TOP, shown.max())
+    # Another class: the rise in its probability, on the same scale.
     shown, title, top, note = occlusion_view(p, p.occlusion_maps(a.image, 7), 7, answer=False)
-    assert title.startswith("rise in P(7)") and note == "" and top == 0.2
+    assert title.startswith("rise in P(7)") and note == "" and top == OCCLUSION_TOP
 
 
 def test_switching_heads_off_leaves_other_requests_alone(tiny):

@@ -20,8 +20,7 @@ from vit.ui.record import ANSWER, Shown
 from vit.ui.words import alt, caption, term
 
 OCCLUSION_TOP = 0.2               # an occlusion map's scale reaches at least this drop
-FLAT = 0.05                       # no patch moving P(answer) by this much leaves a blank map...
-LOG_ODDS_TOP = 1.0                # ...so its log-odds are shown, on a scale reaching at least this
+FLAT = 0.05                       # no patch moving P(answer) by this much: a nearly dark map, said
 RANDOM_ORDERS = 3                 # random deletion orders averaged as the chance baseline
 STEPS = 16                        # points of a deletion curve (17 images each, whatever the grid)
 
@@ -72,8 +71,7 @@ def build(p: Predictor) -> WhyPanel:
         "**for one class** rests on. *Relevance* (Chefer et al. 2021) weighs each layer's "
         "attention by how much it raises that class's score and follows it back to the patches. "
         "*Occlusion* blanks each patch in turn and measures how much that class's probability "
-        "drops (its " + term("log-odds") + ", when the model is so sure that the probability "
-        "hardly moves). "
+        "drops, in percentage points, on one scale for every input. "
         "Pick another class to ask \"why this and not that?\" (why 7 and not 1; why ship and "
         "not airplane). The deletion test checks which map removes the answer fastest."))
     with gr.Row():
@@ -92,9 +90,8 @@ def build(p: Predictor) -> WhyPanel:
                              interactive=False,
                                  alt_text=alt("relevance"), elem_id="relevance", buttons=["download"],
                              height=400)
-        occlusion = gr.Image(label="Occlusion: how that class's probability changes when a "
-                                   "patch is blanked (its log-odds when the model is very sure: "
-                                   "the picture's own title says which)",
+        occlusion = gr.Image(label="Occlusion: how much that class's probability changes when "
+                                   "a patch is blanked (percentage points, 0 to at least 20)",
                              interactive=False, alt_text=alt("occlusion"), elem_id="occlusion",
                              buttons=["download"], height=400)
     gr.Markdown("### Switch heads off\nTick heads to remove them and see whether the answer "
@@ -228,7 +225,7 @@ def render(p: Predictor, a: Analysis, e: Explained) -> tuple:
     name = md(raw)                                   # Markdown, escaped (vit/text.py)
     rel_pic = single_map_picture(image, e.relevance, f"relevance for {raw}")
     occ, title, top, note = occlusion_view(p, e.occlusion, t, answer)
-    occ_pic = single_map_picture(image, occ, title, top=top, unit=occlusion_unit(note))
+    occ_pic = single_map_picture(image, occ, title, top=top, unit="probability")
     text = (f"Explaining **{name}**"
             + ("" if answer else f" (the model's answer is {md(p.class_names[best])}: occlusion shows "
                                  f"which patches, blanked, would make it more of a {name})")
@@ -249,8 +246,7 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     raw = p.class_names[t]
     if lead == "occlusion":
         shown, title, top, note = occlusion_view(p, e.answer_occlusion, t, True)
-        pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top,
-                                 unit=occlusion_unit(note))
+        pic = single_map_picture(a.image, shown, title, size=GLANCE, top=top, unit="probability")
     else:       # an attention map on the scale the page draws attention on everywhere
         pic = single_map_picture(a.image, maps[lead], f"{lead} for {raw}", size=GLANCE,
                                  uniform=uniform_level(p.grid) if lead in ATTENTION else None)
@@ -279,7 +275,7 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     if lead == "occlusion" and slight(e.answer_occlusion):
         many = (f" **No single patch matters much here**: hiding any one changes P({md(raw)}) by "
                 f"at most {100 * moved(e.answer_occlusion):.1f} percentage points, so erasing it would not "
-                f"change the answer; the map shows where it rests most, in {term('log-odds')}.")
+                f"change the answer, and the map is nearly dark: it rests on many patches together.")
     outside = "" if a.is_class else (
         f"**{md(p.not_label[:1].upper() + p.not_label[1:])}**: below is only what its best "
         f"guess, {md(raw)}, would rest on. ")
@@ -297,7 +293,7 @@ def moved(maps: dict[str, np.ndarray]) -> float:
 
 def slight(maps: dict[str, np.ndarray]) -> bool:
     """Whether no single patch matters much (occlusion `maps`): erasing the "most" one leaves the
-    answer. The map then shows log-odds, and the words beside it and the strip say so."""
+    answer. The map is then nearly dark, and the words beside it and the strip say so."""
     return moved(maps) < FLAT
 
 
@@ -305,29 +301,20 @@ def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
                    answer: bool) -> tuple[np.ndarray, str, float, str]:
     """(map, title, colour-scale top, a sentence for the page or "") of how much blanking each
     patch lowers P(answer), or raises P(another class), from class `t`'s occlusion `maps`
-    (`Predictor.occlusion_maps`). An answer the model is so sure of that
-    no patch, blanked, moves its probability by FLAT would get a blank map: the drop in its
-    log-odds then shows which patches it rests on, and the sentence says so. Another class keeps
-    its probability map even when blank: a vivid map of log-odds rising from P ~ 0 would
-    exaggerate changes nobody could see in the answer."""
+    (`Predictor.occlusion_maps`): always in percentage points of the probability, on a scale
+    reaching at least OCCLUSION_TOP, so that two inputs' maps compare. An answer so sure that no
+    patch moves it by FLAT gets a nearly dark map, and the sentence says why. (It once switched
+    to the drop in log-odds there, whose vivid map a teacher could not set beside another
+    input's; the ranking is the same either way, log-odds being monotone in P.)"""
     name, b = p.class_names[t], p.occlusion_block
     squares = f"; {b}x{b} squares" if b > 1 else ""
-    if not answer or not slight(maps):
-        shown = np.clip(maps["probability"] if answer else -maps["probability"], 0, None)
-        peak = float(shown.max())
-        return (shown, f"{'drop' if answer else 'rise'} in P({name}){squares}",
-                max(peak, OCCLUSION_TOP), "")
-    shown = np.clip(maps["log-odds"], 0, None)
-    peak = float(shown.max())
-    note = (f" Blanking any one patch moves P({md(name)}) by less than {100 * FLAT:.0f} percentage "
-            f"points (at most {100 * moved(maps):.1f}), so occlusion shows the drop in its log-odds "
-            f"instead (a drop of 1 divides the odds by e ≈ 2.7).")
-    return shown, f"drop in log-odds of {name}{squares}", max(peak, LOG_ODDS_TOP), note
-
-
-def occlusion_unit(note: str) -> str:
-    """What `occlusion_view`'s map is in: a probability's drop, or (with its note) log-odds."""
-    return "log-odds" if note else "probability"
+    shown = np.clip(maps["probability"] if answer else -maps["probability"], 0, None)
+    note = "" if not answer or not slight(maps) else (
+        f" Blanking any one patch moves P({md(name)}) by less than {100 * FLAT:.0f} percentage "
+        f"points (at most {100 * moved(maps):.1f}), so the map is nearly dark: no single patch "
+        f"matters much.")
+    return (shown, f"{'drop' if answer else 'rise'} in P({name}){squares}",
+            max(float(shown.max()), OCCLUSION_TOP), note)
 
 
 def model_updates(p: Predictor) -> tuple[dict, dict]:

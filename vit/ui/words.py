@@ -54,8 +54,8 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "Hide one patch at a time and watch the answer drop: the bigger the drop, the more it "
         "rests there.",
         "Each patch (or square of patches) is replaced by the training images' background in "
-        "turn and the class's probability measured again (its log-odds when the model is so sure "
-        "that the probability hardly moves): a direct test of the model, slower than relevance."),
+        "turn and the class's probability measured again, its drop drawn in percentage points on "
+        "one scale for every input: a direct test of the model, slower than relevance."),
     "deletion": (
         "Which map to trust: hide the patches a map ranks first; the faster the answer fades, "
         "the better.",
@@ -70,9 +70,9 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "the mean probability of the answer along the way (higher = more faithful)."),
     "log-odds": (
         "Another scale for a probability that still moves when the model is nearly sure.",
-        "log(P / (1 − P)): 99 % is 4.6, 99.9 % is 6.9. Occlusion measures the drop in log-odds "
-        "instead of in P when the answer is so sure that hiding a patch barely moves P; its "
-        "picture's title says which."),
+        "log(P / (1 − P)): 99 % is 4.6, 99.9 % is 6.9. The scoreboard's model-randomisation check "
+        "ranks occlusion's patches by the drop in log-odds: the same order as the drop in P, "
+        "still told apart when the answer is so sure that hiding a patch barely moves P."),
     "rank": (
         "How alike two maps' orders of patches are, from −1 (reversed) to +1 (the same order).",
         "Spearman's rank correlation, ρ (written \"rho\" in the pictures): the correlation of "
