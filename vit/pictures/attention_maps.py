@@ -261,13 +261,15 @@ def _fit_title(draw: ImageDraw.ImageDraw, title: str, x0: int, width: int):
 
 
 def _colorbar(width: int, top: float | str, title: str, uniform: float | None = None,
-              peak: tuple[float, str] | None = None, label: str | None = None) -> np.ndarray:
+              peak: tuple[float, str] | None = None, label: str | None = None,
+              marks: list[tuple] | None = None) -> np.ndarray:
     """A colour bar from 0 to `top` (a share of attention or a probability, written as one:
     "10.0 %"; or words such as "its max"), or to `label` where given (a top in another unit,
     "8.0 log-odds"). Marked on it when given: the uniform level 1/T ("even"), and the map's own
     largest value `peak` = (value, its words: "max 4.0 %") where the scale runs past it, so
     that the number is said once, where it is drawn (a trial read a title's "(max 4.0 %)" over
-    a bar ending at 10.0 % as two numbers at odds)."""
+    a bar ending at 10.0 % as two numbers at odds). `marks`: `_bar_marks`' ticks, where the
+    caller has them already."""
     template, x = _colorbar_template(width, title)
     im = template.copy()
     draw = ImageDraw.Draw(im)
@@ -275,7 +277,7 @@ def _colorbar(width: int, top: float | str, title: str, uniform: float | None = 
     draw.text((x, 17), text, fill="black", font=load_font(12))
     if isinstance(top, str):
         return np.asarray(im)
-    for at, words, colour, thick, x in _bar_marks(width, top, uniform, peak):
+    for at, words, colour, thick, x in marks if marks is not None else _bar_marks(width, top, uniform, peak):
         draw.line([(at, 15), (at, 32)], fill=colour, width=thick)
         if x is not None:
             draw.text((x, 31), words, fill=colour, font=load_font(11))
@@ -311,12 +313,10 @@ def _bar_marks(width: int, top: float, uniform: float | None,
     return marks
 
 
-def peak_said(width: int, top: float, uniform: float | None, peak: tuple[float, str]) -> bool:
-    """Whether the bar itself says the map's largest value: beside its tick, or as the bar's end
-    (a scale that ends at the peak)."""
-    if peak[0] >= top:
-        return True
-    return any(m[2] == PEAK_INK and m[4] is not None for m in _bar_marks(width, top, uniform, peak))
+def peak_said(top: float, peak: float, marks: list[tuple]) -> bool:
+    """Whether the bar itself says the map's largest value: beside its tick (`_bar_marks`), or as
+    the bar's end (a scale that ends at the peak)."""
+    return peak >= top or any(m[2] == PEAK_INK and m[4] is not None for m in marks)
 
 
 def tile_caption(peak: float, cls_share: float | None, shared_scale: bool) -> str:
@@ -450,9 +450,10 @@ def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: 
     # The map's largest value, said once: at its tick on the bar ("max 4.0 %" on a bar to
     # 10.0 %), at the bar's end when the scale ends there, else in the title.
     said = f"max {share(peak) if unit != 'log-odds' else f'{peak:.1f}'}"
-    if titled_max and not peak_said(out.shape[1], top, uniform, (peak, said)):
+    marks = _bar_marks(out.shape[1], top, uniform, (peak, said))
+    if titled_max and not peak_said(top, peak, marks):
         title = f"{title} ({said})"
-    bar = _colorbar(out.shape[1], top, title, uniform, (peak, said), label)
+    bar = _colorbar(out.shape[1], top, title, uniform, (peak, said), label, marks)
     return np.concatenate([out, bar], axis=0)
 
 
