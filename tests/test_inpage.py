@@ -219,6 +219,13 @@ def test_in_chromium_the_pages_logits_and_attention_are_the_servers(browser, app
         got = pg.evaluate("([p1, p2]) => window.vitInPage.unsure('{best} at {p}', '7', '8', p1, p2)",
                           probs)
         assert got == f"{guess} at {at}", (probs, got)
+    # One way to write a probability, in the page as on the server (a trial: 95.6 % in the
+    # headline, 95.7 % in the strip, for one answer).
+    from vit.text import confidence
+    values = [0, 0.0004, 0.0005, 0.00051, 0.0125, 0.0175, 0.5, 0.95649, 0.95651, 0.9994, 0.99949,
+              0.9995, 1]
+    assert pg.evaluate("vs => vs.map(v => window.vitStrip.conf(v))", values) == \
+        [confidence(v) for v in values]
     pg.close()
 
 

@@ -110,6 +110,13 @@ def test_the_strip_writes_each_probability_as_the_headline_does(page):
     assert checked > 10_000
 
 
+def test_an_exact_half_rounds_as_the_pages_javascript_rounds_it():
+    """JavaScript's toFixed rounds 1.25 to "1.3", Python's format to even, "1.2": the server and
+    the strip once wrote one probability two ways."""
+    from vit.text import percent
+    assert [percent(v) for v in (0.0125, 0.0175, 0.0225, -0.0)] == ["1.3 %", "1.8 %", "2.3 %", "0.0 %"]
+
+
 def test_a_correlation_reads_one_way_everywhere():
     """Signed, two decimals, and never "-0.00" (a trial read "relevance -0.00")."""
     from vit.text import correlation

@@ -9,7 +9,9 @@ dropdown choices, pictures) take the string as it is.
 from __future__ import annotations
 
 import html
+import math
 import re
+from decimal import ROUND_HALF_UP, Decimal
 
 # What makes structure inside a line: emphasis, code, links and images ([…](…), ![…]), table
 # cells, strike-through, escapes. Parentheses, dots and dashes stay as they are ("T-shirt/top").
@@ -51,8 +53,13 @@ def short_paths(command: str) -> str:
 
 def percent(p: float) -> str:
     """A probability or share as the page writes every one: "99.5 %" (one decimal, a space
-    before the sign), so the same number never reads three ways on one screen."""
-    return f"{100 * float(p):.1f} %"
+    before the sign), so the same number never reads three ways on one screen. An exact half
+    rounds away from zero, as the page's JavaScript (`toFixed`) rounds it: Python's format
+    rounds it to even, and the server wrote "1.2 %" where the strip wrote "1.3 %"."""
+    x = 100 * float(p) + 0.0            # (-0.0 is "0.0 %", as in JavaScript)
+    if not math.isfinite(x):
+        return f"{x:.1f} %"
+    return f"{Decimal(x).quantize(Decimal('0.1'), ROUND_HALF_UP)} %"
 
 
 # Below and above what one decimal shows.

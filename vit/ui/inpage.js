@@ -145,8 +145,9 @@
     if (S.pending && !S.scheduled) { S.scheduled = true; requestAnimationFrame(run); }
   }
 
-  // A probability as the page writes one (vit/text.py confidence, pipeline.js conf).
-  const conf = p => p >= 0.9995 ? ">99.9 %" : p < 0.0005 ? "<0.1 %" : (100 * p).toFixed(1) + " %";
+  // A probability as the page writes one: the strip's own (pipeline.js conf; vit/text.py
+  // confidence on the server), which draws every answer this writes.
+  const conf = p => window.vitStrip.conf(p);
 
   // The answer so far in a few words: "7 (99.5 %)", or "Not a digit".
   function soFar(v) {

@@ -122,6 +122,7 @@ function drawAttention() {
 // One format on the whole page (vit/text.py percent): "99.5 %".
 function pct(v) { return (100 * v).toFixed(1) + " %"; }
 // A class's probability, as vit/text.py `confidence` writes it: never "100.0 %" or "0.0 %".
+// A probability as the page writes one (vit/text.py confidence; inpage.js writes with this one).
 function conf(p) { return p >= 0.9995 ? ">99.9 %" : p < 0.0005 ? "<0.1 %" : pct(p); }
 
 function drawAnswer() {
@@ -396,7 +397,7 @@ load();
 // The first screen's strip (not the compare panel's): what inpage.js draws into, and reads the
 // model and the chosen layer, head and patch from.
 if (element.closest("#pipeline") || element.querySelector("#pipeline") || element.id === "pipeline")
-  window.vitStrip = {show: show, reload: load, value: () => data,
+  window.vitStrip = {show: show, reload: load, value: () => data, conf: conf,
                      // the pen lifted: the page's own answer waits for the server's (inpage.js)
                      lifted: () => { if (data && data.live) { data.live = "lifted"; say(); } }};
 else      // who answers while the pen moves is the first strip's: the second model's never does
