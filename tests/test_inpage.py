@@ -316,6 +316,9 @@ def test_while_the_pen_is_down_the_strip_is_the_only_answer_on_screen(browser, a
     pg.wait_for_function("() => !document.querySelector('#status').hasAttribute('data-stale')"
                          " && document.querySelector('#status').innerText.includes('reads this as')",
                          timeout=30_000)
+    # (what the answer rests on, once its own map lands: the test below)
+    pg.wait_for_function("() => !document.querySelector('#why-row').hasAttribute('data-stale')",
+                         timeout=30_000)
     assert not why.evaluate(HIDDEN)
     # Issue 49, 8: a one-line answer and a two-line one ("Not a digit" and why) leave the strip
     # where it was (it jumped ~40 px at each lift between them).
@@ -330,6 +333,38 @@ def test_while_the_pen_is_down_the_strip_is_the_only_answer_on_screen(browser, a
     # "1 >99.9 %" as a broken rule).
     why_not = pg.locator("#pipeline .s-answer .why-not").inner_text()
     assert "flat dash" in why_not and "On its own the model reads" in why_not, why_not
+    pg.close()
+
+
+@pytest.mark.browser
+def test_what_the_answer_rests_on_stays_hidden_until_its_own_drawings_maps_land(browser,
+                                                                                  app_server):
+    """A sixth trial: a loop lifted, then a second loop to make an 8; for 60–300 ms after the
+    lift the 8's headline stood beside the loop's "what the answer rests on" (its words and map),
+    because the map's lane answers after the headline's. It stays hidden, saying it is coming,
+    until the 8's own map lands."""
+    pg = _page(browser, app_server[1])
+    _ready(pg)
+    pg.click("#drawpad [data-act=clear]")
+    pg.wait_for_function("() => !document.querySelector('#glance img')", timeout=30_000)
+    _stroke(pg, ((0.5, 0.15), (0.5, 0.85)))
+    pg.mouse.up()                                                   # a 1, and its map
+    pg.wait_for_function("() => document.querySelector('#status').innerText.includes('reads this as')"
+                         " && !document.querySelector('#why-row').hasAttribute('data-stale')"
+                         " && document.querySelector('#glance img')", timeout=30_000)
+    old = pg.evaluate("document.querySelector('#glance img').src")
+    _stroke(pg, ((0.3, 0.15), (0.7, 0.15)))                        # a bar on top: a 7
+    pg.evaluate("""() => { window.__why = []; const f = () => {
+        const w = document.querySelector('#why-row'), i = document.querySelector('#glance img');
+        window.__why.push([w.hasAttribute('data-stale'), i ? i.src : '']);
+        if (window.__why.length < 900) requestAnimationFrame(f); }; f(); }""")
+    pg.mouse.up()
+    pg.wait_for_function("old => !document.querySelector('#why-row').hasAttribute('data-stale')"
+                         " && document.querySelector('#glance img')?.src !== old",
+                         arg=old, timeout=30_000)
+    frames = pg.evaluate("window.__why")
+    shown_old = [n for n, (stale, src) in enumerate(frames) if not stale and src == old]
+    assert not shown_old, (len(frames), shown_old[:5])
     pg.close()
 
 

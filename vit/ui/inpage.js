@@ -624,10 +624,22 @@
       // (the number alone: Gradio's busy marker, with its own words, sits beside it)
       const echo = answered.querySelector(".html-container") || answered;
       if ((parseInt(echo.textContent, 10) || 0) < sent() || S.drawing()) return;
-      for (const id of STALE) document.getElementById(id)?.removeAttribute("data-stale");
+      document.getElementById("status")?.removeAttribute("data-stale");
       // (its strip's value lands beside the echo, maybe just after it)
       if (S.shown) { S.shown = false; setTimeout(() => window.vitStrip && window.vitStrip.reload(), 150); }
+      whyLanded(sent(), performance.now());
     }).observe(answered, {childList: true, subtree: true, characterData: true, attributes: true});
+  }
+  // What the answer rests on comes on the "why" lane, after the answer: it stays hidden until
+  // then (a trial saw the 8's headline beside the loop's "rests on" words and map for 60–300 ms
+  // after the lift). That lane sends the strip again with its lead map (`lead`), beside its
+  // words; an input with no lead map shows after 8 s. A newer drawing's own answer clears it.
+  function whyLanded(n, since) {
+    if (sent() !== n || S.drawing()) return;
+    const v = window.vitStrip?.value?.();
+    if (!v || (v.lead && !v.live) || performance.now() - since > 8000)   // (!v: a cleared canvas)
+      document.getElementById("why-row")?.removeAttribute("data-stale");
+    else setTimeout(() => whyLanded(n, since), 100);
   }
   // Whether the canvas holds strokes drawn since the last drawing was sent (the pen down again
   // right after a lift): the answer to the drawing sent is then an older drawing's, not current
