@@ -1074,7 +1074,6 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     # patch barely changes it" on a laptop).
     clear(pg)
     x0, y0, side = drawing_area(pg)
-    assert pg.evaluate("document.getElementById('top').classList.contains('sheet-open')")
     finger(ctx.new_cdp_session(pg), [(x0 + 0.5 * side, y0 + 0.15 * side),
                                      (x0 + 0.5 * side, y0 + 0.85 * side)])
     assert not pg.evaluate("document.getElementById('top').classList.contains('sheet-open')")
@@ -1104,6 +1103,16 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
         return t && t.getBoundingClientRect().height > 0 && t.matches('#why-row')
                && !t.closest('#result-col') && !!t.querySelector('#glance img'); }""")
     assert shown
+    pg.keyboard.press("Escape")                                   # the tour closed
+    # Clear folds an opened answer too (a sixth trial: opened, then emptied by Clear, it stayed
+    # over half the canvas until the next stroke).
+    opened = "document.getElementById('top').classList.contains('sheet-open')"
+    pg.evaluate("window.scrollTo(0, 0)")
+    pg.locator("#sheet-toggle").wait_for(state="visible", timeout=5_000)
+    pg.locator("#sheet-toggle").tap()
+    assert pg.evaluate(opened)
+    clear(pg)
+    assert not pg.evaluate(opened)
     ctx.close()
 
 

@@ -259,6 +259,9 @@ document.addEventListener("click", e => {
   if (folded || top.classList.contains("sheet-open")) sheetOpen(!top.classList.contains("sheet-open"));
 });
 canvas.addEventListener("pointerdown", () => sheetOpen(false));
+// Clear, too: the canvas is for drawing again (a sixth trial: the opened answer, emptied by
+// Clear, stayed over half the cleared canvas until the next stroke).
+element.addEventListener("click", e => { if (e.target.closest?.("[data-act=clear]")) sheetOpen(false); });
 const toggleSeen = setInterval(() => {
   const status = document.querySelector("#result-col #status");
   if (!status) return;
