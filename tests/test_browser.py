@@ -875,6 +875,17 @@ def test_a_narrow_strip_keeps_its_steps_titles_and_question_marks_apart(browser,
     for step in STEPS:
         open_pop(pg, step, 800)
         pg.locator(f"#pipeline .s-{step} summary").click()          # closed again
+    # One head's menus say "layer 6" and "head 1" whole, clear of their arrows (a sixth trial:
+    # the browser's wide arrows covered the numbers): the words and the room left of the
+    # drawn arrow (the right padding) fit the menu.
+    pg.locator("#pipeline [data-mode=head]").click()
+    pg.wait_for_function("() => document.querySelector('#pipeline .pick-head').offsetHeight > 0")
+    room = pg.evaluate("""() => [...document.querySelectorAll('#pipeline .pick-head select')].map(s => {
+        const c = document.createElement('canvas').getContext('2d'), st = getComputedStyle(s);
+        c.font = `${st.fontSize} ${st.fontFamily}`;
+        return [parseFloat(st.paddingRight), s.clientWidth - parseFloat(st.paddingLeft)
+                - parseFloat(st.paddingRight) - c.measureText(s.selectedOptions[0].text).width]; })""")
+    assert all(arrow >= 10 and left >= 0 for arrow, left in room), room     # (its arrow: 8 px)
     pg.screenshot(path=SHOTS / "49-narrow-strip.png")
     ctx.close()
 
