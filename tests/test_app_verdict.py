@@ -128,3 +128,23 @@ def test_the_first_view_survives_a_refused_example(page):
     status = page.analyse_drawing(page.visit(), {**drawing_value(ink), "example": "7"}, "mnist",
                                   True, 2, 1)["status"]
     assert status.startswith("### Example: a drawn 7 — read as **not a digit**")
+
+
+def test_a_refused_test_image_is_said_refused_first_and_scored_second():
+    """A sixth trial: "Test image #4176 (true class 2): read as 2 (19.5 %) — ✓ right" over a strip
+    whose answer said "Not a digit". The headline says the page's answer first, as the strip
+    does, then how the test set's score counts it."""
+    from types import SimpleNamespace
+
+    from vit.ui.render import test_headline
+    p = SimpleNamespace(class_names=[str(d) for d in range(10)], not_label="not a digit")
+    probs = np.full(10, 0.0894, np.float32)
+    probs[2] = 0.195
+    refused = SimpleNamespace(probs=probs, is_class=False,
+                              verdict=SimpleNamespace(reason="The model isn't confident this is any digit."))
+    said = test_headline(p, refused, ("mnist", "MNIST", 4176, "2"))
+    head, why = said.split("\n")
+    assert head == "### Test image #4176 (true class **2**): not a digit — best guess **2** (19.5 %)"
+    assert why.endswith("counts only the best guess: ✓ right there.")
+    read = test_headline(p, SimpleNamespace(probs=probs, is_class=True), ("mnist", "MNIST", 4, "7"))
+    assert read == "### Test image #4 (true class **7**): read as **2** (19.5 %) — ✗ wrong"

@@ -188,16 +188,20 @@ def fill_headline(p: Predictor, a: Analysis) -> str:
 
 
 def test_headline(p: Predictor, a: Analysis, origin: tuple) -> str:
-    """A test image of the model's own test set: its answer, right or wrong."""
+    """A test image of the model's own test set: its answer, right or wrong. One the page refuses
+    is said so first, as the strip's answer says it (a sixth trial read "read as 2 — ✓ right"
+    over a strip saying "Not a digit"); the test set's score, which counts only the best guess,
+    comes second."""
     _, _, i, true = origin
     best = int(a.probs.argmax())
-    verdict = "✓ right" if p.class_names[best] == true else "✗ wrong"
-    text = (f"### Test image #{i} (true class **{md(true)}**): read as "
-            f"**{md(p.class_names[best])}** ({confidence(a.probs[best])}) — {verdict}")
-    if not a.is_class:
-        text += (f"\n{md(a.verdict.reason, 400)} A drawing like it would be answered "
-                 f"\"{p.not_label}\".")
-    return text
+    right = p.class_names[best] == true
+    verdict = "✓ right" if right else "✗ wrong"
+    guess = f"**{md(p.class_names[best])}** ({confidence(a.probs[best])})"
+    if a.is_class:
+        return f"### Test image #{i} (true class **{md(true)}**): read as {guess} — {verdict}"
+    return (f"### Test image #{i} (true class **{md(true)}**): {p.not_label} — best guess {guess}\n"
+            f"{md(a.verdict.reason, 400)} The test set's score counts only the best guess: "
+            f"{verdict} there.")
 
 
 def example_headline(p: Predictor, a: Analysis, example: str) -> str:
