@@ -268,6 +268,11 @@ def test_an_attention_maps_title_and_bar_tell_one_scale(img, monkeypatch):
     drop[2, 2] = 0.454
     _, words = drawn(drop, "drop in P(7)", top=0.454, unit="probability")
     assert words.count("45.4 %") == 1 and not any("max" in w for w in words), words
+    # A map in log-odds (the randomisation check's occlusion) scaled to a small maximum: its
+    # bar ends at that number, not at "0.0" under bright patches (a sixth trial).
+    drop[2, 2] = 0.031
+    _, words = drawn(drop, "occlusion, log-odds", top=0.031, unit="log-odds")
+    assert "0.031" in words and "0.0" not in words, words
 
 
 def test_patch_numbers_are_readable_over_white_ink():

@@ -440,7 +440,7 @@ def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: 
         top, label = max(peak, 1e-12), "its max"
     else:
         # log-odds: the number alone (the title names the unit; the bar's end has ~60 px)
-        label = percent(top) if unit == "probability" else f"{top:.1f}"
+        label = percent(top) if unit == "probability" else _number(top)
     out = heat_overlay(img, grid_map, top, size)
     out = _composite(out, _grid_layer(out.shape[0], G, False, (90, 90, 90)))
     if marked is not None:
@@ -449,12 +449,19 @@ def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: 
         return np.concatenate([out, _colorbar(out.shape[1], top, title, label=label)], axis=0)
     # The map's largest value, said once: at its tick on the bar ("max 4.0 %" on a bar to
     # 10.0 %), at the bar's end when the scale ends there, else in the title.
-    said = f"max {share(peak) if unit != 'log-odds' else f'{peak:.1f}'}"
+    said = f"max {share(peak) if unit != 'log-odds' else _number(peak)}"
     marks = _bar_marks(out.shape[1], top, uniform, (peak, said))
     if titled_max and not peak_said(top, peak, marks):
         title = f"{title} ({said})"
     bar = _colorbar(out.shape[1], top, title, uniform, (peak, said), label, marks)
     return np.concatenate([out, bar], axis=0)
+
+
+def _number(v: float) -> str:
+    """A quantity with no unit of the page's own (log-odds): one decimal, or two significant
+    digits below 1 ("0.031"), never "0.0" for a map with bright patches (a sixth trial read a
+    bar from 0 to "0.0" under one)."""
+    return f"{v:.1f}" if abs(v) >= 0.95 else f"{v:.2g}"
 
 
 def patch_at(x: float, y: float, size: int, grid: int) -> int:
