@@ -91,7 +91,7 @@ def build(p: Predictor) -> WhyPanel:
                                  alt_text=alt("relevance"), elem_id="relevance", buttons=["download"],
                              height=400)
         occlusion = gr.Image(label="Occlusion: how much that class's probability changes when "
-                                   "a patch is blanked (percentage points, 0 to at least 20)",
+                                   "a patch is blanked (0 to at least 20 %, for every input)",
                              interactive=False, alt_text=alt("occlusion"), elem_id="occlusion",
                              buttons=["download"], height=400)
     gr.Markdown("### Switch heads off\nTick heads to remove them and see whether the answer "
@@ -252,8 +252,11 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
                                  uniform=uniform_level(p.grid) if lead in ATTENTION else None)
     rho = agreement(lead, maps)
     deletion = p.config.faithfulness.get("deletion", {})
-    measured = (f"the map that removed the answer fastest when this model was tested "
-                f"({term('deletion', 'deletion test')})"
+    # (on average over many inputs: this input's own scoreboard may rank the maps otherwise, and
+    # a trial read the two as at odds when only the folded words said so)
+    measured = (f"the map that removed the answer fastest, on average, when this model was "
+                f"tested ({term('deletion', 'deletion test')} on held-out images; one input's "
+                f"scoreboard may rank them otherwise)"
                 if deletion else "this model was never tested for which map to trust")
     differ = [k for k, r in rho.items() if r < AGREE]
     if not differ:
