@@ -368,6 +368,32 @@ def test_what_the_answer_rests_on_stays_hidden_until_its_own_drawings_maps_land(
     pg.close()
 
 
+@pytest.mark.browser
+def test_compares_second_answer_is_hidden_while_the_pen_is_down(browser, app_server):
+    """A sixth trial: with a second model shown, a second stroke made the strip read "9" while
+    Compare still said "… reads 0 (>99.9 %) … They agree" until the lift. Its words, strip and
+    maps belong to the last lifted drawing: hidden while the pen is down, saying so."""
+    import re
+    pg = _page(browser, app_server[1])
+    _ready(pg)
+    pg.locator("#compare .label-wrap").click()
+    pg.locator("#compare-choice input").click()
+    pg.locator("#compare-choice").get_by_role("option", name=re.compile("139 k parameters")).click()
+    pg.wait_for_function("() => /reads/.test(document.querySelector('#compare-text')?.innerText || '')",
+                         timeout=60_000)
+    pg.locator("#drawpad").scroll_into_view_if_needed()
+    _stroke(pg, ((0.5, 0.2), (0.5, 0.85)))                          # pen down: a stroke more
+    for part in ("#compare-text", "#compare-strip", "#compare-maps"):
+        assert pg.locator(part).get_attribute("data-stale") is not None, part
+    assert "comes when you lift the pen" in pg.locator("#compare-text").evaluate(HIDDEN)
+    assert pg.locator("#compare-strip").evaluate("e => getComputedStyle(e).visibility") == "hidden"
+    pg.mouse.up()
+    pg.wait_for_function("() => !document.querySelector('#compare-text').hasAttribute('data-stale')",
+                         timeout=30_000)
+    assert pg.locator("#compare-strip").evaluate("e => getComputedStyle(e).visibility") == "visible"
+    pg.close()
+
+
 ECHO = ("() => [parseInt(document.querySelector('#answered .html-container')?.textContent, 10) || 0,"
         " +document.querySelector('#drawpad [data-ready]').dataset.sent,"
         " document.querySelector('#status').getAttribute('data-stale'),"

@@ -115,7 +115,10 @@
     return true;
   };
 
-  const STALE = ["status", "why-row"];          // what belongs to the last lifted drawing
+  // What belongs to the last lifted drawing: the headline; on the "why" lane, what the answer
+  // rests on and, when a second model is shown, Compare's words, strip and maps.
+  const STALE = ["status", "why-row"], LATER = ["why-row", "compare-text", "compare-strip", "compare-maps"];
+  const compared = () => !!document.getElementById("compare-strip")?.checkVisibility?.();
 
   async function run() {
     S.scheduled = false;
@@ -129,7 +132,8 @@
         window.vitStrip.show(value);
         // The headline and what the answer rests on are the server's last answer: hidden, and
         // saying so, until the pen lifts and it answers (page.css: one input, one answer).
-        for (const id of STALE) document.getElementById(id)?.setAttribute("data-stale", "");
+        for (const id of compared() ? [...STALE, ...LATER] : STALE)
+          document.getElementById(id)?.setAttribute("data-stale", "");
         // A phone's folded answer is this one line while the pen is down (page.css): the
         // drawing's answer so far in it, not only "lift the pen" (a trial: the answer that
         // "follows as you draw" was nowhere on a short screen).
@@ -638,7 +642,7 @@
     if (sent() !== n || S.drawing()) return;
     const v = window.vitStrip?.value?.();
     if (!v || (v.lead && !v.live) || performance.now() - since > 8000)   // (!v: a cleared canvas)
-      document.getElementById("why-row")?.removeAttribute("data-stale");
+      for (const id of LATER) document.getElementById(id)?.removeAttribute("data-stale");
     else setTimeout(() => whyLanded(n, since), 100);
   }
   // Whether the canvas holds strokes drawn since the last drawing was sent (the pen down again
@@ -649,7 +653,7 @@
   // The pen lifted (canvas.js): what is hidden now waits for the server's answer, and says so.
   S.lifted = function () {
     if (S.shown && window.vitStrip && window.vitStrip.lifted) window.vitStrip.lifted();
-    for (const id of STALE) {
+    for (const id of [...STALE, ...LATER]) {
       const el = document.getElementById(id);
       if (el && el.hasAttribute("data-stale")) el.setAttribute("data-stale", "lifted");
     }
