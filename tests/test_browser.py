@@ -752,6 +752,8 @@ def test_no_tour_bubble_covers_the_lesson(browser, app_server, size):
             if (x > 1 && y > 1) out[e.id || e.className] = Math.round(x * y);
           }
           return out; }""", mine)
+        if covered:                           # (what it lay over, for whoever reads a failure)
+            pg.screenshot(path=SHOTS / f"49-5-tour-{size[0]}x{size[1]}-{n}-covered.png")
         assert not covered, (n, covered)
         # The outline round the strip's one-line answer (a phone's step 4) leaves the colour
         # bar's end labels above it readable (a trial: it lay over "0 … 10.0 %").

@@ -39,10 +39,10 @@ STEPS = (
                             "[CLS] is one extra token, with no pixels, that gathers the answer",
      "token"),
     # (the bar's end explained: a fifth trial's teacher could not say why it read 10.0 % over a
-    # map whose largest weight was 4.0 %)
-    ("attention", "4 · Attention", "Where [CLS] looked. The bar ends at 5× an even spread "
-                                   "(green) or, if higher, at its largest weight (blue). Not "
-                                   "why it answered: that is step 5", "attention"),
+    # map whose largest weight was 4.0 %; one line shorter than it was, for the menus' room)
+    ("attention", "4 · Attention", "Where [CLS] looked, not why it answered (step 5). The bar "
+                                   "ends at 5× an even spread (green) or the largest weight "
+                                   "(blue)", "attention"),
     ("answer", "5 · Answer", "Read from [CLS] after the last layer", "calibrated"),
 )
 # Where each step's detail opens (the accordion below the strip) and what the link says.

@@ -254,9 +254,8 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     deletion = p.config.faithfulness.get("deletion", {})
     # (on average over many inputs: this input's own scoreboard may rank the maps otherwise, and
     # a trial read the two as at odds when only the folded words said so)
-    measured = (f"the map that removed the answer fastest, on average, when this model was "
-                f"tested ({term('deletion', 'deletion test')} on held-out images; one input's "
-                f"scoreboard may rank them otherwise)"
+    measured = (f"on average the map that removed the answer fastest when this model was "
+                f"tested ({term('deletion', 'deletion test')}; one input may differ)"
                 if deletion else "this model was never tested for which map to trust")
     differ = [k for k, r in rho.items() if r < AGREE]
     if not differ:
