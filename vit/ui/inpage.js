@@ -631,19 +631,21 @@
       document.getElementById("status")?.removeAttribute("data-stale");
       // (its strip's value lands beside the echo, maybe just after it)
       if (S.shown) { S.shown = false; setTimeout(() => window.vitStrip && window.vitStrip.reload(), 150); }
-      whyLanded(sent(), performance.now());
+      if (S.waiting !== sent()) { S.waiting = sent(); whyLanded(sent(), performance.now()); }
     }).observe(answered, {childList: true, subtree: true, characterData: true, attributes: true});
   }
   // What the answer rests on comes on the "why" lane, after the answer: it stays hidden until
   // then (a trial saw the 8's headline beside the loop's "rests on" words and map for 60–300 ms
   // after the lift). That lane sends the strip again with its lead map (`lead`), beside its
   // words; an input with no lead map shows after 8 s. A newer drawing's own answer clears it.
+  // (one wait per drawing: the echo's element changes a few times per answer)
   function whyLanded(n, since) {
-    if (sent() !== n || S.drawing()) return;
+    if (sent() !== n || S.drawing()) { S.waiting = 0; return; }
     const v = window.vitStrip?.value?.();
-    if (!v || (v.lead && !v.live) || performance.now() - since > 8000)   // (!v: a cleared canvas)
+    if (!v || (v.lead && !v.live) || performance.now() - since > 8000) {  // (!v: a cleared canvas)
       for (const id of LATER) document.getElementById(id)?.removeAttribute("data-stale");
-    else setTimeout(() => whyLanded(n, since), 100);
+      S.waiting = 0;
+    } else setTimeout(() => whyLanded(n, since), 100);
   }
   // Whether the canvas holds strokes drawn since the last drawing was sent (the pen down again
   // right after a lift): the answer to the drawing sent is then an older drawing's, not current
