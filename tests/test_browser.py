@@ -1,6 +1,6 @@
 """A person in a real browser: headless Chromium draws digits on the page's canvas with the mouse
 and a finger, on a desktop and a phone, uploads a file, clicks an example. Screenshots of each
-step go to artifacts/browser/ (the README's picture of the page is 0-first-view.png,
+step go to artifacts/browser/ (the README's picture of the page is 20-pipeline-1280x800.png,
 docs/app.md's photo-attention.png is 10-photo-attention.png).
 
 Checked: the first view (example on the canvas, its answer and relevance map above the fold,
