@@ -234,13 +234,18 @@ function canvasUnder() {
 }
 addEventListener("scroll", canvasUnder, {passive: true});
 addEventListener("resize", canvasUnder);
-if ("ResizeObserver" in window) {
-  const watch = new ResizeObserver(canvasUnder);
-  const sheetSeen = setInterval(() => {
-    const sheet = document.getElementById("result-col");
-    if (sheet) { clearInterval(sheetSeen); watch.observe(sheet); watch.observe(canvas); canvasUnder(); }
-  }, 300);
-}
+// Once the answer's column is on the page: watched for size, and its "▴ steps" button added.
+const sheetSeen = setInterval(() => {
+  const sheet = document.getElementById("result-col"), status = sheet?.querySelector("#status");
+  if (!status) return;
+  clearInterval(sheetSeen);
+  if ("ResizeObserver" in window) {
+    const watch = new ResizeObserver(canvasUnder);
+    watch.observe(sheet); watch.observe(canvas);
+  }
+  canvasUnder();
+  status.after(sheetToggle());
+}, 300);
 
 // The folded answer opens when its headline or its "▴ steps" button is tapped (a trial tapped
 // the headline, and nothing opened), over the canvas if need be; the next touch of the canvas
@@ -262,17 +267,14 @@ canvas.addEventListener("pointerdown", () => sheetOpen(false));
 // Clear, too: the canvas is for drawing again (a sixth trial: the opened answer, emptied by
 // Clear, stayed over half the cleared canvas until the next stroke).
 element.addEventListener("click", e => { if (e.target.closest?.("[data-act=clear]")) sheetOpen(false); });
-const toggleSeen = setInterval(() => {
-  const status = document.querySelector("#result-col #status");
-  if (!status) return;
-  clearInterval(toggleSeen);
+function sheetToggle() {
   const b = document.createElement("button");
   b.id = "sheet-toggle"; b.type = "button";
   b.setAttribute("aria-expanded", "false"); b.setAttribute("aria-controls", "pipeline");
   b.innerHTML = '<span aria-hidden="true" class="up">▴</span><span aria-hidden="true" ' +
                 'class="down">▾</span> steps';
-  status.after(b);
-}, 300);
+  return b;
+}
 
 select("brush");
 element.dataset.ready = "1";

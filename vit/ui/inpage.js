@@ -117,7 +117,8 @@
 
   // What belongs to the last lifted drawing: the headline; on the "why" lane, what the answer
   // rests on and, when a second model is shown, Compare's words, strip and maps.
-  const STALE = ["status", "why-row"], LATER = ["why-row", "compare-text", "compare-strip", "compare-maps"];
+  const STALE = ["status", "why-row"], SECOND = ["compare-text", "compare-strip", "compare-maps"];
+  const LATER = ["why-row", ...SECOND];          // (what the "why" lane draws: whyLanded)
   const compared = () => !!document.getElementById("compare-strip")?.checkVisibility?.();
 
   async function run() {
@@ -132,7 +133,7 @@
         window.vitStrip.show(value);
         // The headline and what the answer rests on are the server's last answer: hidden, and
         // saying so, until the pen lifts and it answers (page.css: one input, one answer).
-        for (const id of compared() ? [...STALE, ...LATER] : STALE)
+        for (const id of compared() ? [...STALE, ...SECOND] : STALE)
           document.getElementById(id)?.setAttribute("data-stale", "");
         // A phone's folded answer is this one line while the pen is down (page.css): the
         // drawing's answer so far in it, not only "lift the pen" (a trial: the answer that
@@ -655,7 +656,7 @@
   // The pen lifted (canvas.js): what is hidden now waits for the server's answer, and says so.
   S.lifted = function () {
     if (S.shown && window.vitStrip && window.vitStrip.lifted) window.vitStrip.lifted();
-    for (const id of [...STALE, ...LATER]) {
+    for (const id of [...STALE, ...SECOND]) {
       const el = document.getElementById(id);
       if (el && el.hasAttribute("data-stale")) el.setAttribute("data-stale", "lifted");
     }

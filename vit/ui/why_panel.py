@@ -71,7 +71,7 @@ def build(p: Predictor) -> WhyPanel:
         "**for one class** rests on. *Relevance* (Chefer et al. 2021) weighs each layer's "
         "attention by how much it raises that class's score and follows it back to the patches. "
         "*Occlusion* blanks each patch in turn and measures how much that class's probability "
-        "drops, in percentage points, on one scale for every input. "
+        "drops, on one scale for every input (0 to at least 20 %). "
         "Pick another class to ask \"why this and not that?\" (why 7 and not 1; why ship and "
         "not airplane). The deletion test checks which map removes the answer fastest."))
     with gr.Row():

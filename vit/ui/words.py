@@ -54,8 +54,8 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "Hide one patch at a time and watch the answer drop: the bigger the drop, the more it "
         "rests there.",
         "Each patch (or square of patches) is replaced by the training images' background in "
-        "turn and the class's probability measured again, its drop drawn in percentage points on "
-        "one scale for every input: a direct test of the model, slower than relevance."),
+        "turn and the class's probability measured again, its drop drawn on one scale for every "
+        "input (0 to at least 20 %): a direct test of the model, slower than relevance."),
     "deletion": (
         "Which map to trust: hide the patches a map ranks first; the faster the answer fades, "
         "the better.",
