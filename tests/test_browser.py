@@ -591,6 +591,45 @@ def test_a_model_switch_on_the_upload_tab_answers_the_upload_not_the_hidden_canv
     pg.close()
 
 
+# Every frame: whether the canvas holds a photo (opaque all over: the photo model's example),
+# and what the strip's answer step and the headline say where they are shown (None: hidden).
+RECORD_FRAMES = """() => { window.frames_seen = [];
+    const c = document.querySelector('#drawpad canvas'), x = c.getContext('2d');
+    const shown = q => { const e = document.querySelector(q);
+        return e && !e.closest('[data-stale]') ? e.innerText.trim() : null; };
+    const look = () => {
+        let opaque = 0;
+        for (let i = 1; i < 5; i++) for (let j = 1; j < 5; j++)
+            opaque += x.getImageData(c.width * i / 5, c.height * j / 5, 1, 1).data[3] === 255;
+        window.frames_seen.push({photo: opaque === 16, said: shown('#pipeline .said'),
+                                 status: shown('#status')});
+        if (window.frames_seen.length < 3000) requestAnimationFrame(look); };
+    look(); }"""
+
+
+def test_a_switch_never_shows_the_new_models_picture_beside_the_old_answer(browser, app_server):
+    """Issue 49, 1: a sixth trial switched from the digits to the photo model and saw its ship
+    on the canvas beside the headline's "reads this as 1 (99.9 %)" and the strip's 1 for ~0.6 s
+    (the picture lands before its answer). Until the ship's answer lands they say nothing."""
+    ctx, pg = fresh(browser, app_server)
+    clear(pg)
+    draw(pg, "1")
+    wait_status(pg, "reads this as 1")
+    pg.evaluate(RECORD_FRAMES)
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Photos of animals and vehicles (CIFAR-10)").click()
+    wait_status(pg, "Example: a picture of a ship", timeout=60_000)
+    pg.wait_for_function("() => document.querySelector('#pipeline .said')?.innerText.trim() === 'ship'"
+                         " && !document.querySelector('#pipeline[data-stale]')", timeout=30_000)
+    frames = pg.evaluate("window.frames_seen")
+    with_ship = [f for f in frames if f["photo"]]
+    assert with_ship, "the ship never reached the canvas"
+    old = [f for f in with_ship if f["said"] == "1" or "as 1" in (f["status"] or "")]
+    assert not old, f"{len(old)} of {len(with_ship)} frames showed the ship beside the 1: {old[0]}"
+    assert with_ship[-1]["said"] == "ship"
+    ctx.close()
+
+
 # --- A newcomer's page (issue 26), at a laptop's 1280x800 and a phone's 390x844 ----------------
 
 def fresh(browser, app_server, width=1280, height=800, tour=False):
@@ -919,7 +958,7 @@ def test_a_model_switch_offers_the_new_models_example_and_everything_follows(bro
     pg.locator("#model input").click()
     pg.get_by_role("option", name="Clothing and shoes (Fashion-MNIST)").click()
     wait_status(pg, "Example: a drawn Ankle boot")
-    wait_status(pg, "This model knows: T-shirt/top, Trouser")
+    wait_status(pg, "This model knows: T-\u2060shirt/top, Trouser")
     assert "piece of clothing" in pg.locator("#draw-hint").inner_text()
     assert "Trouser" in pg.locator("#draw-examples").inner_text()
     pg.screenshot(path=SHOTS / "25-switch-to-clothing.png")
@@ -1124,6 +1163,14 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     pg.locator("#sheet-toggle").wait_for(state="visible", timeout=5_000)
     pg.locator("#sheet-toggle").tap()
     assert pg.evaluate(opened)
+    # A tapped patch is said in words (a sixth trial: outlined in every step, and no words, the
+    # line hidden in the pinned answer).
+    readout = pg.locator("#result-col #pipeline .readout")
+    assert not readout.is_visible()                      # nothing pointed at: no room taken
+    x, y = strip_point(pg, "patches", 9)
+    pg.touchscreen.tap(x, y)
+    readout.wait_for(state="visible", timeout=5_000)
+    assert readout.inner_text().startswith("Patch 10 (row 2, column 3)"), readout.inner_text()
     clear(pg)
     assert not pg.evaluate(opened)
     ctx.close()

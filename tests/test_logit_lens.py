@@ -74,3 +74,20 @@ def test_the_panel_names_the_class_and_its_block(analysed):
     other = (int(a.probs.argmax()) + 1) % len(p.class_names)
     _, other_words = lens_panel.render(p, a, other, p.lens(a.image))
     assert f"**{p.class_names[other]}**" in other_words
+
+
+def test_a_blank_patch_that_is_most_sure_is_called_blank():
+    """Sixth trial: the words called a blank corner "the most sure" patch with nothing to say
+    that its token answers with what attention brought it, not with ink of its own."""
+    from types import SimpleNamespace
+    p = SimpleNamespace(class_names=["0", "1"], grid=2)
+    patches = np.full((1, 2, 2, 2), 0.5)
+    patches[-1, 0, 1] = [0.1, 0.9]                      # patch 2 (row 1, column 2): most sure
+    lens = LogitLens(cls=np.array([[0.2, 0.8]]), patches=patches)
+    image = np.zeros((28, 28))
+    image[20:24, 4:10] = 1.0                            # ink in patch 3 only
+    words = lens_panel.summary(p, lens, 1, image)
+    assert "patch 2 (row 1, column 2)" in words and "That patch is blank" in words
+    image[2:6, 18:22] = 1.0                             # now patch 2 holds ink
+    assert "blank" not in lens_panel.summary(p, lens, 1, image)
+    assert "blank" not in lens_panel.summary(p, lens, 1, np.zeros((28, 28, 3)))   # a photo

@@ -182,6 +182,7 @@ watch("value", () => {
   ctx.clearRect(0, 0, SIDE, SIDE);
   photo = null;
   example = v.load ? String(v.name || "") : null;
+  window.vitInPage?.loaded?.();          // what the screen says is the last picture's till answered
   if (!v.load) { send(true); return; }
   const im = new Image();
   im.onload = () => {

@@ -118,7 +118,7 @@
   // What belongs to the last lifted drawing: the headline; on the "why" lane, what the answer
   // rests on and, when a second model is shown, Compare's words, strip and maps.
   const STALE = ["status", "why-row"], SECOND = ["compare-text", "compare-strip", "compare-maps"];
-  const LATER = ["why-row", ...SECOND];          // (what the "why" lane draws: whyLanded)
+  const LATER = ["why-row", ...SECOND];          // (what the "why" lane draws: landed)
   const compared = () => !!document.getElementById("compare-strip")?.checkVisibility?.();
 
   async function run() {
@@ -632,27 +632,41 @@
       document.getElementById("status")?.removeAttribute("data-stale");
       // (its strip's value lands beside the echo, maybe just after it)
       if (S.shown) { S.shown = false; setTimeout(() => window.vitStrip && window.vitStrip.reload(), 150); }
-      if (S.waiting !== sent()) { S.waiting = sent(); whyLanded(sent(), performance.now()); }
+      if (S.waiting !== sent()) { S.waiting = sent(); landed(sent(), performance.now()); }
     }).observe(answered, {childList: true, subtree: true, characterData: true, attributes: true});
   }
-  // What the answer rests on comes on the "why" lane, after the answer: it stays hidden until
-  // then (a trial saw the 8's headline beside the loop's "rests on" words and map for 60–300 ms
-  // after the lift). That lane sends the strip again with its lead map (`lead`), beside its
-  // words; an input with no lead map shows after 8 s. A newer drawing's own answer clears it.
+  // The strip and what the answer rests on stay hidden until their own values for the drawing
+  // answered land: the strip's value says which drawing it answers (`drawing`) and whether the
+  // "why" lane, which comes after the answer, has been (`explained`; its lead map beside it).
+  // A trial saw the 8's headline beside the loop's "rests on" for 60–300 ms after the lift, and
+  // a ship put on the canvas at a switch beside the last drawing's strip. The 8 s: a server
+  // that never sends them. A newer drawing's own answer clears them.
   // (one wait per drawing: the echo's element changes a few times per answer)
-  function whyLanded(n, since) {
+  function landed(n, since) {
     if (sent() !== n || S.drawing()) { S.waiting = 0; return; }
-    const v = window.vitStrip?.value?.();
-    if (!v || (v.lead && !v.live) || performance.now() - since > 8000) {  // (!v: a cleared canvas)
+    const v = window.vitStrip?.value?.(), late = performance.now() - since > 8000;
+    const mine = !v || (+v.drawing >= n && !v.live);          // (!v: a cleared canvas)
+    if (mine || late) document.getElementById("pipeline")?.removeAttribute("data-stale");
+    if (!v || (mine && (v.lead || v.explained)) || late) {
       for (const id of LATER) document.getElementById(id)?.removeAttribute("data-stale");
       S.waiting = 0;
-    } else setTimeout(() => whyLanded(n, since), 100);
+    } else setTimeout(() => landed(n, since), 100);
   }
   // Whether the canvas holds strokes drawn since the last drawing was sent (the pen down again
   // right after a lift): the answer to the drawing sent is then an older drawing's, not current
   // (a trial: an L's answer arrived while a 4 was being finished, was taken as current, and
   // stood beside the 4, unmarked, until the 4's came 6 s later).
   S.drawing = () => S.frameAt === sent();
+  // A picture the server put on the canvas (an example clicked; at a switch, the new model's
+  // example): until the server answers it, everything the screen says belongs to the picture
+  // before — hidden, and the headline says it is checking (a sixth trial: a ship on the canvas
+  // beside "reads this as 1" and the strip's 1). canvas.js then sends it, as at a lift.
+  S.loaded = function () {
+    // (on another tab the answer shown is that tab's input's, which the picture does not replace)
+    if (document.querySelector("[role=tab][data-tab-id=draw]")?.getAttribute("aria-selected") === "false") return;
+    for (const id of ["pipeline", ...STALE, ...(compared() ? SECOND : [])])
+      document.getElementById(id)?.setAttribute("data-stale", "lifted");
+  };
   // The pen lifted (canvas.js): what is hidden now waits for the server's answer, and says so.
   S.lifted = function () {
     if (S.shown && window.vitStrip && window.vitStrip.lifted) window.vitStrip.lifted();

@@ -46,8 +46,9 @@ def build() -> LensPanel:
     return LensPanel(accordion, picture, text)
 
 
-def summary(p: Predictor, lens: LogitLens, target: int) -> str:
-    """In words: where [CLS] settles on the class, and where its patches speak for it most."""
+def summary(p: Predictor, lens: LogitLens, target: int, image: np.ndarray | None = None) -> str:
+    """In words: where [CLS] settles on the class, and where its patches speak for it most;
+    `image` (the model's input), to say when that patch holds no ink."""
     name, depth = md(p.class_names[target]), lens.depth
     at = lens.forms_at(target)
     if at is None:
@@ -62,16 +63,31 @@ def summary(p: Predictor, lens: LogitLens, target: int) -> str:
     g = p.grid
     row, col = divmod(int(last.argmax()), g)
     share = float((lens.patches[-1].argmax(-1) == target).mean())
-    return (f"{settles} After the last layer, {percent(share)} of the patch tokens would "
+    said = (f"{settles} After the last layer, {percent(share)} of the patch tokens would "
             f"answer **{name}** themselves; the most sure is patch {row * g + col + 1} "
             f"(row {row + 1}, column {col + 1}), at {confidence(float(last.max()))}.")
+    if image is not None and blank(image, g, row, col):
+        # A visitor reads "most sure" as "the patch that shows it": after the last layer a
+        # token holds what attention brought it from the others, so say so where it has no ink.
+        said += (" That patch is blank: its token answers with what attention carried to it "
+                 "from the inked patches, not with anything drawn there.")
+    return said
+
+
+def blank(image: np.ndarray, grid: int, row: int, col: int) -> bool:
+    """Whether patch (row, col) of a drawing (white ink on black) holds no ink; a colour
+    picture's patches are never called blank."""
+    if image.ndim != 2:
+        return False
+    s = image.shape[0] // grid
+    return float(image[row * s:(row + 1) * s, col * s:(col + 1) * s].max()) < 0.1
 
 
 def render(p: Predictor, a: Analysis, target, lens: LogitLens) -> tuple[np.ndarray, str]:
     """(the picture, its words) for the analysed input, the page's target class and the input's
     logit lens (`Predictor.lens`, computed before)."""
     t = target_class(p, a.probs, target)
-    return lens_picture(a.image, lens, t, p.class_names), summary(p, lens, t)
+    return lens_picture(a.image, lens, t, p.class_names), summary(p, lens, t, a.image)
 
 
 OPEN = "lens_open"           # drawn only while open (vit/ui/panels.py)

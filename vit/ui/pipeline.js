@@ -198,6 +198,8 @@ function drawAnswer() {
 function say() {
   const m = marked();
   readout.replaceChildren();
+  // (a phone's pinned answer shows the line only when it says something of a patch: page.css)
+  readout.classList.toggle("marked", !!data && m !== null);
   if (!data) return;
   const live = data.live === "lifted" ? " (checking the finished drawing)"
     : data.live ? " (reading while you draw)" : "";

@@ -212,8 +212,10 @@ def example_headline(p: Predictor, a: Analysis, example: str) -> str:
                    ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
     read = md(top_label(p.label(a.probs, a.verdict)))
     # What the model knows, where its noun does not say it all ("a digit" does).
+    # A word joiner after each hyphen: "T-shirt/top" broke at the line's end as "T-" / "shirt".
     knows = "" if p.config.style.name == "digits" else (
-        " This model knows: " + ", ".join(md(n, 40) for n in p.class_names[:12])
+        " This model knows: " + ", ".join(md(n, 40).replace("-", "-\u2060")
+                                          for n in p.class_names[:12])
         + (", …" if len(p.class_names) > 12 else "") + ".")
     return (f"### Example: {made} {md(example)} — read as **{read}**\n"
             f"{again}, or pick another example below the canvas.{knows}")
@@ -293,8 +295,13 @@ def _status(v: Seen) -> tuple | None:
 
 
 def _answered(v: Seen) -> tuple:
+    return (str(_drawing(v) or ""),)
+
+
+def _drawing(v: Seen) -> int:
+    """The number of the canvas's last drawing answered (0: none)."""
     d = v.drawing
-    return (str(d.number) if d is not None and d.number else "",)
+    return d.number if d is not None and d.number else 0
 
 
 # The first screen's own views; the panels' come from their modules (vit/ui/panels.py).
@@ -303,7 +310,8 @@ FIRST = {
     ("answered",): _answered,
     ("label",): lambda v: (v.p.label(v.a.probs, v.a.verdict),),
     ("pipeline",): lambda v: (pipeline.strip_value(v.p, v.a, v.layer, v.head, v.patch,
-                                                   e=v.explained, model=v.model),),
+                                                   e=v.explained, model=v.model,
+                                                   drawing=_drawing(v)),),
     why_panel.BESIDE: why_panel.glance,
 }
 # (views, how they are drawn from a Seen record, the record field that says their panel is open)
