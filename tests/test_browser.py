@@ -1176,6 +1176,55 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     ctx.close()
 
 
+def test_a_tile_is_marked_only_while_its_example_is_shown_and_tab_closes_a_menu(browser, app_server):
+    """Issue 49 (a sixth trial): an example's tile stayed marked chosen after the visitor drew
+    their own digit; Tab from the Model menu left its list open over the page."""
+    ctx, pg = fresh(browser, app_server)
+    tile = pg.locator("#draw-examples button.thumbnail-item").nth(3)
+    ring = "e => getComputedStyle(e).borderTopColor"
+    plain = pg.locator("#draw-examples button.thumbnail-item").nth(4).evaluate(ring)
+    tile.click()
+    wait_status(pg, "Example: a drawn 3")
+    pg.mouse.move(10, 10)                                   # (not hovering it: hover rings it too)
+    assert tile.evaluate(ring) != plain                     # chosen, and shown
+    draw(pg, "1")                                           # over the 3: no longer the example
+    wait_status(pg, "reads this as")
+    assert tile.evaluate(ring) == plain
+    tile.click()                                            # chosen again: the 3 comes back
+    wait_status(pg, "Example: a drawn 3")
+    pg.mouse.move(10, 10)
+    assert tile.evaluate(ring) != plain
+    menu = pg.locator("#model input")
+    menu.focus()
+    pg.keyboard.press("ArrowDown")
+    pg.locator("[role=option]").first.wait_for(state="visible", timeout=5_000)
+    pg.keyboard.press("Tab")
+    pg.wait_for_function("() => !document.querySelector('[role=option]')", timeout=5_000)
+    assert not pg.evaluate("document.activeElement.matches('#model input')")
+    assert menu.input_value().startswith("Handwritten digits (MNIST)")      # nothing chosen
+    ctx.close()
+
+
+def test_on_a_phone_a_picture_full_of_labels_keeps_its_size_and_scrolls_sideways(browser, app_server):
+    """Issue 49, 6 (a sixth trial): on a phone or a tablet the deeper panels' pictures were scaled
+    to the column, their labels 4-6 px high ("0 to 28.0 % · [CLS] 0.1 %" under each of 24 maps).
+    They keep their drawn size now and scroll sideways in their own frame, not the page."""
+    ctx, pg = fresh(browser, app_server, 390, 844)
+    pg.evaluate("window.vitOpenPanel('views')")
+    pg.wait_for_function("() => document.querySelector('#attention img')?.naturalWidth > 0",
+                         timeout=30_000)
+    pg.locator("#attention").scroll_into_view_if_needed()
+    size = pg.evaluate("""() => { const im = document.querySelector('#attention img');
+        const frame = im.closest('.image-container');
+        return {natural: im.naturalWidth, shown: im.getBoundingClientRect().width,
+                scrolls: frame.scrollWidth > frame.clientWidth + 50,
+                page: document.scrollingElement.scrollWidth}; }""")
+    assert abs(size["shown"] - size["natural"]) <= 1, size             # as drawn, not scaled
+    assert size["scrolls"] and size["page"] <= 390, size               # its frame scrolls, not the page
+    pg.locator("#attention").screenshot(path=SHOTS / "49-6-phone-picture-as-drawn.png")
+    ctx.close()
+
+
 # --- Learn by experiment: a sweep's models in the app, the logit lens, the scoreboard --------
 @pytest.fixture(scope="module")
 def sweep_server(tiny_data, tmp_path_factory):

@@ -62,6 +62,9 @@ function send(final) {
   element.dataset.sent = String(seq);
   const v = {png: inked ? canvas.toDataURL("image/png") : null, seq: seq};
   if (example && inked) v.example = example;
+  // An example's tile is marked chosen only while the canvas shows it untouched (page.css): a
+  // sixth trial drew their own digit and the 3's tile stayed marked, as if the 3 were shown.
+  document.getElementById("draw-examples")?.toggleAttribute("data-drawn", !v.example);
   props.value = v;
   trigger(final ? "lift" : "live");
   if (final && window.vitInPage && window.vitInPage.lifted) window.vitInPage.lifted();

@@ -49,8 +49,19 @@
         ?.focus({preventScroll: true});
     }
   }
-  // Escape closes the tour, as it closes any dialog.
-  document.addEventListener("keydown", e => { if (e.key === "Escape" && bubble) close(true); });
+  // Escape closes the tour, as it closes any dialog (a key pressed: not the one below).
+  document.addEventListener("keydown", e => { if (e.key === "Escape" && e.isTrusted && bubble) close(true); });
+  // Focus leaving a menu closes its list, as Escape does: a sixth trial tabbed from the Model
+  // menu to the tabs and its list stayed open over the page (Gradio's dropdown closes it on blur,
+  // then opens it again a few ms later as it puts the chosen name back in its box).
+  document.addEventListener("focusout", e => {
+    const menu = e.target;
+    if (!menu.matches?.("input[role=combobox]")) return;
+    setTimeout(() => {
+      if (menu !== document.activeElement && menu.getAttribute("aria-expanded") === "true")
+        menu.dispatchEvent(new KeyboardEvent("keydown", {key: "Escape", bubbles: true}));
+    }, 50);
+  }, true);
 
   // Beside, below or above the part it names (or at the screen's edge where none of those is
   // free, as on a phone): wherever it covers least of what the lesson shows (the canvas, the
