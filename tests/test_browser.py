@@ -1176,6 +1176,29 @@ def test_a_phones_visible_screen_keeps_the_canvas_clear_of_the_pinned_answer(bro
     ctx.close()
 
 
+def test_step_5s_words_stay_put_when_what_the_answer_rests_on_arrives(browser, app_server):
+    """Issue 49, 8 (a sixth trial): the "rests on" box comes on the "why" lane, after the bars,
+    and pushed step 5's "Read from [CLS] …" down by its height as it came."""
+    ctx, pg = fresh(browser, app_server)
+    clear(pg)
+    pg.evaluate("""() => { window.tops = [];
+        const look = () => { const p = document.querySelector('#pipeline');
+            const v = window.vitStrip?.value?.();      // (the server's answers: not the pen's)
+            if (!p.closest('[data-stale]') && v && !v.live && p.querySelector('.said')?.innerText.trim())
+                tops.push([document.querySelector('#pipeline .s-answer .note').getBoundingClientRect().top
+                           - p.querySelector('.s-answer').getBoundingClientRect().top,
+                           !document.querySelector('#pipeline .drove').hidden]);
+            if (tops.length < 5000) requestAnimationFrame(look); };
+        look(); }""")
+    draw(pg, "7")
+    pg.wait_for_selector("#pipeline .drove:not([hidden])", timeout=30_000)
+    pg.wait_for_timeout(300)
+    tops = pg.evaluate("window.tops")
+    assert any(d for _, d in tops) and any(not d for _, d in tops), "saw the box come"
+    assert len({round(t) for t, _ in tops}) == 1, sorted({round(t) for t, _ in tops})
+    ctx.close()
+
+
 def test_a_tile_is_marked_only_while_its_example_is_shown_and_tab_closes_a_menu(browser, app_server):
     """Issue 49 (a sixth trial): an example's tile stayed marked chosen after the visitor drew
     their own digit; Tab from the Model menu left its list open over the page."""
