@@ -593,16 +593,20 @@ def test_a_model_switch_on_the_upload_tab_answers_the_upload_not_the_hidden_canv
 
 # Every frame: whether the canvas holds a photo (opaque all over: the photo model's example),
 # and what the strip's answer step and the headline say where they are shown (None: hidden).
+# (innerText leaves out what is hidden; a transition once kept hidden parts on screen for frames)
 RECORD_FRAMES = """() => { window.frames_seen = [];
     const c = document.querySelector('#drawpad canvas'), x = c.getContext('2d');
-    const shown = q => { const e = document.querySelector(q);
-        return e && !e.closest('[data-stale]') ? e.innerText.trim() : null; };
+    const said = () => { const e = document.querySelector('#pipeline .said');
+        return e && e.checkVisibility({visibilityProperty: true}) ? e.innerText.trim() : null; };
     const look = () => {
         let opaque = 0;
         for (let i = 1; i < 5; i++) for (let j = 1; j < 5; j++)
             opaque += x.getImageData(c.width * i / 5, c.height * j / 5, 1, 1).data[3] === 255;
-        window.frames_seen.push({photo: opaque === 16, said: shown('#pipeline .said'),
-                                 status: shown('#status')});
+        const menu = document.querySelector('#model input').value;
+        window.frames_seen.push({photo: opaque === 16, said: said(),
+                                 status: document.querySelector('#status').innerText.trim(),
+                                 menu: window.vitInPage.m?.labels[menu] || menu,
+                                 strip: window.vitStrip.value()?.model});
         if (window.frames_seen.length < 3000) requestAnimationFrame(look); };
     look(); }"""
 
@@ -627,6 +631,60 @@ def test_a_switch_never_shows_the_new_models_picture_beside_the_old_answer(brows
     old = [f for f in with_ship if f["said"] == "1" or "as 1" in (f["status"] or "")]
     assert not old, f"{len(old)} of {len(with_ship)} frames showed the ship beside the 1: {old[0]}"
     assert with_ship[-1]["said"] == "ship"
+    ctx.close()
+
+
+def test_an_example_clicked_never_stands_beside_the_last_drawings_map(browser, app_server):
+    """Issue 49, 1 (a seventh trial, 3 of 3): example 3 clicked after a drawn 7: the headline
+    "Example: a drawn 3" stood beside the 7's "rests on" map and words for 0.1-0.3 s (the map
+    in hand came on the answer's lane, the map's panel on the "why" lane after it: the 3 seen
+    before, its maps are in hand)."""
+    ctx, pg = fresh(browser, app_server)
+    pg.locator("#draw-examples button.thumbnail-item").nth(3).click()
+    wait_status(pg, "Example: a drawn 3")
+    pg.wait_for_function("() => !document.querySelector('#why-row[data-stale]')", timeout=30_000)
+    clear(pg)
+    draw(pg, "7")
+    wait_status(pg, "reads this as 7")
+    pg.wait_for_function("() => !document.querySelector('#why-row[data-stale]')", timeout=30_000)
+    old = pg.evaluate("document.querySelector('#glance img').src")
+    pg.evaluate("""() => { window.frames_seen = [];
+        const look = () => { const t = document.querySelector('#glance-text');
+            frames_seen.push({status: document.querySelector('#status').innerText,
+                              why: t.checkVisibility({visibilityProperty: true}),
+                              map: document.querySelector('#glance img')?.src});
+            if (frames_seen.length < 3000) requestAnimationFrame(look); };
+        look(); }""")
+    pg.locator("#draw-examples button.thumbnail-item").nth(3).click()
+    wait_status(pg, "Example: a drawn 3")
+    pg.wait_for_function("() => !document.querySelector('#why-row[data-stale]')", timeout=30_000)
+    frames = pg.evaluate("window.frames_seen")
+    mixed = [f for f in frames if "drawn 3" in f["status"] and f["why"] and f["map"] == old]
+    assert not mixed, f"{len(mixed)} frames: the 3's headline beside the 7's map"
+    assert pg.evaluate("document.querySelector('#glance img').src") != old
+    ctx.close()
+
+
+def test_a_switch_within_the_digits_never_shows_the_last_models_answer(browser, app_server):
+    """Issue 49, 1 (a seventh trial): after choosing another model, the page showed the last
+    model's answer, strip and "rests on" under the new name in the menu for up to ~1 s."""
+    ctx, pg = fresh(browser, app_server)
+    clear(pg)
+    draw(pg, "1")
+    wait_status(pg, "reads this as 1")
+    pg.wait_for_selector("#pipeline .drove:not([hidden])", timeout=30_000)
+    pg.evaluate(RECORD_FRAMES)
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Handwritten digits (MNIST), 139 k parameters").click()
+    pg.wait_for_function("() => window.vitStrip.value()?.model !== 'mnist' "
+                         "&& !document.querySelector('#status[data-stale], #pipeline[data-stale]')",
+                         timeout=30_000)
+    frames = pg.evaluate("window.frames_seen")
+    new = frames[-1]["menu"]
+    assert new != "mnist" and frames[-1]["strip"] == new
+    old = [f for f in frames if f["menu"] == new and f["strip"] != new
+           and (f["said"] or "reads this as" in f["status"])]
+    assert not old, f"{len(old)} frames showed the last model's answer under the new name: {old[0]}"
     ctx.close()
 
 

@@ -628,7 +628,9 @@
     new MutationObserver(() => {
       // (the number alone: Gradio's busy marker, with its own words, sits beside it)
       const echo = answered.querySelector(".html-container") || answered;
-      if ((parseInt(echo.textContent, 10) || 0) < sent() || S.drawing()) return;
+      // (a model switch waits for that model's own strip: the echo of the same drawing, read
+      // again by the new model, comes before it — switched, below)
+      if ((parseInt(echo.textContent, 10) || 0) < sent() || S.drawing() || S.switching) return;
       document.getElementById("status")?.removeAttribute("data-stale");
       // (its strip's value lands beside the echo, maybe just after it)
       if (S.shown) { S.shown = false; setTimeout(() => window.vitStrip && window.vitStrip.reload(), 150); }
@@ -637,17 +639,18 @@
   }
   // The strip and what the answer rests on stay hidden until their own values for the drawing
   // answered land: the strip's value says which drawing it answers (`drawing`) and whether the
-  // "why" lane, which comes after the answer, has been (`explained`; its lead map beside it).
+  // "why" lane, which comes after the answer, sent it (`explained`: what the answer rests on
+  // lands beside it).
   // A trial saw the 8's headline beside the loop's "rests on" for 60–300 ms after the lift, and
   // a ship put on the canvas at a switch beside the last drawing's strip. The 8 s: a server
   // that never sends them. A newer drawing's own answer clears them.
   // (one wait per drawing: the echo's element changes a few times per answer)
   function landed(n, since) {
-    if (sent() !== n || S.drawing()) { S.waiting = 0; return; }
+    if (sent() !== n || S.drawing() || S.switching) { S.waiting = 0; return; }
     const v = window.vitStrip?.value?.(), late = performance.now() - since > 8000;
     const mine = !v || (+v.drawing >= n && !v.live);          // (!v: a cleared canvas)
     if (mine || late) document.getElementById("pipeline")?.removeAttribute("data-stale");
-    if (!v || (mine && (v.lead || v.explained)) || late) {
+    if (!v || (mine && v.explained) || late) {
       for (const id of LATER) document.getElementById(id)?.removeAttribute("data-stale");
       S.waiting = 0;
     } else setTimeout(() => landed(n, since), 100);
@@ -667,6 +670,42 @@
     for (const id of ["pipeline", ...STALE, ...(compared() ? SECOND : [])])
       document.getElementById(id)?.setAttribute("data-stale", "lifted");
   };
+  // Another model chosen in the Model menu: until the strip is that model's, what the screen
+  // says is the last model's — hidden, and the headline says it is checking (a seventh trial saw
+  // the clothing model's "not a piece of clothing" beside the digit model's example for ~1 s;
+  // on a switch within one kind of model the input stays, and only its answer changes).
+  function switched(label) {
+    const name = S.m && S.m.labels[label], v = window.vitStrip?.value?.();
+    if (!name || (v && v.model === name)) return;
+    for (const id of ["status", "pipeline", "why-row", ...(compared() ? SECOND : [])])
+      document.getElementById(id)?.setAttribute("data-stale", SECOND.includes(id) ? "lifted" : "switch");
+    const since = performance.now();
+    S.switching = name;
+    const wait = () => {
+      if (S.switching !== name) return;              // another model chosen since: its wait
+      const v = window.vitStrip?.value?.(), late = performance.now() - since > 8000;
+      // (the new model's own strip; a model that fails to load leaves the menu on the last one,
+      // whose strip then shows after the 8 s)
+      const mine = !v || (v.model === name && !v.live);
+      if (mine || late) for (const id of ["status", "pipeline"]) document.getElementById(id)?.removeAttribute("data-stale");
+      if (!v || (mine && v.explained) || late) {
+        for (const id of LATER) document.getElementById(id)?.removeAttribute("data-stale");
+        S.switching = null;
+      } else setTimeout(wait, 100);
+    };
+    setTimeout(wait, 100);
+  }
+  // (on the press: Gradio's list chooses on mousedown and is gone by the click)
+  document.addEventListener("pointerdown", e => {
+    const o = e.target.closest?.("#model [role=option]");
+    if (o) switched(o.getAttribute("aria-label"));
+  }, true);
+  document.addEventListener("keydown", e => {
+    if (e.key !== "Enter" || !e.target.matches?.("#model input[aria-expanded=true]")) return;
+    const id = e.target.getAttribute("aria-activedescendant");
+    const o = id && document.getElementById(id);
+    if (o) switched(o.getAttribute("aria-label"));
+  }, true);
   // The pen lifted (canvas.js): what is hidden now waits for the server's answer, and says so.
   S.lifted = function () {
     if (S.shown && window.vitStrip && window.vitStrip.lifted) window.vitStrip.lifted();

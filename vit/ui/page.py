@@ -122,14 +122,15 @@ class Page(Reading, DrawingHandlers, UploadHandlers, TestSetHandlers, ModelHandl
                     return {n: f"⚠️ {e}" if n in ("status", "walk_text", "faithfulness") else None
                             for n in names}
         explained = other = None
+        why = bool(set(names) & set(why_panel.MAPS))          # the "why" lane
         if a is not None and a.explanation is not None and set(names) & {*why_panel.MAPS, "pipeline"}:
             # The "why" lane computes the maps; the strip on any other lane shows them only if
             # they are in hand already (its lead patch), and is sent again by that lane.
             explained = p.explain(a, why_panel.target_class(p, a.probs, r.target),
-                                  kept_only=not set(names) & set(why_panel.MAPS))
+                                  kept_only=not why)
         if a is not None and r.compare_open and set(names) & set(COMPARE):
             other = self._second(r)
-        return render(r, Given(p, a, explained, other), names,
+        return render(r, Given(p, a, explained, other, why), names,
                       visit.reads if visit is not None else None)
 
     def _second(self, r: Record):

@@ -9,7 +9,7 @@ const readout = pipe.querySelector(".readout");
 const PX = 132;                 // canvas pixels of a picture step (CSS scales it)
 const CMAP = [[0, 0, 4], [40, 11, 84], [101, 21, 110], [159, 42, 99], [212, 72, 66],
               [245, 125, 21], [250, 193, 39], [252, 255, 164]];   // inferno, as the server's maps
-let data = null, img = null, hover = null, mode = "rollout";   // all layers first: the clearest
+let data = null, img = null, pending = null, hover = null, mode = "rollout";   // all layers first: the clearest
 
 function colour(t) {
   t = Math.max(0, Math.min(1, t)) * (CMAP.length - 1);
@@ -286,14 +286,19 @@ function show(v) {
     mode = "head";
   pipe.dataset.draws = String((+pipe.dataset.draws || 0) + 1);   // (bench/draw_latency.py counts)
   if (!v || typeof v !== "object" || !("grid" in v)) {
-    if (v === null || v === undefined || v === "") { data = null; img = null; drawAll(); }
+    if (v === null || v === undefined || v === "") { data = null; img = null; pending = null; drawAll(); }
     return;                          // {pick: n}: our own tap going to the server
   }
-  data = v;
+  // Its words and pictures together: until the new picture is decoded the strip keeps the last
+  // value whole (drawn at once, a seventh trial saw the 3's answer beside the 7's Seen, Patches
+  // and Tokens for 0.1–0.3 s). The same picture (a head or patch chosen) draws at once.
+  if (img && data && v.image === data.image) { pending = null; data = v; drawAll(); return; }
+  pending = v;
   const im = new Image();
-  im.onload = () => { if (data === v) { img = im; drawAll(); } };
+  const put = ok => { if (pending === v) { pending = null; data = v; img = ok ? im : null; drawAll(); } };
+  im.onload = () => put(true);
+  im.onerror = () => put(false);
   im.src = v.image;
-  drawAll();
 }
 
 // The patch under the pointer, from any step's picture (null: none).

@@ -156,13 +156,14 @@ def answer_line(p: Predictor, a: Analysis) -> str:
 
 def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=None,
                 live: bool = False, e: Explained | None = None, model: str | None = None,
-                drawing: int = 0) -> dict | None:
+                drawing: int = 0, why: bool = False) -> dict | None:
     """What the strip draws for analysis `a` of the input on screen by model `p`: the model's
     input, its grid, [CLS]'s attention in the chosen layer and head (1-based, as the sliders
     send them; clamped) and its rollout, and the top classes. `live`: the pen is still down.
     An analysis without attention (a big model's quick answer while drawing) leaves the maps out;
     one not yet explained (`e`: its maps, from the "why" lane) leaves out what it rests on.
-    `drawing`: the number of the canvas's last drawing answered (the page waits for it)."""
+    `drawing`: the number of the canvas's last drawing answered; `why`: sent by the "why" lane,
+    with what the answer rests on beside it (the page waits for both)."""
     if a is None:
         return None
     L, H, P = views.clamp(p, layer, head, patch)
@@ -185,9 +186,10 @@ def strip_value(p: Predictor, a: Analysis | None, layer=None, head=None, patch=N
         "even": uniform_level(p.grid),
         "head_map": None, "rollout": None, "lead": None, "share": None, "drove": None,
         "agree": None, "slight": False, "drop": None,
-        # Which drawing this answers, and whether the "why" lane has been (with or without a
-        # lead map): until both hold, the page shows the older drawing's parts as stale.
-        "drawing": int(drawing), "explained": e is not None and not live,
+        # Which drawing this answers, and whether the "why" lane sent it (with or without a lead
+        # map; a lead map in hand also comes on the answer's lane, before "what the answer rests
+        # on" is drawn): until both hold, the page hides the older drawing's parts.
+        "drawing": int(drawing), "explained": bool(why) and not live,
     }
     if a.explanation is not None:
         value["head_map"] = _rounded(a.explanation.cls_maps[L, H])

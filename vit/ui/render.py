@@ -38,13 +38,15 @@ class Given:
     """What the page computed for the record's input on screen before drawing it: the model
     (`p`), its analysis (`a`, None when nothing is answered), the explanation maps (`explained`,
     None on the answer's lane, which never waits for them) and the second model's analysis
-    (`other`: (model, analysis), a one-line reason it has none, or None). What one panel alone
+    (`other`: (model, analysis), a one-line reason it has none, or None), and whether this is
+    the "why" lane's drawing (`why`: what the answer rests on is sent with it). What one panel alone
     draws (its logit lens, the walk through one head…) is computed when a view first reads it
     (`Seen`), once per drawing, in `computed`."""
     p: Predictor
     a: Analysis | None = None
     explained: Explained | None = None
     other: tuple | str | None = None
+    why: bool = False
     computed: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -92,6 +94,10 @@ class Seen:
     def explained(self) -> Explained | None:
         _ = self.a, self.target
         return self._given.explained
+
+    @property
+    def why_lane(self) -> bool:
+        return self._given.why
 
     @property
     def lens(self):
@@ -311,7 +317,7 @@ FIRST = {
     ("label",): lambda v: (v.p.label(v.a.probs, v.a.verdict),),
     ("pipeline",): lambda v: (pipeline.strip_value(v.p, v.a, v.layer, v.head, v.patch,
                                                    e=v.explained, model=v.model,
-                                                   drawing=_drawing(v)),),
+                                                   drawing=_drawing(v), why=v.why_lane),),
     why_panel.BESIDE: why_panel.glance,
 }
 # (views, how they are drawn from a Seen record, the record field that says their panel is open)
