@@ -43,7 +43,7 @@ from vit.pictures.attention_maps import (
 from vit.ui import NoModelsError, create_app, mechanism_panel, views, why_panel
 from vit.ui.canvas import drawing_value as canvas_value
 from vit.ui.models import Models
-from vit.ui.record import Record, Shown
+from vit.ui.record import Record, Refused, Shown
 from vit.ui.render import EVERY, PICTURES, WHY, top_label
 
 META = {"dataset": "mnist", "class_names": [str(i) for i in range(10)],
@@ -696,6 +696,14 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
     prompt = switch(page, upload, "test")["status"]
     assert "Click a test image" in prompt and "still for your upload" in prompt
     assert "Until then" not in switch(page, page.visit(), "test")["status"]
+    # An upload that could not be read leaves nothing below to belong to it (a seventh trial
+    # read "still for your upload" over an empty strip).
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"not an image at all")
+    failed = page.visit()
+    switch(page, failed, "upload", str(bad), "mnist", True, 2, 1)
+    assert isinstance(failed.record.shown, Refused)
+    assert "Until then" not in switch(page, failed, "test")["status"]
 
 
 def test_gradios_repeated_upload_event_is_answered_once(grids_page, tmp_path):

@@ -865,6 +865,12 @@ def test_no_tour_bubble_covers_the_lesson(browser, app_server, size):
         # text colour once made it dark on dark)
         assert pg.evaluate("getComputedStyle(document.querySelector('#tour .tour-count')).color"
                            ) == "rgb(255, 255, 255)", n
+        # ... and its words in one size at every step (inside the strip, step 3's took the
+        # strip's bigger size: a seventh trial)
+        look = pg.evaluate("""() => { const p = getComputedStyle(document.querySelector('#tour p'));
+            return [p.fontSize, p.lineHeight,
+                    getComputedStyle(document.querySelector('#tour .tour-next')).fontSize]; }""")
+        assert look == ["14px", "18.9px", "14px"], (n, look)
         pg.screenshot(path=SHOTS / f"49-5-tour-{size[0]}x{size[1]}-{n}.png")
         pg.locator("#tour .tour-next").click()
     ctx.close()

@@ -217,8 +217,7 @@ function say() {
   // trial's "24.4 %" beside "hiding any one changes P(1) by at most 0.6 points")
   if (data.share) text += data.slight ? `; no one patch matters much to the answer here (${data.lead})`
     // (from and to, not "by 79.3 %": a drop of 79.3 points, not a 79.3 % part of it — a trial)
-    : data.drop ? `; hiding it lowers P(${data.classes[0][0]}) from ${conf(data.classes[0][1])} to ` +
-                  `${conf(Math.max(0, data.classes[0][1] - data.drop[m]))} (occlusion)`
+    : data.drop ? dropSaid(data.classes[0], data.drop[m])
     : `; it carries ${pct(data.share[m])} of what the answer rests on (${data.lead})`;
   readout.append(text + "." + live);
   if (hover === null && data.patch !== null && data.patch !== undefined) {
@@ -229,6 +228,14 @@ function say() {
     go.onclick = () => window.vitOpenPanel?.("views");
     readout.append(" ", go);
   }
+}
+
+// What hiding one patch does to the answer's probability, from and to (a seventh trial read
+// "lowers P(8) from >99.9 % to >99.9 %": where both read alike, it barely moves it).
+function dropSaid([name, p], drop) {
+  const from = conf(p), to = conf(Math.max(0, p - drop));
+  return from === to ? `; hiding it barely changes P(${name}) (${from}; occlusion)`
+    : `; hiding it lowers P(${name}) from ${from} to ${to} (occlusion)`;
 }
 
 // Whether a patch of the model's input is all background (its pixels all near the darkest).

@@ -158,7 +158,9 @@ def headline(r: Record, p: Predictor, a: Analysis | None) -> str | None:
     if r.tab == "draw" or r.tab not in KIND_OF:
         return rest_message(p)
     prompt = PROMPT[r.tab] if r.tab != "test" or r.test_ready else NO_TEST_SET
-    if shown is None:
+    # (an input that could not be read shows nothing below: a seventh trial read "still for your
+    # upload" over an empty strip, after a file that was no picture)
+    if shown is None or isinstance(shown, Refused):
         return prompt
     return f"{prompt}\nUntil then, the answer and pictures below are still for {SHOWING[shown.kind]}."
 

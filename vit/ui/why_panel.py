@@ -275,9 +275,11 @@ def lead_view(p: Predictor, a: Analysis, e: Explained) -> tuple:
     # on many (a trial erased the "most" patch and the answer stayed at 99.5 %).
     many = ""
     if lead == "occlusion" and slight(e.answer_occlusion):
+        # (in % as the map's bar writes the same drop: a trial read "percentage points" here
+        # beside a bar of "%" as two units)
         many = (f" **No single patch matters much here**: hiding any one changes P({md(raw)}) by "
-                f"at most {100 * moved(e.answer_occlusion):.1f} percentage points, so erasing it would not "
-                f"change the answer, and the map is nearly dark: it rests on many patches together.")
+                f"at most {percent(moved(e.answer_occlusion))} (the map's bar), so erasing it would "
+                f"not change the answer, and the map is nearly dark: it rests on many patches together.")
     outside = "" if a.is_class else (
         f"**{md(p.not_label[:1].upper() + p.not_label[1:])}**: below is only what its best "
         f"guess, {md(raw)}, would rest on. ")
