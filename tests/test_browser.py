@@ -625,6 +625,7 @@ def test_a_switch_never_shows_the_new_models_picture_beside_the_old_answer(brows
     wait_status(pg, "Example: a picture of a ship", timeout=60_000)
     pg.wait_for_function("() => document.querySelector('#pipeline .said')?.innerText.trim() === 'ship'"
                          " && !document.querySelector('#pipeline[data-stale]')", timeout=30_000)
+    pg.wait_for_timeout(300)                   # (a few more frames recorded after it landed)
     frames = pg.evaluate("window.frames_seen")
     with_ship = [f for f in frames if f["photo"]]
     assert with_ship, "the ship never reached the canvas"
@@ -1294,9 +1295,9 @@ def test_on_a_phone_a_picture_full_of_labels_keeps_its_size_and_scrolls_sideways
     smaller phone's 360 px: the Model menu's name was cut to "514 k para…".)"""
     ctx, pg = fresh(browser, app_server, 360, 740)
     assert pg.evaluate("(i => i.scrollWidth <= i.clientWidth)(document.querySelector('#model input'))")
-    pg.evaluate("window.vitOpenPanel('views')")
+    unfold(pg, "#views")                       # (as a visitor opens it: a tap on its title)
     pg.wait_for_function("() => document.querySelector('#attention img')?.naturalWidth > 0",
-                         timeout=30_000)
+                         timeout=60_000)
     pg.locator("#attention").scroll_into_view_if_needed()
     size = pg.evaluate("""() => { const im = document.querySelector('#attention img');
         const frame = im.closest('.image-container');
