@@ -692,6 +692,79 @@ def test_a_switch_within_the_digits_never_shows_the_last_models_answer(browser, 
     ctx.close()
 
 
+def held_answers(pg, hold):
+    """Holds the page's calls to the server for which `hold(post body)` is true (a busy server,
+    made certain). Returns the calls held, and a function that sends them on and stops holding."""
+    held, open_ = [], []
+
+    def route(r):
+        if not open_ and hold(r.request.post_data or ""):
+            held.append(r)
+        else:
+            r.continue_()
+
+    def release():
+        open_.append(True)
+        for r in held:
+            r.continue_()
+    pg.route("**/queue/join*", route)
+    return held, release
+
+
+def in_page_ready(pg, model="mnist"):
+    pg.wait_for_function("m => window.vitInPage?.stats?.().ready && m in window.vitInPage.stats().loads",
+                         arg=model, timeout=60_000)
+
+
+def test_an_example_clicked_is_read_by_the_page_while_the_server_checks_it(browser, app_server):
+    """Issue 49 (an eighth look): a clicked example's strip stood empty, titles and all, until
+    the server answered, and the headline said "Checking your finished drawing…" of a picture
+    nobody drew. The page's own model reads it at once; the headline says it checks the picture."""
+    ctx, pg = fresh(browser, app_server)
+    in_page_ready(pg)
+    held, release = held_answers(pg, lambda body: '"seq"' in body)   # the canvas's, not the click's
+    pg.locator("#draw-examples button.thumbnail-item").nth(3).click()
+    pg.wait_for_function("() => document.querySelector('#pipeline .said')?.innerText.trim() === '3'"
+                         " && !document.querySelector('#pipeline[data-stale]')", timeout=30_000)
+    assert held, "the canvas sent nothing"
+    assert pg.get_attribute("#status", "data-stale") == "loaded"       # "Checking this picture…"
+    assert "checking this picture" in pg.inner_text("#pipeline .readout")
+    release()
+    wait_status(pg, "Example: a drawn 3")
+    pg.wait_for_function("() => !document.querySelector('#status[data-stale], #why-row[data-stale]')",
+                         timeout=30_000)
+    ctx.close()
+
+
+def test_a_drawing_made_while_a_switch_is_answered_shows_its_strip_at_once(browser, app_server):
+    """Issue 49 (an eighth look): drawing within a second of choosing another model showed no
+    strip until the server answered the switch: the page's answer with the chosen model is the
+    drawing's, and shows."""
+    ctx, pg = fresh(browser, app_server)
+    in_page_ready(pg)
+    held, release = held_answers(pg, lambda body: True)           # the server answers nothing
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Handwritten digits (MNIST), 139 k parameters").click()
+    in_page_ready(pg, "mnist-small")
+    assert pg.get_attribute("#pipeline", "data-stale") == "switch"
+    pg.screenshot(path=SHOTS / "switch-held.png")
+    draw(pg, "1", lift=False)                     # over the example 7
+    pg.screenshot(path=SHOTS / "switch-drawn.png")
+    pg.wait_for_function("() => window.vitStrip.value()?.model === 'mnist-small'"
+                         " && !document.querySelector('#pipeline[data-stale]')"
+                         " && document.querySelector('#pipeline .said')?.checkVisibility()",
+                         timeout=4_000)       # (before the switch's 8-s fallback shows it anyway)
+    pg.mouse.up()
+    assert held
+    release()
+    pg.wait_for_function("() => window.vitStrip.value()?.model === 'mnist-small'"
+                         " && !window.vitStrip.value().live"
+                         " && !document.querySelector('#status[data-stale], #pipeline[data-stale]')",
+                         timeout=30_000)
+    wait_status(pg, "reads this as")
+    ctx.close()
+
+
 # --- A newcomer's page (issue 26), at a laptop's 1280x800 and a phone's 390x844 ----------------
 
 def fresh(browser, app_server, width=1280, height=800, tour=False):

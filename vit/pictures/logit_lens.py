@@ -39,7 +39,7 @@ def lens_picture(img: np.ndarray, lens: LogitLens, target: int, class_names: lis
         said = int(lens.cls[i].argmax())
         draw.text((x + 2, y + side + 2), f"after layer {i + 1}", fill="black", font=font)
         draw.text((x + 2, y + side + 16),
-                  f"[CLS]: P({_short(class_names[said])}) {confidence(lens.cls[i, said])}",
+                  f"[CLS]: {_short(class_names[said])} ({confidence(lens.cls[i, said])})",
                   fill=(0, 90, 0) if said == target else "black", font=font)
     bar = _colorbar(width, 1.0, f"probability of {_short(class_names[target], 24)}, "
                                 f"read from each patch token", uniform=1 / len(class_names))

@@ -237,10 +237,12 @@ def _head_row(c: _Canvas, w: WalkThrough, image: np.ndarray, y: int) -> None:
     c.paste(_heat(w.weights[1:].reshape(G, G), image, size, CMAP, 0.0, top, patch), x, y)
     # (a share, as the caption's "[CLS] gets 2.0 %" and every share on the page: a trial read
     # "0 … 0.05 … 0.1" on this bar beside the caption's per cent)
-    _colour_bar(c, CMAP, 0.0, top, x + size + 6, y, size, (1 / T, f"1/{T}"),
+    # ("even": the level of every token attended equally, as every map's bar marks it)
+    _colour_bar(c, CMAP, 0.0, top, x + size + 6, y, size, (1 / T, "even"),
                 fmt=lambda v: "0" if v == 0 else share(v))
-    c.text(x, y - 36, "9. softmax: weights, sum 1", 13)
-    c.text(x, y - 19, f"[CLS] gets {share(float(w.weights[0]))} · cyan: uniform 1/{T}", 11, FAINT)
+    c.text(x, y - 36, "9. softmax: weights, sum 100 %", 13)
+    c.text(x, y - 19, f"[CLS] gets {share(float(w.weights[0]))} · cyan: even, {share(1 / T)} each",
+           11, FAINT)
     c.text(905, y + size // 2, "→", 22, FAINT, "mm")
     _bars(c, w.out, float(np.abs(w.out).max()), 960, y, 265, size)
     c.text(925, y - 36, "10. output: Σ weight × value", 13)

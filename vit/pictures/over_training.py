@@ -58,7 +58,7 @@ def filmstrip(img: np.ndarray, frames: list[Frame], patch: int, class_names: lis
         col.paste(Image.fromarray(heat), (0, TITLE))
         col.paste(Image.fromarray(sim), (0, TITLE + side + GAP))
         d.text((2, TITLE + side + GAP + sim.shape[0] + 3),
-               f"says {class_names[said][:12]} {confidence(f.probs[said])}", fill="black", font=font)
+               f"says {class_names[said][:12]} ({confidence(f.probs[said])})", fill="black", font=font)
         columns.append(np.asarray(col))
     h = max(c.shape[0] for c in columns)
     columns = [np.pad(c, ((0, h - c.shape[0]), (0, GAP), (0, 0)), constant_values=255) for c in columns]

@@ -309,9 +309,13 @@ class Wiring:
         # The test set's first pass shows its progress over the confusion matrix's box alone,
         # not over the status line and filters (where it overprinted the text).
         tst_progress = dict(api_visibility="private", show_progress_on=tst.confusion)
+        # "minimal": a switch's running time in the corner, not a grey veil over the menu and
+        # the canvas (the menu read as a spinner and the canvas as disabled while a visitor drew
+        # on it); inpage.js says on the page that the chosen model is reading the input.
         switched = on(model.change, page.choose_model, [model],
                       ("model", "card", "layer", "head", "target", "heads_off", "hint",
-                       "examples", "pad", "learned_panel"), api_visibility="private")
+                       "examples", "pad", "learned_panel"), api_visibility="private",
+                      show_progress="minimal")
         switched = on(switched.then, page.clear_testset, [], TESTSET[:4], **quiet)
         switched = explained(on(switched.then, page.reanalyse, [], ANALYSIS, **quiet))
         switched = on(switched.then, functools.partial(mechanism_panel.mechanism_model, page), [],

@@ -198,7 +198,7 @@ watch("value", () => {
     if (v.colour) {                    // a photo for a colour model: as it is, opaque
       ctx.drawImage(off, 0, 0);
       photo = off;
-      send(true);
+      shown();
       return;
     }
     const src = o.getImageData(0, 0, SIDE, SIDE), d = src.data;
@@ -207,10 +207,16 @@ watch("value", () => {
       d[i] = d[i + 1] = d[i + 2] = 0;
     }
     ctx.putImageData(src, 0, 0);
-    send(true);
+    shown();
   };
   im.src = v.load;
 });
+// The loaded picture: the page's own model answers it at once where it can (inpage.js; the
+// strip had stood empty for ~0.5 s while the server checked it), and the server, as at a lift.
+function shown() {
+  window.vitInPage?.frame?.(canvas, "loaded");
+  send(true);
+}
 
 // Phones pin the answer to the bottom of the screen (page.css). Away from the canvas (scrolled
 // down to the panels, or on another tab) only its headline stays pinned: the panels get the room.

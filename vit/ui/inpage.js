@@ -102,14 +102,15 @@
     return (el && S.m.labels[el.value]) || S.m.default;
   }
 
-  // canvas.js: a frame of the drawing. True when this page answers it (then nothing is sent).
-  S.frame = function (canvas) {
+  // canvas.js: a frame of the drawing, or ("loaded") a picture the server put on the canvas.
+  // True when this page answers it (then nothing is sent while the pen moves).
+  S.frame = function (canvas, kind) {
     if (!S.ready) return false;
     const name = chosen();
     const s = model(name);
     if (!s.session) return false;
     if (!S.pending) S.since = performance.now();
-    S.pending = {canvas: canvas, name: name};
+    S.pending = {canvas: canvas, name: name, kind: kind || ""};
     S.frameAt = sent();          // a drawing newer than the one last sent is on the canvas
     if (!S.scheduled && !S.busy) { S.scheduled = true; requestAnimationFrame(run); }
     return true;
@@ -129,17 +130,23 @@
     S.busy = true;
     try {
       const value = await answer(job.canvas, job.name);
+      if (value && job.kind) value.live = job.kind;         // (the strip's readout says which)
       if (value && chosen() === job.name) {
         window.vitStrip.show(value);
-        // The headline and what the answer rests on are the server's last answer: hidden, and
-        // saying so, until the pen lifts and it answers (page.css: one input, one answer).
+        // The strip is this input's now, with the chosen model's answer (a picture loaded or a
+        // model chosen had hidden the last one's; a trial drew right after a switch and saw no
+        // strip until the server answered). The headline and what the answer rests on are the
+        // server's last answer: hidden, and saying so, until it answers this input (page.css:
+        // one input, one answer).
+        document.getElementById("pipeline")?.removeAttribute("data-stale");
+        if (S.switching === job.name) S.switching = null;      // this input's own wait follows
         for (const id of compared() ? [...STALE, ...SECOND] : STALE)
-          document.getElementById(id)?.setAttribute("data-stale", "");
+          document.getElementById(id)?.setAttribute("data-stale", job.kind);
         // A phone's folded answer is this one line while the pen is down (page.css): the
         // drawing's answer so far in it, not only "lift the pen" (a trial: the answer that
         // "follows as you draw" was nowhere on a short screen).
-        document.getElementById("status")?.style.setProperty(
-          "--live", JSON.stringify(`Now: ${soFar(value)} · lift for the full answer`));
+        document.getElementById("status")?.style.setProperty("--live", JSON.stringify(
+          `Now: ${soFar(value)} · ${job.kind ? "checking it" : "lift for the full answer"}`));
         S.shown = true;
         S.frames += 1;
         S.ms.push(performance.now() - since);
@@ -646,14 +653,23 @@
   // that never sends them. A newer drawing's own answer clears them.
   // (one wait per drawing: the echo's element changes a few times per answer)
   function landed(n, since) {
-    if (sent() !== n || S.drawing() || S.switching) { S.waiting = 0; return; }
-    const v = window.vitStrip?.value?.(), late = performance.now() - since > 8000;
-    const mine = !v || (+v.drawing >= n && !v.live);          // (!v: a cleared canvas)
-    if (mine || late) document.getElementById("pipeline")?.removeAttribute("data-stale");
-    if (!v || (mine && v.explained) || late) {
-      for (const id of LATER) document.getElementById(id)?.removeAttribute("data-stale");
-      S.waiting = 0;
-    } else setTimeout(() => landed(n, since), 100);
+    waitFor(v => +v.drawing >= n && !v.live, since, ["pipeline"],
+            () => sent() !== n || S.drawing() || !!S.switching, () => { S.waiting = 0; });
+  }
+  // Shows again what waited for the strip's own value (`mine`): `first` as soon as the strip is
+  // it, the "why" lane's parts once it was `explained` too; `over` — a newer wait took over.
+  function waitFor(mine, since, first, over, done) {
+    const step = () => {
+      if (over()) { done(false); return; }
+      const v = window.vitStrip?.value?.(), late = performance.now() - since > 8000;
+      const own = !v || mine(v);                  // (!v: a cleared canvas)
+      if (own || late) for (const id of first) document.getElementById(id)?.removeAttribute("data-stale");
+      if (!v || (own && v.explained) || late) {
+        for (const id of LATER) document.getElementById(id)?.removeAttribute("data-stale");
+        done(true);
+      } else setTimeout(step, 100);
+    };
+    step();
   }
   // Whether the canvas holds strokes drawn since the last drawing was sent (the pen down again
   // right after a lift): the answer to the drawing sent is then an older drawing's, not current
@@ -668,7 +684,8 @@
     // (on another tab the answer shown is that tab's input's, which the picture does not replace)
     if (document.querySelector("[role=tab][data-tab-id=draw]")?.getAttribute("aria-selected") === "false") return;
     for (const id of ["pipeline", ...STALE, ...(compared() ? SECOND : [])])
-      document.getElementById(id)?.setAttribute("data-stale", "lifted");
+      document.getElementById(id)?.setAttribute("data-stale", "loaded");
+    document.getElementById("status")?.style.setProperty("--live", JSON.stringify("Checking this picture…"));
   };
   // Another model chosen in the Model menu: until the strip is that model's, what the screen
   // says is the last model's — hidden, and the headline says it is checking (a seventh trial saw
@@ -679,21 +696,11 @@
     if (!name || (v && v.model === name)) return;
     for (const id of ["status", "pipeline", "why-row", ...(compared() ? SECOND : [])])
       document.getElementById(id)?.setAttribute("data-stale", SECOND.includes(id) ? "lifted" : "switch");
-    const since = performance.now();
     S.switching = name;
-    const wait = () => {
-      if (S.switching !== name) return;              // another model chosen since: its wait
-      const v = window.vitStrip?.value?.(), late = performance.now() - since > 8000;
-      // (the new model's own strip; a model that fails to load leaves the menu on the last one,
-      // whose strip then shows after the 8 s)
-      const mine = !v || (v.model === name && !v.live);
-      if (mine || late) for (const id of ["status", "pipeline"]) document.getElementById(id)?.removeAttribute("data-stale");
-      if (!v || (mine && v.explained) || late) {
-        for (const id of LATER) document.getElementById(id)?.removeAttribute("data-stale");
-        S.switching = null;
-      } else setTimeout(wait, 100);
-    };
-    setTimeout(wait, 100);
+    // (the new model's own strip; a model that fails to load leaves the menu on the last one,
+    // whose strip then shows after the 8 s)
+    waitFor(v => v.model === name && !v.live, performance.now(), ["status", "pipeline"],
+            () => S.switching !== name, own => { if (own) S.switching = null; });
   }
   // (on the press: Gradio's list chooses on mousedown and is gone by the click)
   document.addEventListener("pointerdown", e => {
@@ -711,7 +718,8 @@
     if (S.shown && window.vitStrip && window.vitStrip.lifted) window.vitStrip.lifted();
     for (const id of [...STALE, ...SECOND]) {
       const el = document.getElementById(id);
-      if (el && el.hasAttribute("data-stale")) el.setAttribute("data-stale", "lifted");
+      // (a loaded picture is sent as a lift is: its words stay "this picture")
+      if (el && el.hasAttribute("data-stale") && el.dataset.stale !== "loaded") el.setAttribute("data-stale", "lifted");
     }
   };
   watchAnswers();

@@ -24,14 +24,15 @@
                 "the top switches to another model."],
   ];
   // What a bubble should not cover, and how much each counts (show: where it goes).
-  // (The "Go deeper" panels' titles count as much: step 5 lay over the first two it describes.)
+  // (The "Go deeper" panels' titles count as much: step 5 lay over the first two it describes.
+  // The Model menu counts twice: an eighth look found step 3 over it.)
   // (What the answer rests on is its map and its words, not the empty end of their row.)
   // (The input's tabs and the line above the canvas count twice: step 1 lay over both. A
   // phone's line under the canvas, how to scroll past it, counts as the lesson: a fifth trial
   // found step 1 over it.)
   const LESSON = [["#drawpad", 3], ["#pipeline", 3], ["#status", 3], ["#glance", 3], ["#glance-text", 3],
                   ["#draw-hint", 2], ["#input-col [role=tablist]", 2], ["#scroll-hint", 3],
-                  ["#draw-examples", 1], ["#intro", 1], ["#deeper", 1],
+                  ["#draw-examples", 1], ["#intro", 1], ["#deeper", 1], ["#model", 2],
                   ...["#why", "#views", "#mechanism", "#lens", "#learned", "#compare"]
                     .map(q => [q, 3])];
   let bubble = null, opener = null;

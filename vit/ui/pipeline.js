@@ -202,6 +202,7 @@ function say() {
   readout.classList.toggle("marked", !!data && m !== null);
   if (!data) return;
   const live = data.live === "lifted" ? " (checking the finished drawing)"
+    : data.live === "loaded" ? " (checking this picture)"
     : data.live ? " (reading while you draw)" : "";
   if (m === null) {
     readout.textContent = "Point at (or tap) a patch to follow it through every step." + live;
@@ -278,9 +279,13 @@ function drawAll() {
 
 // (the first strip, while a newer drawing is on the canvas than the one the server answered:
 // the page's own answer stays, not the older drawing's — inpage.js drawing)
+// Nor an answer to a drawing older than the one the page's own answer reads (an example clicked
+// while the last drawing's answer was on its way).
 function load() {
   if (window.vitStrip?.reload === load && window.vitInPage?.drawing?.()) return;
-  show(props.value);
+  const v = props.value, sent = +(document.querySelector("#drawpad [data-ready]")?.dataset.sent || 0);
+  if (data?.live && v && +v.drawing < sent) return;
+  show(v);
 }
 
 // Draws a value: the server's (props.value), or the page's own while the pen moves (inpage.js).

@@ -118,7 +118,7 @@ def render(p: Predictor, a: Analysis, patch: int | None, at=100,
     i = nearest(frames, at)
     f = frames[i]
     order = np.argsort(f.probs)[::-1][:3]
-    then = ", ".join(f"**{md(names[c])}** {confidence(float(f.probs[c]))}" for c in order)
+    then = ", ".join(f"**{md(names[c])}** ({confidence(float(f.probs[c]))})" for c in order)
     said = "; ".join(f"{g.name}: {md(names[int(g.probs.argmax())])} "
                      f"({confidence(float(g.probs.max()))})" for g in frames)
     text = f"At {f.name} it answered {then}. Over training — {said}." + settled(frames)
