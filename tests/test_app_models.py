@@ -582,7 +582,7 @@ def test_switching_between_drawing_and_photo_models_puts_the_new_models_example_
     ink = 255 - np.asarray(Image.open(boot).convert("L"))        # as the canvas sends it back
     sent = {**canvas_value(ink, seq=3), "example": "Ankle boot"}
     shown = page.analyse_drawing(visitor, sent, "fashion-mnist", False, 6, 1)
-    assert "This model knows: T-\u2060shirt/top, Trouser" in shown["status"]   # no break after "T-"
+    assert "It knows: T-\u2060shirt/top, Trouser" in shown["status"]   # no break after "T-"
 
 
 def test_a_visitors_drawing_comes_back_when_they_return_to_its_kind_of_model():

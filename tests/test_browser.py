@@ -1096,10 +1096,15 @@ def test_a_model_switch_offers_the_new_models_example_and_everything_follows(bro
     clear(pg)
     draw(pg, "1")
     wait_status(pg, "reads this as 1")
+    height = "() => document.querySelector('#status').getBoundingClientRect().height"
+    answered = pg.evaluate(height)
     pg.locator("#model input").click()
     pg.get_by_role("option", name="Clothing and shoes (Fashion-MNIST)").click()
     wait_status(pg, "Example: a drawn Ankle boot")
-    wait_status(pg, "This model knows: T-\u2060shirt/top, Trouser")
+    wait_status(pg, "It knows: T-\u2060shirt/top, Trouser")
+    # One line under the example's heading, as under an answer's: the strip does not move down
+    # and back up between the example and the next answer (it moved 20 px).
+    assert pg.evaluate(height) == answered, (pg.evaluate(height), answered)
     assert "piece of clothing" in pg.locator("#draw-hint").inner_text()
     assert "Trouser" in pg.locator("#draw-examples").inner_text()
     pg.screenshot(path=SHOTS / "25-switch-to-clothing.png")

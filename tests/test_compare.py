@@ -102,6 +102,23 @@ def test_a_second_model_that_cannot_answer_leaves_the_page_alone(page, seven, mo
     assert out["row"] is not None and out["pipeline"]["layer"] == 2      # the page's own views
 
 
+def test_the_two_models_maps_share_one_scale(page, seven, monkeypatch):
+    """Issue 49, 4 (one quantity, one scale): side by side, the two models' rollout maps end
+    their colour bars at one share, and every head's map at another (a trial saw the 514 k
+    model's rollout on a bar to 10.0 % beside the 139 k model's to 29.4 %)."""
+    from vit.pictures import attention_maps
+    tops, real = [], attention_maps.heat_overlay
+    monkeypatch.setattr(attention_maps, "heat_overlay",
+                        lambda img, m, top, size: tops.append(top) or real(img, m, top, size))
+    compare_panel.choose_compare(page, seven, "mnist-small")
+    first = page.models.get("mnist").config.model.heads        # tiles a row: rollout + heads
+    mine, theirs = tops[:1 + first], tops[1 + first:]
+    assert len(theirs) == 1 + page.models.get("mnist-small").config.model.heads
+    assert mine[0] == theirs[0], (mine[0], theirs[0])
+    assert len(set(mine[1:] + theirs[1:])) == 1, tops
+    assert mine[0] != mine[1]                  # (rollout's scale is its own: it is another quantity)
+
+
 def test_matching_layers_across_depths():
     assert [compare_panel.matching_layer(i, 6, 12) for i in range(6)] == [1, 3, 5, 7, 9, 11]
     assert [compare_panel.matching_layer(i, 12, 6) for i in range(12)] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]

@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 
 from vit.explain.faithful import spearman
 from vit.inference import Analysis, Predictor
-from vit.pictures.attention_maps import load_font, single_map_picture, uniform_level
+from vit.pictures.attention_maps import load_font, scale_top, single_map_picture, uniform_level
 from vit.text import confidence, correlation, md, percent
 from vit.ui import pipeline, testset_tab, views
 from vit.ui.boundary import SecondModel
@@ -97,12 +97,14 @@ def look_alike(a: np.ndarray, b: np.ndarray) -> float | None:
     return spearman(a, b) if a.shape == b.shape else None
 
 
-def _row(p: Predictor, a: Analysis, layer: int, name: str, tile: int) -> np.ndarray:
+def _row(p: Predictor, a: Analysis, layer: int, name: str, tile: int,
+         tops: tuple[float, float]) -> np.ndarray:
     maps = a.explanation.cls_maps[layer]
     u = uniform_level(p.grid)
-    tiles = [single_map_picture(a.image, a.explanation.rollout_map, "rollout", size=tile, uniform=u)]
-    tiles += [single_map_picture(a.image, m, f"L{layer + 1} H{h + 1}", size=tile, uniform=u)
-              for h, m in enumerate(maps)]
+    tiles = [single_map_picture(a.image, a.explanation.rollout_map, "rollout", size=tile, uniform=u,
+                                top=tops[0])]
+    tiles += [single_map_picture(a.image, m, f"L{layer + 1} H{h + 1}", size=tile, uniform=u,
+                                 top=tops[1]) for h, m in enumerate(maps)]
     h = max(t.shape[0] for t in tiles)
     tiles = [np.pad(t, ((0, h - t.shape[0]), (0, 6), (0, 0)), constant_values=255) for t in tiles]
     row = np.concatenate(tiles, axis=1)
@@ -114,7 +116,13 @@ def _row(p: Predictor, a: Analysis, layer: int, name: str, tile: int) -> np.ndar
 
 def maps_picture(p: Predictor, a: Analysis, p2: Predictor, a2: Analysis, layer: int, layer2: int,
                  names: tuple[str, str], tile: int = 168) -> np.ndarray:
-    top, bottom = _row(p, a, layer, names[0], tile), _row(p2, a2, layer2, names[1], tile)
+    # One scale for both models' rollout maps, and one for every head's map: side by side, one
+    # colour is one share (a trial found the two rollout maps on bars to 10.0 and 29.4 %).
+    tops = (max(scale_top(float(x.explanation.rollout_map.max()), q.grid) for q, x in ((p, a), (p2, a2))),
+            max(scale_top(float(x.explanation.cls_maps[k].max()), q.grid)
+                for q, x, k in ((p, a, layer), (p2, a2, layer2))))
+    top = _row(p, a, layer, names[0], tile, tops)
+    bottom = _row(p2, a2, layer2, names[1], tile, tops)
     width = max(top.shape[1], bottom.shape[1])
     pad = [np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0)), constant_values=255) for r in (top, bottom)]
     return np.concatenate(pad, axis=0)

@@ -56,24 +56,30 @@ function drawPatches() {
 
 // The sequence: [CLS] on the first row, then the patches in reading order, a row of the grid
 // to a row (wrapped any other way, the picture looks scrambled), with gaps between the tokens.
+// [CLS]'s row is tall enough for its word at 9 px as shown, at least (`top`: where the
+// patches start): a 360-px phone shows the picture at ~58 px, where a row of the tokens' own
+// size made the word ~5 px high.
 function tokenLayout() {
   const g = data.grid, n = g * g + 1, gap = g > 10 ? 1 : 2;
-  const s = (PX - gap * g) / (g + 1);
-  const at = t => t === 0 ? [0, 0] : [((t - 1) % g) * (s + gap), (1 + Math.floor((t - 1) / g)) * (s + gap)];
-  return {n, g, gap, s, at};
+  const c = pipe.querySelector("canvas.c-tokens"), shown = c && c.clientWidth > 0 ? PX / c.clientWidth : 1;
+  const word = 9 * shown, even = (PX - gap * g) / (g + 1);
+  const s = word <= even ? even : (PX - gap * g - word * 1.15) / g, row = Math.max(s, word * 1.15);
+  const top = row + gap;
+  const at = t => t === 0 ? [0, 0] : [((t - 1) % g) * (s + gap), top + Math.floor((t - 1) / g) * (s + gap)];
+  return {n, g, gap, s, at, top, word: Math.max(word, s * 0.9)};
 }
 
 function drawTokens() {
   const [c, ctx] = canvasOf("tokens");
   ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, PX, PX);
   if (!img) return;
-  const {n, gap, s, at} = tokenLayout(), g = data.grid, px = data.size / g;
+  const {n, s, at, word} = tokenLayout(), g = data.grid, px = data.size / g;
   const m = marked();
   for (let t = 0; t < n; t++) {
     const [x, y] = at(t);
     if (t === 0) {                       // [CLS]: no pixels of its own, so named in words
       ctx.fillStyle = "#6366f1"; ctx.fillRect(x, y, s, s);
-      ctx.fillStyle = "#312e81"; ctx.font = `bold ${Math.max(9, Math.round(s * 0.9))}px sans-serif`;
+      ctx.fillStyle = "#312e81"; ctx.font = `bold ${Math.round(word)}px sans-serif`;
       ctx.textBaseline = "top"; ctx.fillText("[CLS]", x + s + 3, y);
       continue;
     }
@@ -321,7 +327,7 @@ function patchAt(e) {
   const r = c.getBoundingClientRect(), x = (e.clientX - r.left) / r.width * PX,
         y = (e.clientY - r.top) / r.height * PX, g = data.grid;
   if (c.classList.contains("c-tokens")) {
-    const {gap, s} = tokenLayout(), r2 = Math.floor(y / (s + gap)) - 1, q = Math.floor(x / (s + gap));
+    const {gap, s, top} = tokenLayout(), r2 = Math.floor((y - top) / (s + gap)), q = Math.floor(x / (s + gap));
     return r2 >= 0 && r2 < g && q >= 0 && q < g && x % (s + gap) < s ? r2 * g + q : null;
   }
   if (c.classList.contains("c-patches")) {

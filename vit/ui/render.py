@@ -214,19 +214,19 @@ def test_headline(p: Predictor, a: Analysis, origin: tuple) -> str:
 
 def example_headline(p: Predictor, a: Analysis, example: str) -> str:
     """An example put on the canvas: what it is, what the model read, and what to do next."""
-    made, again = (("a picture of a", f"Draw over it, upload your own {p.config.noun} on "
-                                      f"the Upload tab")
-                   if p.config.style.colour else
-                   ("a drawn", f"Draw over it, clear it and draw your own {p.config.noun}"))
+    made = "a picture of a" if p.config.style.colour else "a drawn"
     read = md(top_label(p.label(a.probs, a.verdict)))
-    # What the model knows, where its noun does not say it all ("a digit" does).
-    # A word joiner after each hyphen: "T-shirt/top" broke at the line's end as "T-" / "shirt".
-    knows = "" if p.config.style.name == "digits" else (
-        " This model knows: " + ", ".join(md(n, 40).replace("-", "-\u2060")
-                                          for n in p.class_names[:12])
-        + (", …" if len(p.class_names) > 12 else "") + ".")
-    return (f"### Example: {made} {md(example)} — read as **{read}**\n"
-            f"{again}, or pick another example below the canvas.{knows}")
+    head = f"### Example: {made} {md(example)} — read as **{read}**\n"
+    if p.config.style.name == "digits":
+        return (head + f"Draw over it, clear it and draw your own {p.config.noun}, or pick another "
+                       "example below the canvas.")
+    # What the model knows, where its noun does not say it all ("a digit" does): first, and the
+    # line short enough for one line at 1280 px (as two, the strip moved down 20 px and back up
+    # at the next answer). A word joiner after each hyphen: "T-shirt/top" broke as "T-" / "shirt".
+    knows = (", ".join(md(n, 40).replace("-", "-\u2060") for n in p.class_names[:12])
+             + (", …" if len(p.class_names) > 12 else ""))
+    again = "Draw over it or upload a photo" if p.config.style.colour else "Draw over it, or draw your own"
+    return head + f"It knows: {knows}. {again}."
 
 
 def top_label(label: dict) -> str:
