@@ -1380,6 +1380,18 @@ def test_on_a_phone_a_picture_full_of_labels_keeps_its_size_and_scrolls_sideways
     smaller phone's 360 px: the Model menu's name was cut to "514 k para…".)"""
     ctx, pg = fresh(browser, app_server, 360, 740)
     assert pg.evaluate("(i => i.scrollWidth <= i.clientWidth)(document.querySelector('#model input'))")
+    # The strip's titles apart, at 12 px ("Attention" ran into "Answer": 3 px between them).
+    # (the pinned answer may have folded to its headline: opened, as a visitor opens it)
+    visible = "[...document.querySelectorAll('#pipeline .title')].filter(t => t.checkVisibility())"
+    if pg.locator("#sheet-toggle").is_visible():
+        pg.locator("#sheet-toggle").click()
+    pg.wait_for_function(f"() => {visible}.length === 5", timeout=10_000)
+    titles = pg.evaluate(f"""() => {visible}.map(t => {{
+        const r = document.createRange(); r.selectNode(t.childNodes[1]);     // (its name)
+        const b = r.getBoundingClientRect();
+        return [t.innerText, b.left, b.right, parseFloat(getComputedStyle(t).fontSize)]; }})""")
+    assert all(px >= 12 for *_, px in titles), titles
+    assert all(b[1] - a[2] >= 5 for a, b in zip(titles, titles[1:])), titles
     unfold(pg, "#views")                       # (as a visitor opens it: a tap on its title)
     pg.wait_for_function("() => document.querySelector('#attention img')?.naturalWidth > 0",
                          timeout=60_000)
