@@ -1012,6 +1012,12 @@ def test_the_first_visit_tour_the_question_marks_and_the_glossary(browser, app_s
     pg.keyboard.press("Tab")
     pg.keyboard.press("Shift+Tab")
     assert pg.evaluate("document.activeElement.className") == "tour-next"
+    # Tab stays between its buttons (focus went on into the page, the bubble up over what it
+    # reached).
+    pg.keyboard.press("Tab")
+    assert pg.evaluate("document.activeElement.className") == "tour-skip"
+    pg.keyboard.press("Tab")
+    assert pg.evaluate("document.activeElement.className") == "tour-next"
     pg.keyboard.press("Escape")
     assert pg.locator("#tour").count() == 0
     assert pg.evaluate("document.activeElement.id") == "tour-start"

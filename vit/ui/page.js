@@ -135,6 +135,14 @@
       window.scrollTo({top: 0, behavior: "instant"});      // back to the canvas and the strip
     };
     bubble.append(p, step, skip, next);
+    // Tab and Shift+Tab go between its two buttons, as in a tour step of Shepherd or intro.js:
+    // focus went on into the page with the bubble still up over what it reached.
+    // Escape closes it; the mouse still reaches the page under it.
+    bubble.addEventListener("keydown", e => {
+      if (e.key !== "Tab") return;
+      e.preventDefault();
+      (document.activeElement === next ? skip : next).focus({preventScroll: true});
+    });
     // Right after the part it names (inside Gradio's container, to which page.css is scoped):
     // fixed on screen, but next to that part for the keyboard — one Tab away, not fifty.
     target.insertAdjacentElement("afterend", bubble);
