@@ -425,9 +425,8 @@ def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: 
                        titled_max: bool = True) -> np.ndarray:
     """One (G, G) map over the image, with the patch grid, a colour bar, and optionally one patch
     outlined (the patch whose attention row this is). `uniform`: the level of evenly spread
-    weights, for maps of attention: the scale then reaches at least VIVID times it (and `top`,
-    when given: a scale shared with the maps beside it), the bar marks it and the map's maximum,
-    and the title gives that maximum, all as shares ("5.4 %"). Otherwise `top`:
+    weights, for maps of attention: the scale then reaches at least VIVID times it, the bar marks
+    it and the map's maximum, and the title gives that maximum, all as shares ("5.4 %"). `top`:
     the scale's top, for maps with an absolute meaning of their own, in `unit`: "probability"
     (written as the page writes one, "92.0 %") or "log-odds" (the number; the title names the
     unit); with neither, the map is scaled to its own largest value, which has no unit of its
@@ -435,8 +434,8 @@ def single_map_picture(img: np.ndarray, grid_map: np.ndarray, title: str, size: 
     marked on its bar (a small tile whose title has no room for it)."""
     peak = float(grid_map.max())
     G = grid_map.shape[0]
-    if uniform is not None:       # (`top` given: a scale shared with the maps beside it)
-        top, label = max(peak, VIVID * uniform, top or 0.0), None
+    if uniform is not None:
+        top, label = max(peak, VIVID * uniform), None
     elif top is None:
         top, label = max(peak, 1e-12), "its max"
     else:

@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 
 from vit.explain.faithful import spearman
 from vit.inference import Analysis, Predictor
-from vit.pictures.attention_maps import load_font, scale_top, single_map_picture, uniform_level
+from vit.pictures.attention_maps import VIVID, load_font, share, single_map_picture, uniform_level
 from vit.text import confidence, correlation, md, percent
 from vit.ui import pipeline, testset_tab, views
 from vit.ui.boundary import SecondModel
@@ -97,32 +97,29 @@ def look_alike(a: np.ndarray, b: np.ndarray) -> float | None:
     return spearman(a, b) if a.shape == b.shape else None
 
 
-def _row(p: Predictor, a: Analysis, layer: int, name: str, tile: int,
-         tops: tuple[float, float]) -> np.ndarray:
+def _row(p: Predictor, a: Analysis, layer: int, name: str, tile: int) -> np.ndarray:
     maps = a.explanation.cls_maps[layer]
     u = uniform_level(p.grid)
-    tiles = [single_map_picture(a.image, a.explanation.rollout_map, "rollout", size=tile, uniform=u,
-                                top=tops[0])]
-    tiles += [single_map_picture(a.image, m, f"L{layer + 1} H{h + 1}", size=tile, uniform=u,
-                                 top=tops[1]) for h, m in enumerate(maps)]
+    tiles = [single_map_picture(a.image, a.explanation.rollout_map, "rollout", size=tile, uniform=u)]
+    tiles += [single_map_picture(a.image, m, f"L{layer + 1} H{h + 1}", size=tile, uniform=u)
+              for h, m in enumerate(maps)]
     h = max(t.shape[0] for t in tiles)
     tiles = [np.pad(t, ((0, h - t.shape[0]), (0, 6), (0, 0)), constant_values=255) for t in tiles]
     row = np.concatenate(tiles, axis=1)
     band = Image.new("RGB", (row.shape[1], 22), "white")
-    ImageDraw.Draw(band).text((4, 4), f"{name}: layer {layer + 1} of {p.model.cfg.depth}",
-                              fill="black", font=load_font(14))
+    # Each map on the scale it has everywhere on the page (the strip's, the panels'): colours to
+    # VIVID times this model's even share, or to the map's largest weight. Said, since the two
+    # models' even shares differ (1/50 and 1/17: bars to 10.0 and 29.4 %). On one shared scale
+    # instead (tried), one map read on two scales in one panel, and the finer grid's went dark.
+    ImageDraw.Draw(band).text(
+        (4, 4), f"{name}: layer {layer + 1} of {p.model.cfg.depth} · colours to {VIVID}× its even "
+                f"share ({share(VIVID * u)}) or a map's max", fill="black", font=load_font(14))
     return np.concatenate([np.asarray(band), row], axis=0)
 
 
 def maps_picture(p: Predictor, a: Analysis, p2: Predictor, a2: Analysis, layer: int, layer2: int,
                  names: tuple[str, str], tile: int = 168) -> np.ndarray:
-    # One scale for both models' rollout maps, and one for every head's map: side by side, one
-    # colour is one share (a trial found the two rollout maps on bars to 10.0 and 29.4 %).
-    tops = (max(scale_top(float(x.explanation.rollout_map.max()), q.grid) for q, x in ((p, a), (p2, a2))),
-            max(scale_top(float(x.explanation.cls_maps[k].max()), q.grid)
-                for q, x, k in ((p, a, layer), (p2, a2, layer2))))
-    top = _row(p, a, layer, names[0], tile, tops)
-    bottom = _row(p2, a2, layer2, names[1], tile, tops)
+    top, bottom = _row(p, a, layer, names[0], tile), _row(p2, a2, layer2, names[1], tile)
     width = max(top.shape[1], bottom.shape[1])
     pad = [np.pad(r, ((0, 0), (0, width - r.shape[1]), (0, 0)), constant_values=255) for r in (top, bottom)]
     return np.concatenate(pad, axis=0)
