@@ -678,6 +678,11 @@ def test_the_answer_follows_the_tab_in_view(tmp_path):
     assert top_label(landed["label"]) == "7" and landed["status"].startswith("### Upload or paste")
     assert "still for your drawing" in landed["status"]
     assert visit.record.shown.kind == "drawing"
+    # An example on the canvas is nobody's drawing: said as the example it is.
+    switch(page, visit, "draw", {**seven, "seq": 11, "example": "7"}, "mnist", True, 2, 1)
+    assert "still for the example 7" in switch(page, visit, "upload", None, "mnist", True, 2, 1)["status"]
+    switch(page, visit, "draw", {**seven, "seq": 12}, "mnist", True, 2, 1)
+    switch(page, visit, "upload", None, "mnist", True, 2, 1)
     page.note_tab(visit, "test")
     page.choose_model(visit, "fashion-mnist")
     assert page.reanalyse(visit)["status"].startswith("### This model's test set is not on")

@@ -194,7 +194,9 @@ def test_occlusion_keeps_one_unit_and_scale_and_says_when_no_patch_matters():
     shown, title, top, note = occlusion_view(p, maps, d, answer=True)
     assert title.startswith(f"drop in P({digit})") and top == OCCLUSION_TOP
     assert np.allclose(shown, np.clip(maps["probability"], 0, None)) and shown.max() < FLAT
-    assert "less than 5 percentage points" in note and "nearly dark" in note
+    # (one unit, as the map's bar writes it: an eighth trial read "5 percentage points (at most
+    # 0.3)" beside a bar of "max 0.3 %")
+    assert "less than 5.0 % (at most " in note and "%, the map's bar)" in note and "nearly dark" in note
     # An answer that does move: the same unit and scale, and no note.
     a1 = p.analyse(255 - np.asarray(render_digit("1", 300, 26), np.uint8))
     shown, title, top, note = occlusion_view(p, p.occlusion_maps(a1.image, 1), 1, answer=True)

@@ -116,6 +116,7 @@ def test_the_no_snapshot_words_for_a_bundled_model():
     picture, large, words = training_panel.render(p, p.analyse(np.asarray(render_digit("4"))), 3)
     assert picture is None is large and "kept no training snapshots" in words
     assert "Model menu" in words                 # sent to the model that kept them, as the title
+    assert "python -m" not in words and "--" not in words      # a visitor's words, no commands
 
 
 @pytest.mark.train

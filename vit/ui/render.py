@@ -162,7 +162,10 @@ def headline(r: Record, p: Predictor, a: Analysis | None) -> str | None:
     # upload" over an empty strip, after a file that was no picture)
     if shown is None or isinstance(shown, Refused):
         return prompt
-    return f"{prompt}\nUntil then, the answer and pictures below are still for {SHOWING[shown.kind]}."
+    # (an example is nobody's drawing: an eighth trial read "still for your drawing" of the 7
+    # the page had put on the canvas)
+    showing = f"the example {md(shown.example)}" if shown.example else SHOWING[shown.kind]
+    return f"{prompt}\nUntil then, the answer and pictures below are still for {showing}."
 
 
 def said(p: Predictor, item: Shown | Refused, a: Analysis | None) -> str:

@@ -33,11 +33,12 @@ PRECISE = (
 # (Where another model kept them, the panel's title names it: these words send the visitor there
 # first, as the title does — a trial read the title's "choose it in the Model menu" and, below
 # it, only "train one", and a slider that moved nothing.)
-NONE = ("This model kept no training snapshots (it was trained before the trainer kept them, or "
-        "with `--snapshots none`), so there is nothing to show here. Where another model kept "
-        "them, this panel's title names it: choose it in the Model menu above. To watch a model "
-        "of your own learn, train one with `python -m vit.train` (or `python -m vit.sweep`), "
-        "which keeps them.")
+# (in a visitor's words: an eighth trial read the flags and commands once here as a teacher's
+# dead end; how to keep snapshots is docs/experiments.md's)
+NONE = ("This model kept no training snapshots: no pictures of itself while it learned, so there "
+        "is nothing to show here. The model this panel's title names kept them: choose it in the "
+        "Model menu at the top of the page to watch it learn. (A model you train yourself with "
+        "this project's trainer keeps them too.)")
 
 
 UNREADABLE = ("This model's training snapshots could not be read (damaged, or made for another "

@@ -314,8 +314,8 @@ def occlusion_view(p: Predictor, maps: dict[str, np.ndarray], t: int,
     squares = f"; {b}x{b} squares" if b > 1 else ""
     shown = np.clip(maps["probability"] if answer else -maps["probability"], 0, None)
     note = "" if not answer or not slight(maps) else (
-        f" Blanking any one patch moves P({md(name)}) by less than {100 * FLAT:.0f} percentage "
-        f"points (at most {100 * moved(maps):.1f}), so the map is nearly dark: no single patch "
+        f" Blanking any one patch moves P({md(name)}) by less than {percent(FLAT)} (at most "
+        f"{percent(moved(maps))}, the map's bar), so the map is nearly dark: no single patch "
         f"matters much.")
     return (shown, f"{'drop' if answer else 'rise'} in P({name}){squares}",
             max(float(shown.max()), OCCLUSION_TOP), note)
