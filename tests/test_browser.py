@@ -765,6 +765,49 @@ def test_a_drawing_made_while_a_switch_is_answered_shows_its_strip_at_once(brows
     ctx.close()
 
 
+def test_the_eighth_trials_keyboard_and_tablet_points(browser, app_server, tmp_path):
+    """An eighth trial: a panel's title did not say whether it was open; a model chosen with the
+    keyboard left the focus on the page's start; a notice (a damaged picture) lay over the Model
+    menu and the headline; on a tablet (800 px) Clear wrapped to a row of its own."""
+    ctx, pg = fresh(browser, app_server, 800, 1100)
+    tops = pg.evaluate("[...document.querySelectorAll('#drawpad .tools button')]"
+                       ".filter(b => b.checkVisibility())"
+                       ".map(b => Math.round(b.getBoundingClientRect().top))")
+    assert len(tops) == 5 and len(set(tops)) == 1, tops                   # one row
+    clear(pg)                      # no links to the detail of a drawing that is not there
+    pg.wait_for_selector("#pipeline .pipe[data-empty='1']", timeout=30_000)
+    assert not pg.evaluate("[...document.querySelectorAll('#pipeline .more')]"
+                           ".some(a => a.checkVisibility({visibilityProperty: true}))")
+    title = pg.locator("#views button.label-wrap").first
+    assert title.get_attribute("aria-expanded") == "false"
+    unfold(pg, "#views")
+    pg.wait_for_function("() => document.querySelector('#views button.label-wrap')"
+                         ".getAttribute('aria-expanded') === 'true'", timeout=5_000)
+    title.click()                                                        # closed again
+    pg.wait_for_function("() => document.querySelector('#views button.label-wrap')"
+                         ".getAttribute('aria-expanded') === 'false'", timeout=5_000)
+    pg.locator("#model input").focus()
+    pg.keyboard.press("ArrowDown")
+    pg.keyboard.press("ArrowDown")
+    pg.keyboard.press("Enter")
+    pg.wait_for_function("() => window.vitStrip.value()?.model"
+                         " && window.vitStrip.value().model !== 'mnist'"
+                         " && !document.querySelector('#status[data-stale], #pipeline[data-stale]')",
+                         timeout=30_000)
+    pg.wait_for_timeout(500)
+    assert pg.evaluate("!!document.activeElement.closest('#model')"), pg.evaluate(
+        "document.activeElement.outerHTML.slice(0, 80)")
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really a picture")
+    pg.get_by_role("tab", name="Upload").click()
+    pg.locator("#upload input[type=file]").set_input_files(str(tmp_path / "bad.png"))
+    toast = pg.locator(".toast-body").first
+    toast.wait_for(timeout=30_000)
+    box, menu = toast.bounding_box(), pg.locator("#model").bounding_box()
+    assert box["y"] > menu["y"] + menu["height"] and box["x"] < 400, (box, menu)   # bottom left
+    pg.screenshot(path=SHOTS / "49-8-tablet-notice.png")
+    ctx.close()
+
+
 # --- A newcomer's page (issue 26), at a laptop's 1280x800 and a phone's 390x844 ----------------
 
 def fresh(browser, app_server, width=1280, height=800, tour=False):

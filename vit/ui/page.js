@@ -236,6 +236,12 @@
       status.setAttribute("aria-atomic", "true");
     }
     document.querySelectorAll(".empty[aria-label]:not([role])").forEach(e => e.setAttribute("role", "img"));
+    // A folded panel's title says whether it is open (Gradio's accordion button says nothing: an
+    // eighth trial, with a screen reader's eyes, found all eight "Go deeper" titles mute).
+    document.querySelectorAll("button.label-wrap").forEach(b => {
+      const open = String(b.classList.contains("open"));
+      if (b.getAttribute("aria-expanded") !== open) b.setAttribute("aria-expanded", open);
+    });
     // Gradio wraps the map beside the answer in a button that does nothing here: a tab stop
     // without a name. It is made a plain frame; the picture's own alt text still speaks.
     document.querySelectorAll("#glance button:not([role])").forEach(b => {
@@ -251,6 +257,26 @@
       });
   }
   new MutationObserver(tidy).observe(document.body, {childList: true, subtree: true});
+  // Gradio's notices (a picture refused, a model that would not load) open at the top right,
+  // over the Model menu and the answer's headline, and stay there on the next tab (an eighth
+  // trial). On a wide screen they open at the bottom left, over the examples instead. (Here, not
+  // in page.css: Gradio scopes that file to the page's blocks, and the notices are outside them.)
+  const notices = document.createElement("style");
+  notices.textContent = "@media (min-width: 701px) { .toast-wrap { top: auto !important; " +
+    "bottom: 12px !important; left: 12px !important; right: auto !important; align-items: start !important; } }";
+  document.head.appendChild(notices);
+  // (a panel closed changes a class, not the page's children)
+  document.addEventListener("click", e => { if (e.target.closest?.("button.label-wrap")) setTimeout(tidy, 0); });
+  // A model chosen with the keyboard (Enter in its list): Gradio redraws the menu as the answer
+  // comes, and focus fell to the page's start (an eighth trial): it goes back to the menu.
+  document.addEventListener("keydown", e => {
+    if (e.key !== "Enter" || !e.target.matches?.("#model input")) return;
+    const t0 = performance.now(), back = () => {
+      if (document.activeElement === document.body) document.querySelector("#model input")?.focus({preventScroll: true});
+      else if (performance.now() - t0 < 8000) setTimeout(back, 150);
+    };
+    setTimeout(back, 150);
+  }, true);
   tidy();
   // The model in this page while the pen moves (vit/ui/inpage.py, inpage.js), unless the address
   // says ?inpage=0 (to compare with the server's updates) or the server offers none.
