@@ -520,7 +520,7 @@ def test_photo_model_keeps_the_colours_and_shows_a_photos_attention_maps(browser
     wait_status(pg, "Example: a picture of a ship — read as ship", timeout=60_000)
     # (waited for, not read at once: on CI's busy run the headline read "" a moment after its
     # ship had shown, hidden again while an answer was checked)
-    wait_status(pg, "Upload tab")
+    wait_status(pg, "or upload a photo")
     # Every example's caption is whole ("automobile", not "aut…").
     captions = pg.locator("#draw-examples .caption-label")
     assert captions.count() == len(SCENES)
