@@ -588,6 +588,23 @@ def test_a_model_switch_on_the_upload_tab_answers_the_upload_not_the_hidden_canv
     # A bar drawn on white is not a photo: the photo model says so (vit/explain/typical.py), and
     # it is the upload's answer, not the canvas example's.
     assert "Not a photo" in status(pg) and "Example" not in status(pg), status(pg)
+    # Back to the digits, still on the Upload tab: the digit example goes on the hidden canvas,
+    # and the page's own model (ready by now) must not read it into the strip beside the
+    # upload's answer.
+    in_page_ready(pg)
+    pg.evaluate("""() => { window.saids = []; const look = () => {
+        const e = document.querySelector('#pipeline .said');
+        saids.push(e && e.checkVisibility({visibilityProperty: true}) ? e.innerText.trim() : null);
+        if (saids.length < 3000) requestAnimationFrame(look); }; look(); }""")
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Handwritten digits (MNIST), 514 k parameters").click()
+    wait_status(pg, "reads this as 1", timeout=60_000)
+    pg.wait_for_timeout(2000)                            # the canvas's example has loaded by now
+    saids = pg.evaluate("window.saids")
+    assert saids[-1] == "1" and "7" not in saids, [x for i, x in enumerate(saids) if x != saids[i - 1]]
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Photos of animals and vehicles (CIFAR-10)").click()
+    wait_status(pg, "Not a photo", timeout=60_000)
     pg.get_by_role("tab", name="Draw").click()
     wait_status(pg, "Example: a picture of a ship", timeout=60_000)
     pg.close()

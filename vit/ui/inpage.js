@@ -105,7 +105,7 @@
   // canvas.js: a frame of the drawing, or ("loaded") a picture the server put on the canvas.
   // True when this page answers it (then nothing is sent while the pen moves).
   S.frame = function (canvas, kind) {
-    if (!S.ready) return false;
+    if (!S.ready || (kind && !onDraw())) return false;
     const name = chosen();
     const s = model(name);
     if (!s.session) return false;
@@ -680,9 +680,11 @@
   // example): until the server answers it, everything the screen says belongs to the picture
   // before — hidden, and the headline says it is checking (a sixth trial: a ship on the canvas
   // beside "reads this as 1" and the strip's 1). canvas.js then sends it, as at a lift.
+  // (on another tab the answer shown is that tab's input's, which a picture put on the hidden
+  // canvas does not replace: neither hidden nor read by the page)
+  const onDraw = () => document.querySelector("[role=tab][data-tab-id=draw]")?.getAttribute("aria-selected") !== "false";
   S.loaded = function () {
-    // (on another tab the answer shown is that tab's input's, which the picture does not replace)
-    if (document.querySelector("[role=tab][data-tab-id=draw]")?.getAttribute("aria-selected") === "false") return;
+    if (!onDraw()) return;
     for (const id of ["pipeline", ...STALE, ...(compared() ? SECOND : [])])
       document.getElementById(id)?.setAttribute("data-stale", "loaded");
     document.getElementById("status")?.style.setProperty("--live", JSON.stringify("Checking this picture…"));
