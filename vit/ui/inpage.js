@@ -111,7 +111,8 @@
     if (!s.session) return false;
     if (!S.pending) S.since = performance.now();
     S.pending = {canvas: canvas, name: name, kind: kind || ""};
-    S.frameAt = sent();          // a drawing newer than the one last sent is on the canvas
+    // a drawing newer than the one last sent is on the canvas (not at a switch: the same one)
+    if (kind !== "switch") S.frameAt = sent();
     if (!S.scheduled && !S.busy) { S.scheduled = true; requestAnimationFrame(run); }
     return true;
   };
@@ -139,7 +140,9 @@
         // server's last answer: hidden, and saying so, until it answers this input (page.css:
         // one input, one answer).
         document.getElementById("pipeline")?.removeAttribute("data-stale");
-        if (S.switching === job.name) S.switching = null;      // this input's own wait follows
+        // (a drawing or a picture: this input's own wait follows; the switch's own reading
+        // still waits for the server's answer with that model)
+        if (S.switching === job.name && job.kind !== "switch") S.switching = null;
         for (const id of compared() ? [...STALE, ...SECOND] : STALE)
           document.getElementById(id)?.setAttribute("data-stale", job.kind);
         // A phone's folded answer is this one line while the pen is down (page.css): the
@@ -703,6 +706,19 @@
     // whose strip then shows after the 8 s)
     waitFor(v => v.model === name && !v.live, performance.now(), ["status", "pipeline"],
             () => S.switching !== name, own => { if (own) S.switching = null; });
+    // Within one kind of model the input stays, and the page reads it with the chosen model as
+    // soon as that model is loaded here, rather than leave the strip blank until the server has
+    // answered (a ninth trial: ~2 s on this CPU). Between kinds the canvas gets the new model's
+    // example, which the page reads as it lands (canvas.js shown).
+    const was = v && S.m.models[v.model], now = S.m.models[name];
+    if (!was || !now || !onDraw() || JSON.stringify(was.classes) !== JSON.stringify(now.classes)) return;
+    const t0 = performance.now(), read = () => {
+      if (S.switching !== name) return;
+      const c = document.querySelector("#drawpad canvas");
+      if (chosen() === name && model(name).session && c) S.frame(c, "switch");
+      else if (performance.now() - t0 < 8000) setTimeout(read, 100);
+    };
+    setTimeout(read, 50);
   }
   // (on the press: Gradio's list chooses on mousedown and is gone by the click)
   document.addEventListener("pointerdown", e => {

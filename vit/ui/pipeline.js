@@ -209,6 +209,7 @@ function say() {
   if (!data) return;
   const live = data.live === "lifted" ? " (checking the finished drawing)"
     : data.live === "loaded" ? " (checking this picture)"
+    : data.live === "switch" ? " (reading it with the model you chose)"
     : data.live ? " (reading while you draw)" : "";
   if (m === null) {
     readout.textContent = "Point at (or tap) a patch to follow it through every step." + live;
@@ -419,6 +420,13 @@ document.addEventListener("keydown", e => {
 
 watch("value", load);
 load();
+// The [CLS] word is sized for the tokens picture as shown (tokenLayout): drawn again when that
+// size changes (a phone's folded answer drew it at no width, and it was ~4 px high when opened).
+let tokensWidth = 0;
+new ResizeObserver(([e]) => {
+  const w = Math.round(e.contentRect.width);
+  if (w && w !== tokensWidth && data) { tokensWidth = w; drawTokens(); }
+}).observe(pipe.querySelector("canvas.c-tokens"));
 // The first screen's strip (not the compare panel's): what inpage.js draws into, and reads the
 // model and the chosen layer, head and patch from.
 if (element.closest("#pipeline") || element.querySelector("#pipeline") || element.id === "pipeline")

@@ -223,13 +223,13 @@ def example_headline(p: Predictor, a: Analysis, example: str) -> str:
     if p.config.style.name == "digits":
         return (head + f"Draw over it, clear it and draw your own {p.config.noun}, or pick another "
                        "example below the canvas.")
-    # What the model knows, where its noun does not say it all ("a digit" does): first, and the
-    # line short enough for one line at 1280 px (as two, the strip moved down 20 px and back up
-    # at the next answer). A word joiner after each hyphen: "T-shirt/top" broke as "T-" / "shirt".
+    # What the model knows, where its noun does not say it all ("a digit" does): alone, so that
+    # the line is one line down to 1024 px (as two, the strip moved down 21 px and back up at the
+    # next answer; what to draw is said above the canvas). A word joiner after each hyphen:
+    # "T-shirt/top" broke as "T-" / "shirt".
     knows = (", ".join(md(n, 40).replace("-", "-\u2060") for n in p.class_names[:12])
              + (", …" if len(p.class_names) > 12 else ""))
-    again = "Draw over it or upload a photo" if p.config.style.colour else "Draw over it, or draw your own"
-    return head + f"It knows: {knows}. {again}."
+    return head + f"It knows: {knows}."
 
 
 def top_label(label: dict) -> str:
