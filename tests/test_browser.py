@@ -753,29 +753,40 @@ def test_an_example_clicked_is_read_by_the_page_while_the_server_checks_it(brows
     ctx.close()
 
 
+def held_switch_to_the_small_model(browser, app_server):
+    """A new page switched to the 139 k digit model while the server answers nothing (a busy
+    server, made certain), once that model runs in the page: (context, page, release)."""
+    ctx, pg = fresh(browser, app_server)
+    in_page_ready(pg)
+    _, release = held_answers(pg, lambda body: True)
+    pg.locator("#model input").click()
+    pg.get_by_role("option", name="Handwritten digits (MNIST), 139 k parameters").click()
+    in_page_ready(pg, "mnist-small")
+    return ctx, pg, release
+
+
+# The page's own answer with the small model on the strip, shown (before the switch's 8-s
+# fallback shows the strip anyway).
+SMALL_IN_PAGE = ("() => window.vitStrip.value()?.model === 'mnist-small'"
+                 " && !document.querySelector('#pipeline[data-stale]')"
+                 " && document.querySelector('#pipeline .said')?.checkVisibility()")
+# The server's answer with the small model landed, nothing hidden.
+SMALL_LANDED = ("() => window.vitStrip.value()?.model === 'mnist-small' && !window.vitStrip.value().live"
+                " && !document.querySelector('#status[data-stale], #pipeline[data-stale]')")
+
+
 def test_a_switch_within_one_kind_is_read_by_the_page_while_the_server_answers(browser, app_server):
     """A ninth trial: after choosing the other digit model the strip stood blank for ~2 s, until
     the server had answered. The drawing stays on a switch within one kind, and the page reads
     it with the chosen model as soon as that model is loaded; the headline still says it is
     reading it with that model until the server's answer lands."""
-    ctx, pg = fresh(browser, app_server)
-    in_page_ready(pg)
-    held, release = held_answers(pg, lambda body: True)           # the server answers nothing
-    pg.locator("#model input").click()
-    pg.get_by_role("option", name="Handwritten digits (MNIST), 139 k parameters").click()
-    in_page_ready(pg, "mnist-small")
-    pg.wait_for_function("() => window.vitStrip.value()?.model === 'mnist-small'"
-                         " && !document.querySelector('#pipeline[data-stale]')"
-                         " && document.querySelector('#pipeline .said')?.checkVisibility()",
-                         timeout=4_000)       # (before the switch's 8-s fallback shows it anyway)
+    ctx, pg, release = held_switch_to_the_small_model(browser, app_server)
+    pg.wait_for_function(SMALL_IN_PAGE, timeout=4_000)
     assert pg.inner_text("#pipeline .said").strip() == "7"
     assert pg.get_attribute("#status", "data-stale") == "switch"    # "Reading it with the model…"
     assert "with the model you chose" in pg.inner_text("#pipeline .readout")
     release()
-    pg.wait_for_function("() => window.vitStrip.value()?.model === 'mnist-small'"
-                         " && !window.vitStrip.value().live"
-                         " && !document.querySelector('#status[data-stale], #pipeline[data-stale]')",
-                         timeout=30_000)
+    pg.wait_for_function(SMALL_LANDED, timeout=30_000)
     wait_status(pg, "Example: a drawn 7")
     ctx.close()
 
@@ -783,27 +794,15 @@ def test_a_switch_within_one_kind_is_read_by_the_page_while_the_server_answers(b
 def test_a_drawing_made_while_a_switch_is_answered_shows_its_strip_at_once(browser, app_server):
     """Issue 49 (an eighth look): drawing within a second of choosing another model showed no
     strip until the server answered the switch: the page's answer with the chosen model is the
-    drawing's, and shows."""
-    ctx, pg = fresh(browser, app_server)
-    in_page_ready(pg)
-    held, release = held_answers(pg, lambda body: True)           # the server answers nothing
-    pg.locator("#model input").click()
-    pg.get_by_role("option", name="Handwritten digits (MNIST), 139 k parameters").click()
-    in_page_ready(pg, "mnist-small")
+    drawing's (the drawing's own reading, not the switch's), and shows."""
+    ctx, pg, release = held_switch_to_the_small_model(browser, app_server)
     pg.screenshot(path=SHOTS / "switch-held.png")
     draw(pg, "1", lift=False)                     # over the example 7
     pg.screenshot(path=SHOTS / "switch-drawn.png")
-    pg.wait_for_function("() => window.vitStrip.value()?.model === 'mnist-small'"
-                         " && !document.querySelector('#pipeline[data-stale]')"
-                         " && document.querySelector('#pipeline .said')?.checkVisibility()",
-                         timeout=4_000)       # (before the switch's 8-s fallback shows it anyway)
+    pg.wait_for_function(SMALL_IN_PAGE + " && window.vitStrip.value().live === true", timeout=4_000)
     pg.mouse.up()
-    assert held
     release()
-    pg.wait_for_function("() => window.vitStrip.value()?.model === 'mnist-small'"
-                         " && !window.vitStrip.value().live"
-                         " && !document.querySelector('#status[data-stale], #pipeline[data-stale]')",
-                         timeout=30_000)
+    pg.wait_for_function(SMALL_LANDED, timeout=30_000)
     wait_status(pg, "reads this as")
     ctx.close()
 
