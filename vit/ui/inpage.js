@@ -742,6 +742,7 @@
   };
   watchAnswers();
 
+  S.sent = sent;                    // pipeline.js: the drawing last sent
   S.greyInput = greyInput;          // for tests: the layout, apart from the model
   S.inkVerdict = inkVerdict;        // for tests: the ink checks, apart from the model
   // For the agreement test: the page's whole answer (layout, model, rules) for a canvas.

@@ -201,16 +201,18 @@ function drawAnswer() {
   }
 }
 
+// What the page's own answer is waiting for (inpage.js: the pen lifted, a picture loaded, another
+// model chosen); otherwise it reads while the pen moves.
+const LIVE = {lifted: " (checking the finished drawing)", loaded: " (checking this picture)",
+              switch: " (reading it with the model you chose)"};
+
 function say() {
   const m = marked();
   readout.replaceChildren();
   // (a phone's pinned answer shows the line only when it says something of a patch: page.css)
   readout.classList.toggle("marked", !!data && m !== null);
   if (!data) return;
-  const live = data.live === "lifted" ? " (checking the finished drawing)"
-    : data.live === "loaded" ? " (checking this picture)"
-    : data.live === "switch" ? " (reading it with the model you chose)"
-    : data.live ? " (reading while you draw)" : "";
+  const live = !data.live ? "" : LIVE[data.live] || " (reading while you draw)";
   if (m === null) {
     readout.textContent = "Point at (or tap) a patch to follow it through every step." + live;
     return;
@@ -290,8 +292,8 @@ function drawAll() {
 // while the last drawing's answer was on its way).
 function load() {
   if (window.vitStrip?.reload === load && window.vitInPage?.drawing?.()) return;
-  const v = props.value, sent = +(document.querySelector("#drawpad [data-ready]")?.dataset.sent || 0);
-  if (data?.live && v && +v.drawing < sent) return;
+  const v = props.value;
+  if (data?.live && v && +v.drawing < (window.vitInPage?.sent?.() || 0)) return;
   show(v);
 }
 
