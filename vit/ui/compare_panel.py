@@ -109,9 +109,9 @@ def _row(p: Predictor, a: Analysis, layer: int, name: str, tile: int) -> np.ndar
     band = Image.new("RGB", (row.shape[1], 22), "white")
     # Each map on the scale it has everywhere on the page (the strip's, the panels'): colours to
     # VIVID times this model's even share, or to the map's largest weight. Said, since the two
-    # models' even shares differ (1/50 and 1/17: bars to 10.0 and 29.4 %). ("times": the picture's
-    # font has no "×".) On one shared scale
-    # instead (tried), one map read on two scales in one panel, and the finer grid's went dark.
+    # models' even shares differ (1/50 and 1/17: bars to 10.0 and 29.4 %). On one scale shared by
+    # both (tried), one map read on two scales in one panel, and the finer grid's went dark.
+    # ("times": the picture's font has no "×".)
     words = (f"{name}: layer {layer + 1} of {p.model.cfg.depth} · colours to {share(VIVID * u)}, "
              f"{VIVID} times an even share over its {p.grid * p.grid + 1} tokens, or a map's max")
     ImageDraw.Draw(band).text((4, 4), words, fill="black", font=load_font(13))

@@ -216,7 +216,8 @@ def test_headline(p: Predictor, a: Analysis, origin: tuple) -> str:
 
 
 def example_headline(p: Predictor, a: Analysis, example: str) -> str:
-    """An example put on the canvas: what it is, what the model read, and what to do next."""
+    """An example put on the canvas: what it is, what the model read, and then what to do next
+    (a digit model) or which classes the model knows (any other)."""
     made = "a picture of a" if p.config.style.colour else "a drawn"
     read = md(top_label(p.label(a.probs, a.verdict)))
     head = f"### Example: {made} {md(example)} — read as **{read}**\n"
