@@ -25,11 +25,33 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
 HAS_MNIST = (SHARED_DATA / "MNIST" / "raw" / "t10k-images-idx3-ubyte").is_file()
 
+# The bundled models' test-set passes, kept for the whole run in one folder that every xdist
+# worker shares: each worker is a process of its own, and each computed the passes again (the
+# clothing model's alone is ~70 s of one core). The controller, or a run without workers, makes
+# the folder; the workers it starts inherit its name.
+if "VIT_TEST_PASSES" not in os.environ:
+    os.environ["VIT_TEST_PASSES"] = tempfile.mkdtemp(prefix="vit-test-passes-")
+    atexit.register(shutil.rmtree, os.environ["VIT_TEST_PASSES"], ignore_errors=True)
+
+
 @functools.lru_cache(maxsize=None)
 def bundled_test_pass(name: str):
     """(logits (N, C), [CLS] tokens (N, D), labels (N,)) of bundled checkpoint `name` on its
-    data set's full test split from ../shared/data, on the CPU: computed once per test session
-    (several test modules score the same). Raises DataError without the data."""
+    data set's full test split from ../shared/data, on the CPU: computed once per test run
+    (several test modules, on either worker, score the same). Raises DataError without the data."""
+    from filelock import FileLock
+    kept = Path(os.environ["VIT_TEST_PASSES"]) / f"{name}.npz"
+    with FileLock(f"{kept}.lock"):         # the other worker waits for it, not computes it again
+        if not kept.is_file():
+            logits, features, labels = _test_pass(name)
+            np.savez(kept.with_suffix(".tmp.npz"), logits=logits.numpy(), features=features,
+                     labels=labels.numpy())
+            kept.with_suffix(".tmp.npz").rename(kept)
+        with np.load(kept) as f:
+            return torch.from_numpy(f["logits"]), f["features"], torch.from_numpy(f["labels"])
+
+
+def _test_pass(name: str):
     from vit.checkpoint import open_checkpoint
     from vit.data.loading import load_split
     from vit.explain.typical import cls_features
@@ -286,10 +308,20 @@ FIXTURE_LANES = {"app_server": ("server", "browser"), "trained": ("train",), "dd
                  "snapped": ("train",), "swept": ("train",)}
 
 
+# Module fixtures that train or install (tens of seconds each): the tests that use one are one
+# xdist group, run by one worker (`--dist loadgroup`, pyproject.toml), or each worker that ran
+# one of them built its own copy (the sweep's fixture was trained twice in a run).
+BUILT_ONCE = ("trained", "ddp_run", "snapped", "swept", "venv")
+
+
+@pytest.hookimpl(tryfirst=True)            # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     import inspect
     wrong = []
     for item in items:
+        built = [f for f in BUILT_ONCE if f in getattr(item, "fixturenames", ())]
+        if built:
+            item.add_marker(pytest.mark.xdist_group(built[0]))
         marks = {m.name for m in item.iter_markers()} & set(LANES)
         function = getattr(item, "function", None)
         if not marks and function is not None:

@@ -21,6 +21,11 @@ def train(data, out, *extra):
     return run_module("vit.train", "--data-dir", data, "--out", out, *ARGS, *extra)
 
 
+def train_here(capsys, data, out, *extra):
+    """`train` in this process (conftest.run_main): the same run without a new Python's imports."""
+    return run_main(capsys, "vit.train", "--data-dir", data, "--out", out, *ARGS, *extra)
+
+
 @pytest.fixture(scope="module")
 def snapped(tiny_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("snap") / "ck"
@@ -102,12 +107,11 @@ def test_only_unreadable_snapshots_are_said_so(snapped, tmp_path):
 
 @pytest.mark.train
 def test_off_and_bad_values(tiny_data, tmp_path, capsys):
-    r = train(tiny_data, tmp_path / "none", "--snapshots", "none")
+    r = train_here(capsys, tiny_data, tmp_path / "none", "--snapshots", "none")
     assert r.returncode == 0 and not (tmp_path / "none" / "snapshots").exists()
     for bad, says in (("1", "above 0 and below 1"), ("x", "fractions of the run"),
                       (",".join(["0.5"] * 2 + [str(i / 100) for i in range(1, 40)]), "at most 32")):
-        r = run_main(capsys, "vit.train", "--data-dir", tiny_data, "--out", tmp_path / "bad", *ARGS,
-                     "--snapshots", bad)                  # refused: in this process
+        r = train_here(capsys, tiny_data, tmp_path / "bad", "--snapshots", bad)
         assert r.returncode == 2 and says in r.stderr, r.stderr
 
 
@@ -120,11 +124,11 @@ def test_the_no_snapshot_words_for_a_bundled_model():
 
 
 @pytest.mark.train
-def test_overwrite_sets_the_old_snapshots_aside(snapped, tiny_data, tmp_path):
+def test_overwrite_sets_the_old_snapshots_aside(snapped, tiny_data, tmp_path, capsys):
     import shutil
     out = tmp_path / "ck"
     shutil.copytree(snapped, out)
-    r = train(tiny_data, out, "--overwrite", "--snapshots", "0.3", "--max-steps", "3")
+    r = train_here(capsys, tiny_data, out, "--overwrite", "--snapshots", "0.3", "--max-steps", "3")
     assert r.returncode == 0, r.stderr[-2000:]
     assert [s.step for s in snapshots.listed(out)] == []                # 0.3 of 18 = step 5
     assert [s.step for s in snapshots.listed(out / ".replaced-by-overwrite")] == [1, 2, 9]

@@ -73,10 +73,12 @@ def test_the_app_opens_every_run(swept):
 
 
 @pytest.mark.train
-def test_a_finished_sweep_is_not_trained_again(swept, tiny_data):
+def test_a_finished_sweep_is_not_trained_again(swept, tiny_data, capsys):
     out, _ = swept
     before = {p: p.stat().st_mtime_ns for p in out.glob("*/model.safetensors")}
-    r = sweep(tiny_data, out, "--vary", "heads=1,2", "dim=16,32", "--epochs", "2", "--subset", "200")
+    r = run_main(capsys, "vit.sweep", "--data", "mnist", "--data-dir", tiny_data, "--no-download",
+                 "--out", out, "--vary", "heads=1,2", "dim=16,32", "--epochs", "2", "--subset", "200",
+                 *TINY)
     assert r.returncode == 0, r.stderr[-2000:]
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/model.safetensors")} == before
     assert len(rows(out)) == 4

@@ -32,20 +32,23 @@ BASE = ["--no-download", "--epochs", "2", "--batch-size", "32", "--lr", "3e-3",
         "--eval-batch-size", "40", "--val-size", "40", "--negatives", "16", *TINY_MODEL]
 
 
-def train(data, out, *extra, timeout=300):
+def train_process(data, out, *extra, timeout=300):
+    """`python -m vit.train` as a user types it, in a new Python: for the `trained` run, and where
+    the process itself is what a test checks (its signals, its exit, --compile)."""
     return run_module("vit.train", "--data-dir", data, "--out", out, *BASE, *extra, timeout=timeout)
 
 
-def refused(capsys, data, out, *extra):
-    """`train`'s command run in this process (conftest.run_main), for what it refuses before a
-    step is trained: the same exit status and output in milliseconds, not seconds."""
+def train(capsys, data, out, *extra):
+    """The same command run in this process (conftest.run_main): the same exit status, output and
+    files, without the seconds a new Python takes to import torch (more than a tiny run's
+    training) — for what it refuses, and for the runs a test only needs to have been made."""
     return run_main(capsys, "vit.train", "--data-dir", data, "--out", out, *BASE, *extra)
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "ck"
-    r = train(tiny_data, out)
+    r = train_process(tiny_data, out)
     assert r.returncode == 0, r.stderr
     return out, r
 
@@ -116,14 +119,15 @@ def assert_same_weights(a_folder, b_folder):
 
 
 @pytest.mark.train
-def test_resume_gives_identical_weights(trained, tiny_data, tmp_path):
+def test_resume_gives_identical_weights(tiny_data, tmp_path, capsys):
     """Stopped mid-epoch 2 and resumed: the same weights, and the same metrics rows — the resumed
     epoch's train loss and accuracy cover the whole epoch, not only the part after the resume."""
-    straight, _ = trained
+    straight = tmp_path / "straight"
+    assert train(capsys, tiny_data, straight, "--threads", "1").returncode == 0
     split = tmp_path / "split"
-    r1 = train(tiny_data, split, "--max-steps", "13")      # stops mid-epoch 2 (10 steps/epoch)
+    r1 = train(capsys, tiny_data, split, "--max-steps", "13", "--threads", "1")   # mid-epoch 2
     assert r1.returncode == 0 and "--resume" in r1.stderr
-    r2 = train(tiny_data, split, "--resume")
+    r2 = train(capsys, tiny_data, split, "--resume", "--threads", "1")
     assert r2.returncode == 0, r2.stderr
     assert "Resuming" in r2.stdout
     assert_same_weights(straight, split)
@@ -135,7 +139,7 @@ class Killed(BaseException):
 
 
 @pytest.mark.train
-def test_a_kill_while_saving_the_state_loses_nothing(tiny_data, tmp_path, monkeypatch):
+def test_a_kill_while_saving_the_state_loses_nothing(tiny_data, tmp_path, monkeypatch, capsys):
     """Killed while writing the resumable state at the end of epoch 2, after the epoch's
     checkpoint and metrics.csv were written: the state on disk is still epoch 1's, whole (one
     file, replaced atomically), so --resume replays epoch 2 and ends where an uninterrupted run
@@ -145,7 +149,7 @@ def test_a_kill_while_saving_the_state_loses_nothing(tiny_data, tmp_path, monkey
     # One thread everywhere: this process's torch thread count may have been changed by other
     # tests (create_app sets it), and float sums differ with it.
     straight = tmp_path / "straight"
-    assert train(tiny_data, straight, "--threads", "1").returncode == 0
+    assert train(capsys, tiny_data, straight, "--threads", "1").returncode == 0
     out = tmp_path / "killed"
     real_save_file, state_saves = vit.storage.save_file, []
 
@@ -163,7 +167,7 @@ def test_a_kill_while_saving_the_state_loses_nothing(tiny_data, tmp_path, monkey
         cli.main(["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"])
     monkeypatch.undo()
     assert [r["epoch"] for r in rows_of(out)] == ["1", "2"]     # written before the kill
-    r = train(tiny_data, out, "--resume", "--threads", "1")
+    r = train(capsys, tiny_data, out, "--resume", "--threads", "1")
     assert r.returncode == 0, r.stderr
     assert "Resuming" in r.stdout and "at step 9 of 18" in r.stdout   # (320 - 40 held out) / 32 per epoch
     assert_same_weights(straight, out)
@@ -174,7 +178,7 @@ def test_a_kill_while_saving_the_state_loses_nothing(tiny_data, tmp_path, monkey
 @pytest.mark.train
 def test_refuses_to_overwrite_a_run_without_resume(trained, tiny_data, capsys):
     out, _ = trained
-    r = refused(capsys, tiny_data, out)
+    r = train(capsys, tiny_data, out)
     assert r.returncode == 1 and "already holds a run" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -191,19 +195,19 @@ def test_a_finished_checkpoint_is_replaced_only_with_overwrite(tiny_data, tmp_pa
     out = tmp_path / "mnist"
     shutil.copytree(ROOT / "checkpoints" / "mnist", out, ignore=shutil.ignore_patterns(".cache"))
     before = digest_files(out)
-    r = refused(capsys, tiny_data, out, "--epochs", "1")
+    r = train(capsys, tiny_data, out, "--epochs", "1")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "already holds a finished checkpoint" in r.stderr and "--overwrite" in r.stderr
     assert digest_files(out) == before
     # Stopped before its first epoch: the old checkpoint is kept aside, whole, not lost.
-    r = train(tiny_data, out, "--epochs", "1", "--overwrite", "--max-steps", "3")
+    r = train(capsys, tiny_data, out, "--epochs", "1", "--overwrite", "--max-steps", "3")
     assert r.returncode == 0, r.stderr
     assert "--overwrite: moved the previous run's config.json, model.safetensors, metrics.csv" \
         in r.stderr
     aside = digest_files(out / ".replaced-by-overwrite")
     assert {k: v for k, v in before.items() if k in aside} == aside and len(aside) >= 6
     # Run to its first epoch: the new checkpoint is in place and the old one is gone.
-    r = train(tiny_data, out, "--epochs", "1", "--overwrite")
+    r = train(capsys, tiny_data, out, "--epochs", "1", "--overwrite")
     assert r.returncode == 0, r.stderr
     assert not (out / ".replaced-by-overwrite").exists()
     assert json.loads((out / "config.json").read_text())["model"]["dim"] == 16
@@ -225,7 +229,7 @@ def test_resume_with_other_settings_is_refused(trained, tiny_data, capsys):
                   "--weight-decay 0.05 (now --weight-decay 0.0)", "--dim 16 (now --dim 32)"):
         assert saved in r.stderr, saved
     # Where and how fast it runs may change: the finished run resumes (and has nothing to do).
-    r = train(tiny_data, out, "--resume", "--eval-batch-size", "7", "--threads", "1")
+    r = train(capsys, tiny_data, out, "--resume", "--eval-batch-size", "7", "--threads", "1")
     assert r.returncode == 0 and "Done" in r.stdout, r.stderr
 
 
@@ -255,14 +259,14 @@ def test_an_old_or_damaged_state_gets_a_clear_message(tiny_data, tmp_path, capsy
                                 ("old", [], "already holds a run"),
                                 ("bad", ["--resume"], "state.safetensors is damaged"),
                                 ("bad", [], "already holds a run")):
-        r = refused(capsys, tiny_data, tmp_path / out, *extra)
+        r = train(capsys, tiny_data, tmp_path / out, *extra)
         assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.train
-def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path):
-    r = train(tiny_data, tmp_path / "nan", "--lr", "1e6", "--warmup-epochs", "0", "--grad-clip", "0",
+def test_non_finite_loss_stops_with_a_message(tiny_data, tmp_path, capsys):
+    r = train(capsys, tiny_data, tmp_path / "nan", "--lr", "1e6", "--warmup-epochs", "0", "--grad-clip", "0",
               "--label-smoothing", "0")
     assert r.returncode == 1
     assert "training diverged" in r.stderr and "--lr" in r.stderr and "Traceback" not in r.stderr
@@ -452,7 +456,7 @@ def bad_data(root, kind):
     ("label out of range", "labels run from 0 to 10; mnist has 10 classes"),
 ])
 def test_bad_data_files_give_one_line(kind, message, tmp_path, capsys):
-    r = refused(capsys, bad_data(tmp_path / "data", kind), tmp_path / "out")
+    r = train(capsys, bad_data(tmp_path / "data", kind), tmp_path / "out")
     assert r.returncode == 1, r.stderr
     assert r.stderr.startswith("error: ") and message in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
@@ -571,9 +575,9 @@ def _tamper(state_path, run_edit=None, tensor_edit=None):
 ])
 def test_a_tampered_state_is_refused_in_one_line(tiny_data, tmp_path, edit, message, capsys):
     out = tmp_path / "run"
-    assert train(tiny_data, out, "--max-steps", "3").returncode == 0
+    assert train(capsys, tiny_data, out, "--max-steps", "3").returncode == 0
     _tamper(out / "train_state" / "state.safetensors", **edit)
-    r = refused(capsys, tiny_data, out, "--resume")
+    r = train(capsys, tiny_data, out, "--resume")
     assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
@@ -585,15 +589,15 @@ def test_a_second_trainer_on_the_same_out_is_refused(tiny_data, tmp_path, capsys
     out = tmp_path / "shared"
     out.mkdir()
     with exclusive(out, True):                       # a trainer is running on `out`
-        r = refused(capsys, tiny_data, out)          # (flock: its own descriptor is refused too)
+        r = train(capsys, tiny_data, out)          # (flock: its own descriptor is refused too)
     assert r.returncode == 1 and "another trainer is writing to" in r.stderr
     assert not (out / "config.json").exists()
-    assert train(tiny_data, out).returncode == 0     # once it has finished, the folder is free
+    assert train(capsys, tiny_data, out).returncode == 0     # once it has finished, the folder is free
 
 
 def test_out_that_cannot_really_be_written_is_refused_before_training(tiny_data, capsys):
     """os.access says yes to root everywhere; /proc refuses the write itself."""
-    r = refused(capsys, tiny_data, "/proc/vit-explorer-test")
+    r = train(capsys, tiny_data, "/proc/vit-explorer-test")
     assert r.returncode == 1 and "can't write --out" in r.stderr and "epoch 1" not in r.stdout
 
 
@@ -628,17 +632,17 @@ def test_a_gzip_bomb_in_the_data_is_refused_without_inflating_it(tmp_path):
 
 
 @pytest.mark.train
-def test_a_run_resumed_elsewhere_names_every_device(tiny_data, tmp_path):
+def test_a_run_resumed_elsewhere_names_every_device(tiny_data, tmp_path, capsys):
     """config.json's "device" must not name only the last machine of a run that moved (the bundled
     MNIST run began on a GPU and was resumed on a CPU)."""
     out = tmp_path / "moved"
-    assert train(tiny_data, out, "--threads", "1", "--max-steps", "12").returncode == 0
-    r = train(tiny_data, out, "--threads", "2", "--resume")
+    assert train(capsys, tiny_data, out, "--threads", "1", "--max-steps", "12").returncode == 0
+    r = train(capsys, tiny_data, out, "--threads", "2", "--resume")
     assert r.returncode == 0, r.stderr
     device = json.loads((out / "config.json").read_text())["provenance"]["device"]
     assert device == "cpu (1 thread) from epoch 1, then cpu (2 threads) from epoch 2", device
     one = tmp_path / "one"
-    assert train(tiny_data, one, "--threads", "1").returncode == 0
+    assert train(capsys, tiny_data, one, "--threads", "1").returncode == 0
     assert json.loads((one / "config.json").read_text())["provenance"]["device"] == "cpu (1 thread)"
 
 
@@ -649,11 +653,11 @@ def test_a_teacher_file_is_only_reused_by_resume(tiny_data, tmp_path, capsys):
     out = tmp_path / "stale"
     (out / "train_state").mkdir(parents=True)
     (out / "train_state" / "teacher.safetensors").write_bytes(b"not a teacher")
-    r = train(tiny_data, out, "--max-steps", "3")
+    r = train(capsys, tiny_data, out, "--max-steps", "3")
     assert r.returncode == 0, r.stderr
     assert "Teacher CNN:" in r.stdout                       # trained afresh, file replaced
     (out / "train_state" / "teacher.safetensors").write_bytes(b"damaged")
-    r = refused(capsys, tiny_data, out, "--resume")
+    r = train(capsys, tiny_data, out, "--resume")
     assert r.returncode == 1
     assert r.stderr.strip().splitlines()[-1].startswith("error: can't resume:")
     assert "Traceback" not in r.stderr
@@ -678,14 +682,14 @@ def test_cifar_shifts_are_whole_pixels_so_photos_stay_sharp():
 
 @pytest.mark.train
 def test_a_kill_between_the_first_checkpoint_and_its_state_still_resumes(tiny_data, tmp_path,
-                                                                         monkeypatch):
+                                                                         monkeypatch, capsys):
     """Killed after epoch 1's checkpoint files, before its state: the run used to be stranded
     ("nothing to resume", and a new run refused the folder). A state is saved before any
     checkpoint file now, so --resume replays epoch 1."""
     import vit.storage
     from vit import train as cli
     straight = tmp_path / "straight"
-    assert train(tiny_data, straight, "--threads", "1").returncode == 0
+    assert train(capsys, tiny_data, straight, "--threads", "1").returncode == 0
     out = tmp_path / "killed"
     real_save_file = vit.storage.save_file
 
@@ -699,7 +703,7 @@ def test_a_kill_between_the_first_checkpoint_and_its_state_still_resumes(tiny_da
         cli.main(["--data-dir", str(tiny_data), "--out", str(out), *BASE, "--threads", "1"])
     monkeypatch.undo()
     assert (out / "model.safetensors").is_file()
-    r = train(tiny_data, out, "--resume", "--threads", "1")
+    r = train(capsys, tiny_data, out, "--resume", "--threads", "1")
     assert r.returncode == 0, r.stderr
     assert "Resuming" in r.stdout and "at step 0 of 18" in r.stdout
     assert_same_weights(straight, out)
@@ -735,7 +739,7 @@ def test_a_full_disk_during_a_save_is_one_line_and_the_run_resumes(tiny_data, tm
     assert err.count("\n") == 1 and err.rstrip().endswith("--resume")
     assert not (out / "model.safetensors").exists() and not list(out.glob(".*.tmp"))
     monkeypatch.undo()
-    r = train(tiny_data, out, "--resume", "--threads", "1")
+    r = train(capsys, tiny_data, out, "--resume", "--threads", "1")
     assert r.returncode == 0, r.stderr
 
 
@@ -745,12 +749,12 @@ def test_resuming_on_other_training_data_is_refused(tiny_data, tmp_path, capsys)
     data = tmp_path / "data"
     shutil.copytree(tiny_data, data)
     out = tmp_path / "ck"
-    assert train(data, out, "--max-steps", "3").returncode == 0
+    assert train(capsys, data, out, "--max-steps", "3").returncode == 0
     images = data / "MNIST" / "raw" / "train-images-idx3-ubyte"
     raw = bytearray(images.read_bytes())
     raw[16 + 28 * 14:16 + 28 * 15] = bytes(255 - b for b in raw[16 + 28 * 14:16 + 28 * 15])
     images.write_bytes(bytes(raw))
-    r = refused(capsys, data, out, "--resume")
+    r = train(capsys, data, out, "--resume")
     assert r.returncode == 1 and "not the ones the run" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
@@ -819,8 +823,8 @@ def test_resuming_on_a_different_number_of_images_says_how_to_start_afresh(tiny_
                                                                            capsys):
     data = write_dataset(tmp_path / "data", n_train=400)
     out = tmp_path / "ck"
-    assert train(tiny_data, out, "--max-steps", "1").returncode == 0
-    r = refused(capsys, data, out, "--resume")
+    assert train(capsys, tiny_data, out, "--max-steps", "1").returncode == 0
+    r = train(capsys, data, out, "--resume")
     assert r.returncode == 1 and "trained on 280 images" in r.stderr
     assert "start afresh with --overwrite" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -845,43 +849,43 @@ def test_evaluate_says_in_one_line_that_it_cannot_read_the_test_set(tmp_path, mo
 
 
 @pytest.mark.train
-def test_a_second_run_takes_its_preparation_from_the_cache_and_trains_the_same(tiny_data, tmp_path):
+def test_a_second_run_takes_its_preparation_from_the_cache_and_trains_the_same(tiny_data, tmp_path, capsys):
     """The laid-out view, the non-digit bank and the CNN teacher are kept (vit/training/prepared.py):
     a second run of the same data and settings takes all three from the cache, each phase saying
     so in a line with its time, and ends with exactly the weights of a run that kept nothing. A
     damaged cache file is rebuilt, never read; another --teacher-epochs trains a new teacher."""
     cache = tmp_path / "cache"
-    first = train(tiny_data, tmp_path / "a", "--cache-dir", cache)
+    first = train(capsys, tiny_data, tmp_path / "a", "--cache-dir", cache)
     assert first.returncode == 0, first.stderr
     assert "taken from the cache" not in first.stdout and "Done in" in first.stdout
     assert len(list(cache.glob("*.safetensors"))) == 3       # laid-out, non-digits, teacher
-    second = train(tiny_data, tmp_path / "b", "--cache-dir", cache)
+    second = train(capsys, tiny_data, tmp_path / "b", "--cache-dir", cache)
     assert second.returncode == 0, second.stderr
     for phase in ("Laid out", "non-digit drawings", "Teacher CNN"):
         line = next(x for x in second.stdout.splitlines() if phase in x)
         assert "taken from the cache" in line and " s" in line, line
-    nothing = train(tiny_data, tmp_path / "c", "--cache-dir", "none")
+    nothing = train(capsys, tiny_data, tmp_path / "c", "--cache-dir", "none")
     assert nothing.returncode == 0, nothing.stderr
     weights = [load_file(tmp_path / d / "model.safetensors") for d in "bc"]
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     for f in cache.glob("*.safetensors"):
         f.write_bytes(f.read_bytes()[:100])                      # truncated
-    again = train(tiny_data, tmp_path / "d", "--cache-dir", cache, "--max-steps", "1")
+    again = train(capsys, tiny_data, tmp_path / "d", "--cache-dir", cache, "--max-steps", "1")
     assert again.returncode == 0, again.stderr
     assert "taken from the cache" not in again.stdout and "Traceback" not in again.stderr
-    other = train(tiny_data, tmp_path / "e", "--cache-dir", cache, "--max-steps", "1",
+    other = train(capsys, tiny_data, tmp_path / "e", "--cache-dir", cache, "--max-steps", "1",
                   "--teacher-epochs", "2")
     teacher = next(x for x in other.stdout.splitlines() if "Teacher CNN" in x)
     assert "taken from the cache" not in teacher and "2 epochs" in teacher
 
 
 @pytest.mark.train
-def test_a_compiled_run_trains_and_resumes_a_run_started_eagerly(tiny_data, tmp_path):
+def test_a_compiled_run_trains_and_resumes_a_run_started_eagerly(tiny_data, tmp_path, capsys):
     """--compile is how a run executes, not what it computes: --resume may switch it on."""
     out = tmp_path / "ck"
-    first = train(tiny_data, out, "--max-steps", "3")
+    first = train(capsys, tiny_data, out, "--max-steps", "3")
     assert first.returncode == 0, first.stderr[-2000:]
-    resumed = train(tiny_data, out, "--resume", "--compile", "default", timeout=600)
+    resumed = train_process(tiny_data, out, "--resume", "--compile", "default", timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert [int(r["epoch"]) for r in rows] == [1, 2]
