@@ -143,7 +143,9 @@ def test_a_stalled_process_is_named_after_the_timeout_not_after_30_minutes(tiny_
 def test_a_stopped_torchrun_job_saves_a_resumable_state(tiny_data, tmp_path, how):
     """Ctrl-C in the terminal (SIGINT to the whole process group: torchrun forwards it to the
     workers too), or `kill` / a job scheduler (SIGTERM to torchrun, which forwards it): every
-    worker stops at the same step and rank 0 saves. SIGTERM used to kill the workers unsaved."""
+    worker stops at the same step and rank 0 saves. SIGTERM used to kill the workers unsaved.
+    Both save the state the same way once stopped: the Ctrl-C run is resumed from it (a third
+    torchrun for `kill` would add its ~25 s to check the same path again)."""
     import signal
     exe = Path(sys.executable).with_name("torchrun")
     launcher = [str(exe)] if exe.is_file() else [sys.executable, "-m", "torch.distributed.run"]
@@ -170,6 +172,7 @@ def test_a_stopped_torchrun_job_saves_a_resumable_state(tiny_data, tmp_path, how
     from vit.training.state import STATE_FILE, read_state
     step = read_state(out / STATE_FILE).run.step
     assert step >= 9                                # past epoch 1 (9 steps an epoch)
-    resumed = torchrun(tiny_data, out, "--resume", "--epochs", "4")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"at step {step} of" in resumed.stdout
+    if how == "ctrl-c":
+        resumed = torchrun(tiny_data, out, "--resume", "--epochs", "4")
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert f"at step {step} of" in resumed.stdout

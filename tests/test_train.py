@@ -1,5 +1,7 @@
 """The trainer, evaluator and predictor CLIs, run as a user runs them, on a tiny IDX data set the
-tests write themselves (so the real loading code is exercised).
+tests write themselves (so the real loading code is exercised): in a new Python where the process
+is what a test checks (a signal, the exit, --compile), else the command's own main() in this
+process (conftest.run_main), which saves each run the seconds of a new Python's imports.
 
 End to end, then `vit.evaluate` / `vit.predict`; bit-identical resume (mid-epoch, after
 Ctrl-C/SIGINT, after a kill while saving) with unique, whole-epoch metrics rows; no overwrite
@@ -516,18 +518,19 @@ def test_random_streams_are_mixed_integers_and_shared_across_ranks(tiny_data):
 
 
 @pytest.mark.train
-def test_ctrl_c_saves_a_resumable_state_and_resume_matches(tiny_data, tmp_path):
+def test_ctrl_c_saves_a_resumable_state_and_resume_matches(tiny_data, tmp_path, capsys):
     """SIGINT to a running trainer: it stops cleanly with a resumable state; --resume then ends
-    with exactly the weights of an uninterrupted run."""
+    with exactly the weights of an uninterrupted run. (The process that is stopped is a real
+    one; the straight run and the resume run in this one, on the same one thread.)"""
     import os
     import signal
     import subprocess
     import sys
 
     from conftest import ROOT
-    args = ["--data-dir", str(tiny_data), *BASE]
+    args = ["--data-dir", str(tiny_data), *BASE, "--threads", "1"]
     args[args.index("--epochs") + 1] = "8"
-    straight = run_module("vit.train", *args, "--out", tmp_path / "straight")
+    straight = run_main(capsys, "vit.train", *args, "--out", tmp_path / "straight")
     assert straight.returncode == 0, straight.stderr
     proc = subprocess.Popen([sys.executable, "-m", "vit.train", *args, "--out", str(tmp_path / "int")],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -539,7 +542,7 @@ def test_ctrl_c_saves_a_resumable_state_and_resume_matches(tiny_data, tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "saving a resumable state" in err and "--resume" in err and "Traceback" not in err
-    resumed = run_module("vit.train", *args, "--out", tmp_path / "int", "--resume")
+    resumed = run_main(capsys, "vit.train", *args, "--out", tmp_path / "int", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     a = load_file(tmp_path / "straight" / "model.safetensors")
     b = load_file(tmp_path / "int" / "model.safetensors")
