@@ -254,15 +254,25 @@ def browser():
 
 
 @pytest.fixture(scope="session")
-def app_server(tiny_data):
+def app_data(tmp_path_factory) -> Path:
+    """The tests' server's data: the tiny MNIST, and a tiny Fashion-MNIST (of the same digits)
+    beside it. Without one here the server read Debian's Fashion-MNIST, where installed, and
+    scored its 10,000 test images before it was ready: ~70 s of a core in each worker's server,
+    at every start in a fresh checkout (the answers' cache is not committed)."""
+    root = write_dataset(tmp_path_factory.mktemp("appdata"))
+    return write_dataset(root, "FashionMNIST")
+
+
+@pytest.fixture(scope="session")
+def app_server(app_data):
     """`python app.py` on a free port, as the README starts it. Yields (process, url).
-    Its test-set tab browses the tiny data set (80 images: quick to test the first time)."""
+    Its test-set tab browses the tiny data sets (80 images: quick to test the first time)."""
     ARTIFACTS.mkdir(exist_ok=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER")            # one server per xdist worker
     name = f"app-server-{worker}.log" if worker else "app-server.log"
     log = open(ARTIFACTS / name, "w")
     # The suite uploads far more a minute than a person (the limit: tests/test_attacks.py).
-    proc, url = start_app([], {"VIT_DATA_DIR": str(tiny_data), "VIT_UPLOADS_PER_MINUTE": "10000"},
+    proc, url = start_app([], {"VIT_DATA_DIR": str(app_data), "VIT_UPLOADS_PER_MINUTE": "10000"},
                           log, f"see artifacts/{name}")
     # Its start-up work first, as a visitor a minute later finds it: a first request sent during
     # it once waited past the client's 5 s timeout on a busy CI machine.
