@@ -661,10 +661,15 @@
   }
   // Shows again what waited for the strip's own value (`mine`): `first` as soon as the strip is
   // it, the "why" lane's parts once it was `explained` too; `over` — a newer wait took over.
+  // The 8-s fallback shows only a strip of the model the menu names: a switch answered slowly (a
+  // busy CI machine) showed the last model's 1 beside the new model's ship for a frame; a model
+  // that fails to load puts the menu back on the last one, whose strip then shows. (A switch
+  // never answered keeps polling, ten times a second, till the next drawing or switch.)
   function waitFor(mine, since, first, over, done) {
     const step = () => {
       if (over()) { done(false); return; }
-      const v = window.vitStrip?.value?.(), late = performance.now() - since > 8000;
+      const v = window.vitStrip?.value?.();
+      const late = performance.now() - since > 8000 && (!v || v.model === chosen());
       const own = !v || mine(v);                  // (!v: a cleared canvas)
       if (own || late) for (const id of first) document.getElementById(id)?.removeAttribute("data-stale");
       if (!v || (own && v.explained) || late) {
